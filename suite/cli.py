@@ -1,0 +1,235 @@
+"""The `suite` command line. Thin: parse, load and validate the recipe, call the runner or a stage.
+
+Exit codes: 0 ok, 1 a release gate failed, 2 bad input or environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from suite import __version__
+from suite.errors import EXIT_BAD_INPUT, EXIT_GATE_FAILED, EXIT_OK, Problem, SuiteError
+
+DESCRIPTION = """\
+FP8 accuracy-vs-throughput evaluation for LLMs served by vLLM.
+
+One recipe (YAML) names a model, its BF16 baseline and FP8 variants. `suite run` builds each FP8
+checkpoint with llmcompressor, scores every variant with lm-eval's vLLM backend, serves each one
+with `vllm serve` and loads it with `vllm bench serve`, logs everything to MLflow (one parent run,
+one nested run per variant) and writes summary.json and frontier.png in the run folder.
+`suite gate` then passes or fails the release on the recipe's accuracy-drop and throughput gates.
+
+exit codes: 0 ok, 1 a gate failed, 2 bad input or environment
+"""
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def cmd_validate(args) -> int:
+    from suite.recipe import load_recipe
+
+    loaded = load_recipe(args.recipe)
+    r = loaded.recipe
+    print(f"{args.recipe}: ok — {r.name}: {len(r.variants) + 1} variants "
+          f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
+    return EXIT_OK
+
+
+def cmd_plan(args) -> int:
+    from suite.plan import make_plan
+    from suite.recipe import load_recipe
+    from suite.runner import plan_json
+
+    loaded = load_recipe(args.recipe)
+    out = Path(args.out) if args.out else loaded.resolve(loaded.recipe.output_dir)
+    print(plan_json(make_plan(loaded, out / "<run>", out / "checkpoints")))
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from suite.recipe import load_recipe
+    from suite.runner import execute
+
+    loaded = load_recipe(args.recipe)
+    console = _console()
+    status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
+        jobs: dict[tuple[str, str], int] = {}
+
+        def report(stage: str, variant: str, event: str) -> None:
+            key = (stage, variant)
+            label = f"{stage:<9} {variant}"
+            if event == "start":
+                jobs[key] = bar.add_task(label, total=1)
+            elif key in jobs:
+                bar.update(jobs[key], description=f"{label}  {status[event]}", completed=1)
+                bar.stop_task(jobs[key])
+            else:
+                jobs[key] = bar.add_task(f"{label}  {status[event]}", total=1, completed=1)
+
+        summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track)
+    print_summary(summary)
+    failed = [e for v in summary.variants for e in v.errors]
+    for e in failed:
+        console.print(f"[red]error[/]: {e}")
+    print(f"run folder: {summary.run_dir}")
+    if summary.tracking:
+        print(f"mlflow: {summary.tracking.uri} experiment {summary.tracking.experiment!r} "
+              f"parent run {summary.tracking.parent_run_id}")
+    return EXIT_BAD_INPUT if failed else EXIT_OK
+
+
+def print_summary(summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary.recipe_name} ({summary.platform})")
+    cols = [("acc.mean", "acc mean", "{:.4f}"), ("acc.mean.delta", "Δ acc", "{:+.4f}"),
+            ("tput.output_tok_s", "out tok/s", "{:.1f}"), ("tput.output_tok_s.ratio", "× base", "{:.2f}"),
+            ("tput.ttft_p99_ms", "TTFT p99 ms", "{:.0f}"), ("tput.tpot_p99_ms", "TPOT p99 ms", "{:.1f}"),
+            ("tput.kv_cache_tokens", "KV tokens", "{:,.0f}")]
+    table.add_column("variant")
+    for t in summary.tasks:
+        table.add_column(t.removeprefix("suite_"), justify="right")
+    for _, head, _ in cols:
+        table.add_column(head, justify="right")
+    for v in summary.variants:
+        row = [v.name + (" (base)" if v.is_baseline else "")]
+        row += [f"{v.metrics[k]:.4f}" if (k := f"acc.{t}") in v.metrics else "-" for t in summary.tasks]
+        row += [fmt.format(v.metrics[k]) if k in v.metrics else "-" for k, _, fmt in cols]
+        table.add_row(*row)
+    Console().print(table)
+
+
+def load_summary(path: str):
+    from suite.results import RunSummary
+
+    p = Path(path)
+    p = p / "summary.json" if p.is_dir() else p
+    if not p.is_file():
+        raise SuiteError(Problem(str(p), "", "no summary.json here", "give a run folder made by `suite run`"))
+    try:
+        return RunSummary.read(p)
+    except ValueError as e:
+        raise SuiteError(Problem(str(p), "", f"not a suite summary: {str(e).splitlines()[0]}", "")) from None
+
+
+def cmd_gate(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from suite import gate
+    from suite.recipe import GateSpec, Recipe
+
+    summary = load_summary(args.run)
+    if args.policy:
+        import yaml
+        from pydantic import ValidationError
+
+        from suite.recipe import validation_problems
+
+        try:
+            policy = GateSpec.model_validate(yaml.safe_load(Path(args.policy).read_text()) or {})
+        except ValidationError as e:
+            raise SuiteError(validation_problems(args.policy, e)) from None
+        except OSError as e:
+            raise SuiteError(Problem(args.policy, "", str(e), "check the path")) from None
+    else:
+        policy = Recipe.model_validate(summary.recipe).gates
+    result = gate.run(gate.GateConfig(summary, policy))
+    table = Table(title=f"gates: {summary.recipe_name} ({Path(summary.run_dir).name})")
+    for col in ("variant", "gate", "measured", "threshold", "margin", "result"):
+        table.add_column(col, justify="right" if col in ("measured", "threshold", "margin") else "left")
+    for c in result.checks:
+        table.add_row(c.variant, c.gate, f"{c.measured:.4f}", f"{c.threshold:.4f}", f"{c.margin:+.4f}",
+                      "[green]pass[/]" if c.passed else "[red]FAIL[/]")
+    Console().print(table)
+    if result.missing:
+        for m in result.missing:
+            print(f"{args.run}: missing metric {m}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not result.checks:
+        print(f"{args.run}: the gate policy checks nothing (gates: max_drop / default_max_drop / "
+              "min_throughput_gain)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    failed = [c for c in result.checks if not c.passed]
+    for c in failed:
+        print(f"FAILED {c.variant}: {c.gate} = {c.measured:.4f}, threshold {c.threshold:.4f} "
+              f"(off by {-c.margin:.4f})")
+    print("gate: " + ("PASS" if not failed else "FAIL"))
+    return EXIT_GATE_FAILED if failed else EXIT_OK
+
+
+def cmd_schema(args) -> int:
+    from suite.recipe import Recipe
+
+    print(json.dumps(Recipe.model_json_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_tasks(args) -> int:
+    from suite import tasks
+
+    for name, info in sorted(tasks.available().items()):
+        if info.kind == "group" or not any(name in g.subtasks for g in tasks.available().values()):
+            extra = f" ({len(info.subtasks)} subtasks)" if info.subtasks else ""
+            print(f"{name:<22} {info.kind:<6} {info.primary_metric or '-':<26}{extra}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="suite", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"suite {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a recipe end to end: quantize, evaluate, benchmark, track",
+                         description="Run every stage of a recipe and log the results to MLflow. "
+                         "The run folder (printed at the end) holds summary.json and frontier.png.")
+    run.add_argument("recipe", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
+    run.add_argument("--out", help="parent folder for the run folder (default: the recipe's output_dir)")
+    run.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    run.set_defaults(func=cmd_run)
+
+    val = sub.add_parser("validate", help="check a recipe without loading any model",
+                         description="Validate a recipe: schema, files, calibration sets, task names, "
+                         "and what the installed vLLM build can serve. Exit 2 with one line per problem.")
+    val.add_argument("recipe")
+    val.set_defaults(func=cmd_validate)
+
+    plan = sub.add_parser("plan", help="print the stage jobs a recipe would run (JSON), without running them")
+    plan.add_argument("recipe")
+    plan.add_argument("--out", help="parent folder for run folders")
+    plan.set_defaults(func=cmd_plan)
+
+    gate = sub.add_parser("gate", help="pass/fail a finished run on its gates (exit 0 pass, 1 fail, 2 bad input)",
+                          description="Check a finished run against its recipe's gates (or --policy FILE): "
+                          "per-task maximum accuracy drop and minimum throughput gain. Prints every gate "
+                          "with measured value, threshold and margin.")
+    gate.add_argument("run", help="run folder made by `suite run` (or its summary.json)")
+    gate.add_argument("--policy", help="YAML gate policy (the recipe's `gates:` block) to use instead")
+    gate.set_defaults(func=cmd_gate)
+
+    sch = sub.add_parser("schema", help="print the recipe JSON schema, with every field described")
+    sch.set_defaults(func=cmd_schema)
+    tk = sub.add_parser("tasks", help="list the local lm-eval tasks in tasks/")
+    tk.set_defaults(func=cmd_tasks)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SuiteError as e:
+        for problem in e.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT

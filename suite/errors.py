@@ -1,0 +1,35 @@
+"""Errors a user can act on: each names the file, the field, what is wrong and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_GATE_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+@dataclass
+class Problem:
+    """One thing wrong with an input: where (file, field), what, and how to fix it."""
+
+    file: str
+    field: str
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.field}: " if self.field else f"{self.file}: "
+        return where + self.message + (f" (fix: {self.fix})" if self.fix else "")
+
+
+class SuiteError(Exception):
+    """Bad input or environment (exit code 2). Holds one or more problems."""
+
+    def __init__(self, problems: list[Problem] | Problem):
+        self.problems = problems if isinstance(problems, list) else [problems]
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class StageError(Exception):
+    """A stage process failed at run time; the message points at its log."""

@@ -1,0 +1,117 @@
+"""The planner: a validated recipe -> the stage jobs of one run, in order, with their typed configs.
+
+Nothing here runs a model. ``make_plan`` decides, per variant, which checkpoint it is served from
+(the base model, or a content-addressed quantized checkpoint), and writes out the configs that the
+stage processes will read. The runner executes the plan; ``suite run --dry-run`` prints it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite.recipe import LoadedRecipe, VariantSpec, is_local_model
+from suite.results import (BenchmarkConfig, EngineConfig, EvaluateConfig, QuantizeConfig, TaskRun)
+from suite.tasks import TASKS_DIR
+
+QUANTIZER_VERSION = "llmcompressor==0.14.0.1"
+
+
+@dataclass
+class VariantPlan:
+    variant: VariantSpec
+    is_baseline: bool
+    model_path: str
+    quantize: QuantizeConfig | None
+    evaluate: EvaluateConfig
+    benchmark: BenchmarkConfig
+
+
+@dataclass
+class Plan:
+    run_dir: Path
+    checkpoints_dir: Path
+    variants: list[VariantPlan] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def jobs(self) -> list[tuple[str, str]]:
+        """(stage, variant) in execution order: all quantize jobs first, then evaluate, then benchmark."""
+        out = [("quantize", v.variant.name) for v in self.variants if v.quantize]
+        out += [("evaluate", v.variant.name) for v in self.variants]
+        out += [("benchmark", v.variant.name) for v in self.variants]
+        return out
+
+
+def weights_fingerprint(model_path: str) -> str:
+    """Cheap identity of a local model: names, sizes and mtimes of its files (a hub id: the id)."""
+    p = Path(model_path)
+    if not p.is_dir():
+        return model_path
+    h = hashlib.sha256()
+    for f in sorted(p.iterdir()):
+        if f.is_file():
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()
+
+
+def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec) -> str:
+    from suite import calibration
+
+    q = variant.quantization
+    assert q is not None
+    parts = {
+        "model": weights_fingerprint(model_path),
+        "revision": revision,
+        "quantization": q.model_dump(),
+        "calibration": calibration.content_hash(q.calibration) if q.calibration else None,
+        "quantizer": QUANTIZER_VERSION,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None = None) -> Plan:
+    r = loaded.recipe
+    base_model = loaded.model_path()
+    checkpoints_dir = checkpoints_dir or loaded.resolve(r.output_dir) / "checkpoints"
+    plan = Plan(run_dir=run_dir, checkpoints_dir=checkpoints_dir, env=dict(r.runtime.env))
+    if not is_local_model(r.model.id):
+        plan.env.setdefault("HF_HUB_OFFLINE", "0")
+    tasks = [TaskRun(name=t.name, metric=t.metric,
+                     num_fewshot=t.num_fewshot if t.num_fewshot is not None else r.eval.num_fewshot,
+                     limit=t.limit if t.limit is not None else r.eval.limit) for t in r.eval.tasks]
+    for variant in r.all_variants():
+        is_baseline = variant is r.baseline
+        q = variant.quantization
+        quantize = None
+        model_path = base_model
+        if q is not None:
+            key = checkpoint_key(base_model, r.model.revision, variant)
+            model_path = str(checkpoints_dir / f"{variant.name}-{key}")
+            quantize = QuantizeConfig(
+                model=base_model, revision=r.model.revision, scheme=q.scheme, ignore=q.ignore,
+                kv_cache=q.kv_cache, calibration=q.calibration, num_calibration_samples=q.num_calibration_samples,
+                max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
+                provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
+                            "model": r.model.model_dump()},
+            )
+        engine = EngineConfig(model=model_path, dtype=r.model.dtype if q is None else "auto",
+                              max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
+                              engine_args=dict(variant.engine_args))
+        vdir = run_dir / "variants" / variant.name
+        evaluate = EvaluateConfig(
+            engine=engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
+            include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
+            allow_code_execution=r.eval.allow_code_execution, max_gen_toks=r.eval.max_gen_toks,
+            seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
+        )
+        t = r.throughput
+        benchmark = BenchmarkConfig(
+            engine=engine, api_server_count=t.api_server_count, input_len=t.input_len, output_len=t.output_len,
+            num_prompts=t.num_prompts, request_rates=list(t.request_rates), concurrencies=list(t.concurrencies),
+            seed=t.seed, server_timeout_s=t.server_timeout_s, output_dir=str(vdir / "benchmark"),
+        )
+        plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark))
+    return plan

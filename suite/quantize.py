@@ -1,0 +1,144 @@
+"""Quantize stage: llmcompressor ``oneshot`` + ``QuantizationModifier`` -> a compressed-tensors checkpoint.
+
+Runs in the quantize environment (``python -m suite.stages quantize``). The checkpoint folder is
+content-addressed (``QuantizeConfig.key``): a finished one is reused, and a checkpoint is written to a
+temporary folder and renamed only when complete and checked, so a half-written one is never reused.
+After saving, the stage checks that what was asked for is really in the files: the scheme in
+``config.json``, and k/v scales in the weights when an FP8 KV cache was calibrated (vLLM silently
+uses scale 1.0 when they are missing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from suite.results import QuantizeConfig, QuantizeResult
+
+COMPLETE_MARK = ".complete"
+KV_CACHE_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+
+
+def run(config: QuantizeConfig) -> QuantizeResult:
+    final = Path(config.checkpoint_dir)
+    if (final / COMPLETE_MARK).is_file():
+        cached = QuantizeResult.read(final / "quantize_result.json")
+        return cached.model_copy(update={"cache_hit": True, "wall_s": 0.0, "calibration_s": 0.0})
+
+    start = time.perf_counter()
+    import torch
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from suite import calibration
+    from suite.environments import package_versions
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(config.model, revision=config.revision, dtype="auto")
+    tokenizer = AutoTokenizer.from_pretrained(config.model, revision=config.revision)
+    check_ignore_patterns(config.ignore, [n for n, _ in model.named_modules()])
+
+    modifier_args = {}
+    if config.scheme:
+        modifier_args.update(targets="Linear", scheme=config.scheme, ignore=config.ignore)
+    if config.kv_cache == "fp8":
+        modifier_args["kv_cache_scheme"] = dict(KV_CACHE_SCHEME)
+    recipe = QuantizationModifier(**modifier_args)
+
+    dataset = None
+    if config.calibration:
+        from datasets import Dataset
+
+        texts = calibration.load_texts(config.calibration, config.num_calibration_samples, tokenizer)
+        ids = [tokenizer(t, add_special_tokens=False, truncation=True, max_length=config.max_seq_length)["input_ids"]
+               for t in texts]
+        dataset = Dataset.from_dict({"input_ids": ids})
+
+    t_cal = time.perf_counter()
+    oneshot(model=model, recipe=recipe, dataset=dataset,
+            num_calibration_samples=len(dataset) if dataset is not None else config.num_calibration_samples,
+            max_seq_length=config.max_seq_length)
+    calibration_s = time.perf_counter() - t_cal
+
+    tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, save_compressed=True)
+    tokenizer.save_pretrained(tmp)
+
+    qcfg = json.loads((tmp / "config.json").read_text()).get("quantization_config") or {}
+    kv_scales = count_kv_scales(tmp)
+    n_layers = getattr(model.config, "num_hidden_layers", 0)
+    problems = verify_checkpoint(qcfg, kv_scales, n_layers, config)
+    if problems:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError("checkpoint check failed: " + "; ".join(problems))
+
+    result = QuantizeResult(
+        checkpoint=str(final), key=config.key, cache_hit=False, wall_s=0.0, calibration_s=calibration_s,
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        quantization_config=qcfg, kv_cache_scales=kv_scales, ignored_modules=list(qcfg.get("ignore") or []),
+        versions=package_versions(),
+    )
+    result.wall_s = time.perf_counter() - start
+    provenance = {**config.provenance, "key": config.key, "created": datetime.now(timezone.utc).isoformat(),
+                  "versions": result.versions, "device": "cuda" if torch.cuda.is_available() else "cpu",
+                  "config": config.model_dump()}
+    (tmp / "provenance.json").write_text(json.dumps(provenance, indent=2))
+    result.write(tmp / "quantize_result.json")
+    (tmp / COMPLETE_MARK).write_text(config.key)
+    if final.exists():  # a stale, incomplete folder (no COMPLETE_MARK)
+        shutil.rmtree(final)
+    tmp.rename(final)
+    return result
+
+
+def check_ignore_patterns(ignore: list[str], module_names: list[str]) -> None:
+    """Every ignore entry must match a module: a typo would silently quantize a sensitive layer."""
+    unmatched = []
+    for pattern in ignore:
+        if pattern.startswith("re:"):
+            rx = re.compile(pattern[3:])
+            hit = any(rx.match(n) for n in module_names)
+        else:
+            hit = any(n == pattern or n.endswith("." + pattern) for n in module_names)
+        if not hit:
+            unmatched.append(pattern)
+    if unmatched:
+        raise ValueError(f"quantization.ignore entries match no module of the model: {unmatched}")
+
+
+def count_kv_scales(folder: Path) -> int:
+    from safetensors import safe_open
+
+    n = 0
+    for f in folder.glob("*.safetensors"):
+        with safe_open(str(f), "pt") as st:
+            n += sum(1 for k in st.keys() if k.endswith((".k_scale", ".v_scale")))
+    return n
+
+
+def verify_checkpoint(qcfg: dict, kv_scales: int, n_layers: int, config: QuantizeConfig) -> list[str]:
+    problems = []
+    if qcfg.get("quant_method") != "compressed-tensors":
+        problems.append("config.json has no compressed-tensors quantization_config")
+    if config.scheme:
+        groups = qcfg.get("config_groups") or {}
+        if not groups:
+            problems.append(f"scheme {config.scheme} requested but config.json has no config_groups")
+        for g in groups.values():
+            w = g.get("weights") or {}
+            if w.get("type") != "float" or w.get("num_bits") != 8:
+                problems.append(f"weights are not 8-bit float: {w}")
+    if config.kv_cache:
+        if not qcfg.get("kv_cache_scheme"):
+            problems.append("kv_cache requested but config.json has no kv_cache_scheme")
+        if kv_scales < 2 * n_layers:
+            problems.append(f"expected {2 * n_layers} k/v scales in the weights, found {kv_scales}")
+    return problems

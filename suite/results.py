@@ -1,0 +1,208 @@
+"""Typed configs and results that cross process boundaries (stage jobs, summary.json).
+
+Only pydantic here: every stage environment (the quantize one too) can import it. Each stage reads
+its config from a JSON file and writes its result to another; the parent reads the results back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(self.model_dump_json(indent=2))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def read(cls: type[M], path: Path) -> M:
+        return cls.model_validate_json(Path(path).read_text())
+
+
+# ------------------------------------------------------------------ quantize
+
+
+class QuantizeConfig(Record):
+    model: str = Field(description="base model folder or hub id")
+    revision: Optional[str] = None
+    scheme: Optional[str] = None
+    ignore: list[str] = Field(default_factory=list)
+    kv_cache: Optional[str] = None
+    calibration: Optional[str] = None
+    num_calibration_samples: int = 512
+    max_seq_length: int = 2048
+    checkpoint_dir: str = Field(description="where the finished checkpoint is (content-addressed)")
+    key: str = Field(description="content key of the checkpoint (see plan.checkpoint_key)")
+    provenance: dict[str, Any] = Field(default_factory=dict, description="recipe fragment etc., saved with it")
+
+
+class QuantizeResult(Record):
+    checkpoint: str
+    key: str
+    cache_hit: bool
+    wall_s: float
+    calibration_s: float = 0.0
+    peak_rss_mb: float = 0.0
+    quantization_config: dict[str, Any] = Field(default_factory=dict)
+    kv_cache_scales: int = Field(0, description="k_scale/v_scale tensors found in the saved weights")
+    ignored_modules: list[str] = Field(default_factory=list, description="modules left unquantized")
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ evaluate
+
+
+class EngineConfig(Record):
+    """How vLLM loads one variant (shared by evaluate and benchmark)."""
+
+    model: str
+    dtype: str = "auto"
+    max_model_len: int = 4096
+    kv_cache_dtype: str = "auto"
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskRun(Record):
+    name: str
+    metric: Optional[str] = None
+    num_fewshot: Optional[int] = None
+    limit: Optional[float] = None
+
+
+class EvaluateConfig(Record):
+    engine: EngineConfig
+    tasks: list[TaskRun]
+    batch_size: Any = "auto"
+    data_dir: str
+    include_path: str
+    apply_chat_template: bool = False
+    allow_code_execution: bool = False
+    max_gen_toks: Optional[int] = None
+    seed: int = 1234
+    output_dir: str
+
+
+class TaskScore(Record):
+    task: str
+    metric: str
+    value: float
+    stderr: Optional[float] = None
+    n: Optional[int] = None
+    all_metrics: dict[str, float] = Field(default_factory=dict, description="every 'metric,filter' lm-eval gave")
+
+
+class EvaluateResult(Record):
+    scores: list[TaskScore]
+    results_file: str
+    samples_files: dict[str, str] = Field(default_factory=dict)
+    wall_s: float
+    engine_load_s: float
+    versions: dict[str, str] = Field(default_factory=dict)
+    config_hash: dict[str, Any] = Field(default_factory=dict, description="lm-eval task hashes / chat template")
+
+
+# ------------------------------------------------------------------ benchmark
+
+
+class BenchmarkConfig(Record):
+    engine: EngineConfig
+    api_server_count: int = 1
+    input_len: int
+    output_len: int
+    num_prompts: int
+    request_rates: list[Any] = Field(default_factory=list)
+    concurrencies: list[int] = Field(default_factory=list)
+    seed: int = 0
+    server_timeout_s: int = 900
+    output_dir: str
+
+
+class LoadPoint(Record):
+    label: str
+    request_rate: Optional[Any] = None
+    max_concurrency: Optional[int] = None
+    ok: bool = True
+    error: Optional[str] = None
+    completed: int = 0
+    failed: int = 0
+    duration_s: float = 0.0
+    output_tok_s: float = 0.0
+    req_s: float = 0.0
+    ttft_p50_ms: float = 0.0
+    ttft_p99_ms: float = 0.0
+    tpot_p50_ms: float = 0.0
+    tpot_p99_ms: float = 0.0
+    result_file: Optional[str] = None
+
+
+class BenchmarkResult(Record):
+    points: list[LoadPoint]
+    kv_cache_tokens: Optional[int] = None
+    max_concurrency_at_max_len: Optional[float] = None
+    server_start_s: float
+    wall_s: float
+    server_log: str
+    server_command: list[str] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ the run
+
+
+class VariantSummary(Record):
+    name: str
+    is_baseline: bool
+    scheme: Optional[str] = None
+    kv_cache: Optional[str] = None
+    kv_cache_dtype: str = "auto"
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+    model_path: str
+    quantize: Optional[QuantizeResult] = None
+    evaluate: Optional[EvaluateResult] = None
+    benchmark: Optional[BenchmarkResult] = None
+    metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
+    errors: list[str] = Field(default_factory=list)
+
+
+class TrackingInfo(Record):
+    uri: str
+    experiment: str
+    experiment_id: str
+    parent_run_id: str
+    variant_run_ids: dict[str, str]
+
+
+class RunSummary(Record):
+    suite_version: str
+    recipe_name: str
+    recipe_path: str
+    recipe_sha256: str
+    recipe: dict[str, Any]
+    run_dir: str
+    started: str
+    finished: Optional[str] = None
+    platform: str
+    versions: dict[str, str] = Field(default_factory=dict)
+    tasks: list[str] = Field(default_factory=list)
+    variants: list[VariantSummary]
+    stage_wall_s: dict[str, float] = Field(default_factory=dict)
+    artifacts: dict[str, str] = Field(default_factory=dict)
+    tracking: Optional[TrackingInfo] = None
+
+    def baseline(self) -> VariantSummary:
+        return next(v for v in self.variants if v.is_baseline)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,164 @@
+"""The runner: executes a plan (each stage job in its own process), then summary -> frontier -> MLflow.
+
+Data flows one way: recipe -> plan -> stage results (JSON files in the run folder) -> summary.json ->
+frontier.png, MLflow, gate. A failed stage does not stop the run: the variant records the error (and
+its log's tail), its later stages are skipped, and the other variants go on.
+
+Run folder layout (``<output_dir>/<timestamp>-<recipe>/``):
+  recipe.yaml, plan.json, summary.json, frontier.png
+  variants/<name>/{quantize,evaluate,benchmark}.{config.json,result.json,log}
+  variants/<name>/evaluate/  lm_eval_results.json, samples_<task>.jsonl
+  variants/<name>/benchmark/ bench-<point>.json, server.log
+Quantized checkpoints live in ``<output_dir>/checkpoints/<variant>-<key>/`` and are reused across runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from suite import __version__
+from suite.environments import package_versions, quantize_python, serve_python, vllm_platform
+from suite.plan import Plan, VariantPlan, make_plan
+from suite.recipe import LoadedRecipe
+from suite.results import (BenchmarkResult, EvaluateResult, QuantizeResult, Record, RunSummary,
+                           VariantSummary)
+from suite.summary import add_deltas, variant_metrics
+
+RESULT_TYPES = {"quantize": QuantizeResult, "evaluate": EvaluateResult, "benchmark": BenchmarkResult}
+Reporter = Callable[[str, str, str], None]  # (stage, variant, event) with event in start|ok|failed|skipped
+
+
+def stage_env(plan: Plan) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(plan.env)
+    repo = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> tuple[Record | None, str | None, float]:
+    """Run one stage process. Returns (result, error, wall seconds)."""
+    python = quantize_python() if stage == "quantize" else serve_python()
+    cfg_path, res_path, log_path = (vdir / f"{stage}.config.json", vdir / f"{stage}.result.json", vdir / f"{stage}.log")
+    config.write(cfg_path)
+    res_path.unlink(missing_ok=True)
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([python, "-m", "suite.stages", stage, str(cfg_path), str(res_path)], env=env,
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            rc = proc.wait()
+        except BaseException:  # Ctrl-C: take the stage's whole process group down with us
+            import signal
+
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise
+    wall = time.perf_counter() - start
+    if rc != 0 or not res_path.is_file():
+        lines = log_path.read_text(errors="replace").splitlines()
+        last = next((ln for ln in reversed(lines) if ln.strip() and not ln.startswith(" ")), "")
+        return None, f"{stage} failed (exit {rc}): {last.strip()[:400]} [log: {log_path}]", wall
+    return RESULT_TYPES[stage].read(res_path), None, wall
+
+
+def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = out_root / f"{stamp}-{loaded.recipe.name}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
+            track: bool = True) -> RunSummary:
+    report = report or (lambda stage, variant, event: None)
+    r = loaded.recipe
+    out_root = out_root or loaded.resolve(r.output_dir)
+    run_dir = new_run_dir(loaded, out_root)
+    shutil.copy(loaded.path, run_dir / "recipe.yaml")
+    plan = make_plan(loaded, run_dir, out_root / "checkpoints")
+    env = stage_env(plan)
+    (run_dir / "plan.json").write_text(plan_json(plan))
+
+    summary = RunSummary(
+        suite_version=__version__, recipe_name=r.name, recipe_path=str(loaded.path), recipe_sha256=loaded.sha256,
+        recipe=r.model_dump(mode="json"), run_dir=str(run_dir), started=_now(), platform=vllm_platform(),
+        versions=package_versions(), tasks=[t.name for t in r.eval.tasks],
+        variants=[VariantSummary(name=vp.variant.name, is_baseline=vp.is_baseline,
+                                 scheme=vp.variant.quantization.scheme if vp.variant.quantization else None,
+                                 kv_cache=vp.variant.quantization.kv_cache if vp.variant.quantization else None,
+                                 kv_cache_dtype=vp.variant.kv_cache_dtype, engine_args=dict(vp.variant.engine_args),
+                                 model_path=vp.model_path) for vp in plan.variants],
+        artifacts={"recipe": str(run_dir / "recipe.yaml")},
+    )
+    by_name = {v.name: v for v in summary.variants}
+    plans = {vp.variant.name: vp for vp in plan.variants}
+    totals: dict[str, float] = {}
+    for stage, name in plan.jobs():
+        vs, vp = by_name[name], plans[name]
+        if vs.errors:
+            report(stage, name, "skipped")
+            continue
+        report(stage, name, "start")
+        result, error, wall = run_stage(stage, stage_config(vp, stage), run_dir / "variants" / name, env)
+        totals[stage] = totals.get(stage, 0.0) + wall
+        if error:
+            vs.errors.append(error)
+            report(stage, name, "failed")
+            continue
+        setattr(vs, stage, result)
+        report(stage, name, "ok")
+
+    for v in summary.variants:
+        v.metrics = variant_metrics(v, r.throughput.headline)
+    if any(v.is_baseline and v.metrics for v in summary.variants):
+        add_deltas(summary.variants)
+    summary.stage_wall_s = totals
+
+    from suite import frontier
+
+    front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
+    if front.png:
+        summary.artifacts["frontier_png"] = str(front.png)
+    summary.finished = _now()
+    summary_path = summary.write(run_dir / "summary.json")
+    if track:
+        from suite import track as tracking
+
+        uri = r.tracking.uri or tracking.default_uri(out_root)
+        report("track", "mlflow", "start")
+        t0 = time.perf_counter()
+        tracking.run(tracking.TrackConfig(summary, summary_path, uri, r.tracking.experiment or r.name,
+                                          artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None))
+        summary.stage_wall_s["track"] = time.perf_counter() - t0
+        summary.write(summary_path)
+        report("track", "mlflow", "ok")
+    return summary
+
+
+def stage_config(vp: VariantPlan, stage: str) -> Record:
+    return {"quantize": vp.quantize, "evaluate": vp.evaluate, "benchmark": vp.benchmark}[stage]
+
+
+def plan_json(plan: Plan) -> str:
+    import json
+
+    return json.dumps({
+        "run_dir": str(plan.run_dir), "env": plan.env, "jobs": plan.jobs(),
+        "variants": {vp.variant.name: {"model_path": vp.model_path,
+                                       "quantize": vp.quantize.model_dump() if vp.quantize else None,
+                                       "evaluate": vp.evaluate.model_dump(), "benchmark": vp.benchmark.model_dump()}
+                     for vp in plan.variants},
+    }, indent=2)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,72 @@
+"""Stage results -> the flat metrics every consumer reads (summary.json, MLflow, gate, frontier).
+
+Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . / `` and spaces):
+  acc.<task>                  the task's headline metric (e.g. acc,none for MMLU)
+  acc.<task>.<metric>.<filter>  every other lm-eval metric of the task ('@' written as '_at_')
+  acc.<task>.delta            variant minus baseline (0 for the baseline)
+  acc.mean, acc.mean.delta    mean of the headline metrics over tasks
+  tput.output_tok_s, tput.req_s, tput.ttft_p99_ms, tput.tpot_p99_ms, tput.ttft_p50_ms, tput.tpot_p50_ms
+                              at the headline load point (recipe throughput.headline)
+  tput.kv_cache_tokens        KV-cache capacity that vLLM reported at start-up
+  tput.output_tok_s.ratio     variant / baseline output throughput
+  time.<stage>_s              wall time of each stage for the variant
+"""
+
+from __future__ import annotations
+
+import re
+
+from suite.results import BenchmarkResult, LoadPoint, VariantSummary
+
+_ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def metric_name(*parts: str) -> str:
+    name = ".".join(p.replace(",", ".").replace("@", "_at_") for p in parts if p)
+    return _ILLEGAL.sub("_", name)
+
+
+def headline_point(bench: BenchmarkResult, rule: str) -> LoadPoint | None:
+    ok = [p for p in bench.points if p.ok]
+    if not ok:
+        return None
+    return max(ok, key=lambda p: p.output_tok_s) if rule == "max" else ok[-1]
+
+
+def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
+    m: dict[str, float] = {}
+    if v.evaluate:
+        for s in v.evaluate.scores:
+            m[metric_name("acc", s.task)] = s.value
+            for k, val in s.all_metrics.items():
+                if k != s.metric and k != "alias":
+                    m[metric_name("acc", s.task, k)] = val
+        if v.evaluate.scores:
+            m["acc.mean"] = sum(s.value for s in v.evaluate.scores) / len(v.evaluate.scores)
+        m["time.evaluate_s"] = v.evaluate.wall_s
+        m["time.engine_load_s"] = v.evaluate.engine_load_s
+    if v.benchmark:
+        p = headline_point(v.benchmark, headline_rule)
+        if p:
+            m.update({"tput.output_tok_s": p.output_tok_s, "tput.req_s": p.req_s,
+                      "tput.ttft_p50_ms": p.ttft_p50_ms, "tput.ttft_p99_ms": p.ttft_p99_ms,
+                      "tput.tpot_p50_ms": p.tpot_p50_ms, "tput.tpot_p99_ms": p.tpot_p99_ms})
+        if v.benchmark.kv_cache_tokens is not None:
+            m["tput.kv_cache_tokens"] = float(v.benchmark.kv_cache_tokens)
+        m["time.benchmark_s"] = v.benchmark.wall_s
+        m["time.server_start_s"] = v.benchmark.server_start_s
+    if v.quantize:
+        m["time.quantize_s"] = v.quantize.wall_s
+    return m
+
+
+def add_deltas(variants: list[VariantSummary]) -> None:
+    base = next(v for v in variants if v.is_baseline)
+    tasks = [s.task for s in base.evaluate.scores] if base.evaluate else []
+    for v in variants:
+        for t in tasks + ["mean"]:
+            key = metric_name("acc", t) if t != "mean" else "acc.mean"
+            if key in v.metrics and key in base.metrics:
+                v.metrics[key + ".delta"] = v.metrics[key] - base.metrics[key]
+        if base.metrics.get("tput.output_tok_s") and "tput.output_tok_s" in v.metrics:
+            v.metrics["tput.output_tok_s.ratio"] = v.metrics["tput.output_tok_s"] / base.metrics["tput.output_tok_s"]

@@ -1,0 +1,139 @@
+"""Track stage: a finished run's summary -> MLflow (one parent run, one nested run per variant).
+
+Uses ``MlflowClient`` with explicit run ids (never the fluent "active run"). Params are written once,
+at creation; metrics go through ``log_batch`` within MLflow's limits; every run is closed with
+``set_terminated`` (FAILED if logging broke half-way). The default store is a SQLite file in the
+run's output folder, with artifacts beside it, so nothing has to be started.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.results import RunSummary, TrackingInfo, VariantSummary
+
+MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAM_VALUE = 6000
+
+
+@dataclass
+class TrackConfig:
+    summary: RunSummary
+    summary_path: Path
+    uri: str
+    experiment: str
+    artifact_root: Path | None = None  # for a local store: where artifacts go
+
+
+@dataclass
+class TrackResult:
+    info: TrackingInfo
+    wall_s: float
+
+
+def default_uri(out_root: Path) -> str:
+    return f"sqlite:///{(out_root / 'mlflow.db').resolve()}"
+
+
+def _params(d: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_params(v, key + "."))
+        else:
+            text = json.dumps(v) if isinstance(v, (list, bool)) or v is None else str(v)
+            out[key] = text[:MAX_PARAM_VALUE]
+    return out
+
+
+def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str]:
+    p = {"variant": v.name, "baseline": v.is_baseline, "scheme": v.scheme or "none",
+         "kv_cache": v.kv_cache or "none", "kv_cache_dtype": v.kv_cache_dtype, "model_path": v.model_path}
+    p.update({f"engine.{k}": val for k, val in v.engine_args.items()})
+    if v.quantize:
+        p["quantize.ignore"] = v.quantize.ignored_modules
+        p["quantize.key"] = v.quantize.key
+    p.update({f"version.{k}": val for k, val in versions.items()})
+    return _params(p)
+
+
+def _log(client, run_id: str, params: dict[str, str], metrics: dict[str, float], tags: dict[str, str]) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    items = list(params.items())
+    for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=[Param(k, v) for k, v in items[i:i + MAX_PARAMS_PER_BATCH]])
+    mitems = list(metrics.items())
+    for i in range(0, len(mitems), MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in mitems[i:i + MAX_METRICS_PER_BATCH]])
+    if tags:
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def _artifacts(client, run_id: str, files: list[tuple[str, str]]) -> None:
+    for path, folder in files:
+        if path and Path(path).is_file():
+            client.log_artifact(run_id, path, artifact_path=folder or None)
+
+
+def variant_artifacts(v: VariantSummary) -> list[tuple[str, str]]:
+    files = []
+    if v.evaluate:
+        files.append((v.evaluate.results_file, "lm_eval"))
+        files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
+    if v.benchmark:
+        files += [(p.result_file, "benchmark") for p in v.benchmark.points if p.result_file]
+        files.append((v.benchmark.server_log, "benchmark"))
+    if v.quantize:
+        files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
+        files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))
+    return files
+
+
+def run(config: TrackConfig) -> TrackResult:
+    start = time.perf_counter()
+    from mlflow.tracking import MlflowClient
+
+    s = config.summary
+    client = MlflowClient(tracking_uri=config.uri)
+    exp = client.get_experiment_by_name(config.experiment)
+    if exp is None:
+        location = config.artifact_root.resolve().as_uri() if config.artifact_root else None
+        exp_id = client.create_experiment(config.experiment, artifact_location=location)
+    else:
+        exp_id = exp.experiment_id
+    parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
+                               tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
+                                     "suite.version": s.suite_version, "suite.platform": s.platform})
+    pid = parent.info.run_id
+    child_ids: dict[str, str] = {}
+    status = "FAILED"
+    try:
+        _log(client, pid, _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
+                                   "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()}}),
+             {f"time.{k}_s": v for k, v in s.stage_wall_s.items()}, {})
+        for v in s.variants:
+            child = client.create_run(exp_id, run_name=v.name, tags={
+                "mlflow.parentRunId": pid, "suite.recipe": s.recipe_name, "suite.variant": v.name,
+                "suite.baseline": str(v.is_baseline).lower()})
+            child_ids[v.name] = child.info.run_id
+            _log(client, child.info.run_id, variant_params(v, s.versions), v.metrics,
+                 {"suite.errors": "; ".join(v.errors)[:5000]} if v.errors else {})
+            _artifacts(client, child.info.run_id, variant_artifacts(v))
+            client.set_terminated(child.info.run_id, "FAILED" if v.errors else "FINISHED")
+        info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
+                            parent_run_id=pid, variant_run_ids=child_ids)
+        s.tracking = info
+        s.write(config.summary_path)
+        _artifacts(client, pid, [(str(config.summary_path), ""), (s.artifacts.get("frontier_png", ""), ""),
+                                 (s.artifacts.get("recipe", ""), "")])
+        status = "FINISHED"
+    finally:
+        client.set_terminated(pid, status)
+    return TrackResult(info=info, wall_s=time.perf_counter() - start)
