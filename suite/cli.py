@@ -89,7 +89,6 @@ def cmd_run(args) -> int:
 
 
 def print_summary(summary) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{summary.recipe_name} ({summary.platform})")
@@ -107,7 +106,15 @@ def print_summary(summary) -> None:
         row += [f"{v.metrics[k]:.4f}" if (k := f"acc.{t}") in v.metrics else "-" for t in summary.tasks]
         row += [fmt.format(v.metrics[k]) if k in v.metrics else "-" for k, _, fmt in cols]
         table.add_row(*row)
-    Console().print(table)
+    _wide_console().print(table)
+
+
+def _wide_console():
+    """A terminal's own width; 160 columns when the output is a file or a CI log."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
 
 
 def load_summary(path: str):
@@ -124,7 +131,6 @@ def load_summary(path: str):
 
 
 def cmd_gate(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from suite import gate
@@ -152,7 +158,7 @@ def cmd_gate(args) -> int:
     for c in result.checks:
         table.add_row(c.variant, c.gate, f"{c.measured:.4f}", f"{c.threshold:.4f}", f"{c.margin:+.4f}",
                       "[green]pass[/]" if c.passed else "[red]FAIL[/]")
-    Console().print(table)
+    _wide_console().print(table)
     if result.missing:
         for m in result.missing:
             print(f"{args.run}: missing metric {m}", file=sys.stderr)

@@ -126,7 +126,8 @@ def task_score(task: TaskRun, res: dict) -> TaskScore:
     row = res["results"].get(task.name)
     if row is None:
         raise RuntimeError(f"lm-eval returned no results for {task.name!r}")
-    numbers = {k: float(v) for k, v in row.items() if isinstance(v, (int, float)) and "_stderr" not in k}
+    numbers = {k: float(v) for k, v in row.items()  # "metric,filter" keys; not sample_len or stderrs
+               if isinstance(v, (int, float)) and "," in k and "_stderr" not in k}
     metric = primary_metric(task.name, task.metric)
     if metric is None or metric not in numbers:
         if metric is not None:

@@ -58,13 +58,14 @@ def run(config: FrontierConfig) -> FrontierResult:
                    color="tab:gray" if p.is_baseline else "tab:blue", zorder=3)
         ax.annotate(p.name + (" (baseline)" if p.is_baseline else ""), (p.throughput, p.accuracy),
                     textcoords="offset points", xytext=(6, 6), fontsize=9)
-    ax.plot([p.throughput for p in front], [p.accuracy for p in front], "--", color="tab:red",
-            label="Pareto front", zorder=2)
+    ax.plot([p.throughput for p in front], [p.accuracy for p in front], "--o", color="tab:red",
+            markerfacecolor="none", markersize=14, label="Pareto front", zorder=2)
+    ax.margins(x=0.25, y=0.25)
     ax.set_xlabel("output throughput (tok/s)")
     ax.set_ylabel("accuracy, mean over tasks")
     ax.set_title(f"{config.summary.recipe_name}: accuracy vs throughput ({config.summary.platform})")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower left")
+    ax.legend(loc="best")
     fig.tight_layout()
     config.out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(config.out_png)

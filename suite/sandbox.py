@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -59,6 +60,20 @@ def _limit(limits: Limits):
     return apply
 
 
+def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:
+    """SIGKILL the program's process group until it is empty (a forking program can add members
+    while we kill); the leader is reaped first so that its zombie does not keep the group alive."""
+    for i in range(attempts):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if i == 0:
+            proc.wait()
+        else:
+            time.sleep(0.01)
+
+
 def check_allowed() -> None:
     if os.environ.get(ALLOW_ENV) != "1":
         raise PermissionError(
@@ -83,11 +98,7 @@ def run_program(source: str, limits: Limits = Limits()) -> Outcome:
         except subprocess.TimeoutExpired:
             code = None
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
+            kill_group(proc)
     if code is None:
         return Outcome(False, "timeout")
     return Outcome(code == 0, "passed" if code == 0 else "failed")

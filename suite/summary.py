@@ -61,12 +61,12 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
 
 
 def add_deltas(variants: list[VariantSummary]) -> None:
+    """acc.*.delta (variant minus baseline) for every accuracy metric, and the throughput ratio."""
     base = next(v for v in variants if v.is_baseline)
-    tasks = [s.task for s in base.evaluate.scores] if base.evaluate else []
+    acc_keys = [k for k in base.metrics if k.startswith("acc.") and not k.endswith(".delta")]
     for v in variants:
-        for t in tasks + ["mean"]:
-            key = metric_name("acc", t) if t != "mean" else "acc.mean"
-            if key in v.metrics and key in base.metrics:
+        for key in acc_keys:
+            if key in v.metrics:
                 v.metrics[key + ".delta"] = v.metrics[key] - base.metrics[key]
         if base.metrics.get("tput.output_tok_s") and "tput.output_tok_s" in v.metrics:
             v.metrics["tput.output_tok_s.ratio"] = v.metrics["tput.output_tok_s"] / base.metrics["tput.output_tok_s"]

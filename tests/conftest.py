@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+DEMO_RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
+DEMO_MODEL = ROOT / "models" / "smollm2-135m-instruct"
+
+
+def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "suite_mmlu"), gates=None,
+                 run_dir="/tmp/run"):
+    """A RunSummary with the given per-variant metrics; the first variant is the baseline."""
+    import yaml
+
+    from suite.recipe import Recipe
+    from suite.results import RunSummary, VariantSummary
+
+    recipe = yaml.safe_load(DEMO_RECIPE.read_text())
+    recipe["gates"] = gates or {}
+    recipe["eval"]["tasks"] = [{"name": t} for t in tasks]
+    Recipe.model_validate(recipe)
+    variants = [VariantSummary(name=name, is_baseline=(i == 0), model_path="/m", metrics=dict(m))
+                for i, (name, m) in enumerate(metrics.items())]
+    return RunSummary(suite_version="test", recipe_name=recipe["name"], recipe_path="r.yaml", recipe_sha256="0",
+                      recipe=recipe, run_dir=run_dir, started="now", platform="cpu", tasks=list(tasks),
+                      variants=variants)
+
+
+def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suite", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def demo_recipe_copy(tmp_path):
+    """The demo recipe copied into a temp folder with paths pointing back at the repository."""
+    import yaml
+
+    data = yaml.safe_load(DEMO_RECIPE.read_text())
+    data["model"]["id"] = str(DEMO_MODEL)
+    data["eval"]["data_dir"] = str(ROOT / "tasks" / "data")
+    data["output_dir"] = str(tmp_path / "runs")
+
+    def write(**changes) -> Path:
+        d = yaml.safe_load(yaml.safe_dump(data))
+        for dotted, value in changes.items():
+            node = d
+            *parents, leaf = dotted.split("__")
+            for p in parents:
+                node = node[int(p)] if isinstance(node, list) else node[p]
+            if value is _DELETE:
+                del node[leaf]
+            elif isinstance(node, list):
+                node[int(leaf)] = value
+            else:
+                node[leaf] = value
+        path = tmp_path / "recipe.yaml"
+        path.write_text(yaml.safe_dump(d, sort_keys=False))
+        return path
+
+    return write
+
+
+_DELETE = object()
+
+
+@pytest.fixture
+def DELETE():
+    return _DELETE
+
+
+def needs_demo_model():
+    return pytest.mark.skipif(not (DEMO_MODEL / "config.json").is_file(),
+                              reason="demo model missing: run scripts/setup.sh")
+
+
+def no_leftover(pattern: str) -> list[str]:
+    if shutil.which("pgrep") is None:
+        return []
+    out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "pgrep" not in ln]

@@ -1,0 +1,73 @@
+"""Local data: the task registry, the CSV loader that keeps cells as released, calibration sets."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from conftest import ROOT, SHARED_DATA
+from suite import calibration, tasks
+from suite.local_data import load_csv_splits
+
+
+def test_registry_has_the_four_benchmarks():
+    reg = tasks.available()
+    assert {"suite_mmlu", "suite_gsm8k", "suite_humaneval", "suite_ceval"} <= set(reg)
+    assert len(reg["suite_mmlu"].subtasks) == 57 and len(reg["suite_ceval"].subtasks) == 52
+    assert tasks.needs_code_execution("suite_humaneval") and not tasks.needs_code_execution("suite_mmlu")
+    assert tasks.primary_metric("suite_gsm8k") == "exact_match,strict-match"
+    assert tasks.primary_metric("mmlu") == "acc,none"
+
+
+def test_csv_loader_keeps_cells_exactly(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text('"What is 2.50 + 0?",2.50,None,NA,"0,1",A\n')
+    ds = load_csv_splits({"test": "t.csv"}, column_names=["question", "A", "B", "C", "D", "answer"])
+    row = ds["test"][0]
+    assert (row["A"], row["B"], row["C"], row["D"]) == ("2.50", "None", "NA", "0,1")
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
+def test_full_data_row_counts(monkeypatch):
+    """The full local data folder has the official row counts (README of ../shared/data)."""
+    monkeypatch.chdir(SHARED_DATA)
+    n_test = n_val = 0
+    for info in (tasks.available()[s] for s in tasks.available()["suite_mmlu"].subtasks):
+        files = tasks._merged(info.path)["dataset_kwargs"]["data_files"]
+        n_test += len(load_csv_splits(files, column_names=["q", "A", "B", "C", "D", "a"])["test"])
+    for info in (tasks.available()[s] for s in tasks.available()["suite_ceval"].subtasks):
+        n_val += len(load_csv_splits(tasks._merged(info.path)["dataset_kwargs"]["data_files"])["val"])
+    assert (n_test, n_val) == (14042, 1346)
+    assert sum(1 for _ in open("gsm8k/test.jsonl")) == 1319
+
+
+def test_slice_is_a_prefix_of_the_real_data():
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data not present")
+    for rel in ("mmlu/test/anatomy_test.csv", "ceval/val/accountant_val.csv"):
+        with open(ROOT / "tasks/data" / rel, newline="", encoding="utf-8") as a, \
+                open(SHARED_DATA / rel, newline="", encoding="utf-8") as b:
+            small, full = list(csv.reader(a)), list(csv.reader(b))
+        assert small and small == full[: len(small)]
+
+
+def test_calibration_sets_parse_and_render():
+    from transformers import AutoTokenizer
+
+    assert {"chat-demo", "ultrachat", "gsm8k"} <= set(calibration.available())
+    for name in calibration.available():
+        calibration.load_set(name)
+    tok = AutoTokenizer.from_pretrained(ROOT / "models/smollm2-135m-instruct")
+    texts = calibration.load_texts("chat-demo", 8, tok)
+    assert len(texts) == 8 and all("<|im_start|>" in t for t in texts)
+    assert texts == calibration.load_texts("chat-demo", 8, tok)  # seeded
+    assert len(calibration.load_texts("gsm8k", 4, tok)[0]) > 20
+
+
+def test_calibration_missing_column(tmp_path):
+    (tmp_path / "bad.yaml").write_text("name: bad\npath: bad.jsonl\nformat: qa\n")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"question": "q"}) + "\n")
+    with pytest.raises(ValueError, match="no column"):
+        calibration.load_texts("bad", 1, None, directory=tmp_path)

