@@ -5,6 +5,9 @@
 # Then `bash scripts/h200-wait.sh SECONDS` in each following command. docs/results/h200.md has the steps.
 set -uo pipefail
 recipe=$1 out=$2
+# Run from a copy: every device command lays the working tree anew, which would pull the files (and
+# the evaluate stage's working directory) from under a run that is still going.
+rm -rf /tmp/suite-src && cp -r . /tmp/suite-src && cd /tmp/suite-src
 repo=$(pwd)
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 # The quantize stage's interpreter: the device Python with the llmcompressor environment first.

@@ -15,6 +15,7 @@ Quantized checkpoints live in ``<output_dir>/checkpoints/<variant>-<key>/`` and 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -64,10 +65,21 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> tu
             raise
     wall = time.perf_counter() - start
     if rc != 0 or not res_path.is_file():
-        lines = log_path.read_text(errors="replace").splitlines()
-        last = next((ln for ln in reversed(lines) if ln.strip() and not ln.startswith(" ")), "")
-        return None, f"{stage} failed (exit {rc}): {last.strip()[:400]} [log: {log_path}]", wall
+        return None, f"{stage} failed (exit {rc}): {failure_line(log_path)} [log: {log_path}]", wall
     return RESULT_TYPES[stage].read(res_path), None, wall
+
+
+_EXCEPTION_LINE = re.compile(r"^\W*(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)")
+
+
+def failure_line(log_path: Path) -> str:
+    """The last 'SomeError: message' line of a stage log (the exception that ended it), else its last line."""
+    lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        m = _EXCEPTION_LINE.match(ln)
+        if m:
+            return m.group(1)[:400]
+    return lines[-1][:400] if lines else "(empty log)"
 
 
 def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:

@@ -63,3 +63,16 @@ def test_server_that_exits_is_reported_with_its_log(tmp_path, monkeypatch):
     with pytest.raises(benchmark.ServerError, match="boom: out of memory"):
         benchmark.run(cfg)
     assert time.monotonic() - start < 20
+
+
+def test_runner_reports_the_exception_not_the_shutdown_noise(tmp_path):
+    from suite.runner import failure_line
+
+    log = tmp_path / "evaluate.log"
+    log.write_text("Traceback (most recent call last):\n  File \"x\", line 1\n"
+                   "FileNotFoundError: [Errno 2] No such file or directory\n"
+                   "(EngineCore pid=1) INFO [core.py:1313] [shutdown] EngineCore: exiting busy loop\n"
+                   "INFO 11-30 07:54:28 [core_client.py:662] [shutdown] MPClient: complete\n")
+    assert failure_line(log) == "FileNotFoundError: [Errno 2] No such file or directory"
+    log.write_text("just a last line\n")
+    assert failure_line(log) == "just a last line"
