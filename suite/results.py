@@ -172,6 +172,7 @@ class VariantSummary(Record):
     evaluate: Optional[EvaluateResult] = None
     benchmark: Optional[BenchmarkResult] = None
     metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
+    paired: list[dict[str, Any]] = Field(default_factory=list, description="per-task paired comparison with the baseline")
     errors: list[str] = Field(default_factory=list)
 
 

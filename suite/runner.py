@@ -29,7 +29,7 @@ from suite.plan import Plan, VariantPlan, make_plan
 from suite.recipe import LoadedRecipe
 from suite.results import (BenchmarkResult, EvaluateResult, QuantizeResult, Record, RunSummary,
                            VariantSummary)
-from suite.summary import add_deltas, variant_metrics
+from suite.summary import add_deltas, add_paired, variant_metrics
 
 RESULT_TYPES = {"quantize": QuantizeResult, "evaluate": EvaluateResult, "benchmark": BenchmarkResult}
 Reporter = Callable[[str, str, str], None]  # (stage, variant, event) with event in start|ok|failed|skipped
@@ -133,6 +133,7 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         v.metrics = variant_metrics(v, r.throughput.headline)
     if any(v.is_baseline and v.metrics for v in summary.variants):
         add_deltas(summary.variants)
+        add_paired(summary.variants, seed=r.eval.seed)
     summary.stage_wall_s = totals
 
     from suite import frontier

@@ -7,6 +7,9 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   acc.mean, acc.mean.delta    mean of the headline metrics over tasks
   tput.output_tok_s, tput.req_s, tput.ttft_p99_ms, tput.tpot_p99_ms, tput.ttft_p50_ms, tput.tpot_p50_ms
                               at the headline load point (recipe throughput.headline)
+  acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired-bootstrap interval of the delta
+  acc.<task>.items_gained, acc.<task>.items_lost      items that flipped right / wrong against the baseline
+  acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)
   tput.kv_cache_tokens        KV-cache capacity that vLLM reported at start-up
   tput.output_tok_s.ratio     variant / baseline output throughput
   time.<stage>_s              wall time of each stage for the variant
@@ -70,3 +73,22 @@ def add_deltas(variants: list[VariantSummary]) -> None:
                 v.metrics[key + ".delta"] = v.metrics[key] - base.metrics[key]
         if base.metrics.get("tput.output_tok_s") and "tput.output_tok_s" in v.metrics:
             v.metrics["tput.output_tok_s.ratio"] = v.metrics["tput.output_tok_s"] / base.metrics["tput.output_tok_s"]
+
+
+def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
+    """Item-by-item comparison of each variant with the baseline (suite.paired), as metrics too."""
+    from suite.paired import compare_variant
+
+    base = next(v for v in variants if v.is_baseline)
+    if not base.evaluate:
+        return
+    for v in variants:
+        if v.is_baseline or not v.evaluate:
+            continue
+        for c in compare_variant(base.evaluate, v.evaluate, seed=seed):
+            v.paired.append(c.as_dict())
+            key = metric_name("acc", c.task)
+            v.metrics.update({f"{key}.delta_ci_low": c.ci_low, f"{key}.delta_ci_high": c.ci_high,
+                              f"{key}.items_gained": float(c.gained), f"{key}.items_lost": float(c.lost)})
+            if c.mcnemar_p is not None:
+                v.metrics[f"{key}.mcnemar_p"] = c.mcnemar_p

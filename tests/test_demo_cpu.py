@@ -58,6 +58,12 @@ def test_metrics(demo_run):
     assert all(base["metrics"][f"acc.{t}.delta"] == 0.0 for t in TASKS)
     # an FP8 KV cache holds twice the tokens in the same memory
     assert fp8["metrics"]["tput.kv_cache_tokens"] == 2 * base["metrics"]["tput.kv_cache_tokens"]
+    # paired with the baseline item by item: an interval around the delta, flips, McNemar
+    for t in TASKS:
+        m = fp8["metrics"]
+        assert m[f"acc.{t}.delta_ci_low"] <= m[f"acc.{t}.delta"] <= m[f"acc.{t}.delta_ci_high"]
+        assert 0.0 <= m[f"acc.{t}.mcnemar_p"] <= 1.0
+    assert {p["task"] for p in fp8["paired"]} == set(TASKS) and not base["paired"]
     # MMLU's 57 subjects x 1 row and C-Eval's 52 x 1 row were all scored
     n = {sc["task"]: sc["n"] for sc in base["evaluate"]["scores"]}
     assert n["suite_mmlu"] == 57 and n["suite_ceval"] == 52 and n["suite_gsm8k"] == 8
