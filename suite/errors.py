@@ -29,7 +29,3 @@ class SuiteError(Exception):
     def __init__(self, problems: list[Problem] | Problem):
         self.problems = problems if isinstance(problems, list) else [problems]
         super().__init__("\n".join(str(p) for p in self.problems))
-
-
-class StageError(Exception):
-    """A stage process failed at run time; the message points at its log."""

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.recipe import LoadedRecipe, VariantSpec, is_local_model
+from suite.recipe import LoadedRecipe, VariantSpec
 from suite.results import (BenchmarkConfig, EngineConfig, EvaluateConfig, QuantizeConfig, TaskRun)
 from suite.tasks import TASKS_DIR
 
@@ -77,8 +77,6 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
     base_model = loaded.model_path()
     checkpoints_dir = checkpoints_dir or loaded.resolve(r.output_dir) / "checkpoints"
     plan = Plan(run_dir=run_dir, checkpoints_dir=checkpoints_dir, env=dict(r.runtime.env))
-    if not is_local_model(r.model.id):
-        plan.env.setdefault("HF_HUB_OFFLINE", "0")
     tasks = [TaskRun(name=t.name, metric=t.metric,
                      num_fewshot=t.num_fewshot if t.num_fewshot is not None else r.eval.num_fewshot,
                      limit=t.limit if t.limit is not None else r.eval.limit) for t in r.eval.tasks]

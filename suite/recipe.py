@@ -19,8 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from suite.errors import Problem, SuiteError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_VERSION = 1
 
 # llmcompressor's preset scheme names (compressed_tensors.quantization.quant_scheme.PRESET_SCHEMES)
 # that this suite supports, and what each means. "FP8" is static per-tensor weights and activations.

@@ -6,7 +6,6 @@ its config from a JSON file and writes its result to another; the parent reads t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
@@ -203,7 +202,3 @@ class RunSummary(Record):
 
     def baseline(self) -> VariantSummary:
         return next(v for v in self.variants if v.is_baseline)
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text())
