@@ -43,11 +43,12 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(config.model, revision=config.revision, dtype="auto")
     tokenizer = AutoTokenizer.from_pretrained(config.model, revision=config.revision)
-    check_ignore_patterns(config.ignore, [n for n, _ in model.named_modules()])
+    ignore = expand_ignore(config.ignore, model.config.num_hidden_layers)
+    check_ignore_patterns(ignore, [(n, type(m).__name__) for n, m in model.named_modules()])
 
     modifier_args = {}
     if config.scheme:
-        modifier_args.update(targets="Linear", scheme=config.scheme, ignore=config.ignore)
+        modifier_args.update(targets="Linear", scheme=config.scheme, ignore=ignore)
     if config.kv_cache == "fp8":
         modifier_args["kv_cache_scheme"] = dict(KV_CACHE_SCHEME)
     recipe = QuantizationModifier(**modifier_args)
@@ -99,15 +100,36 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     return result
 
 
-def check_ignore_patterns(ignore: list[str], module_names: list[str]) -> None:
-    """Every ignore entry must match a module: a typo would silently quantize a sensitive layer."""
+SHORTHAND = re.compile(r"^(first|last):\s*(\d+)$")
+
+
+def expand_ignore(ignore: list[str], num_layers: int) -> list[str]:
+    """Shorthands -> llmcompressor ignore entries: 'first: N' / 'last: N' decoder layers become
+    're:' patterns on the layer index; module names, 're:' patterns and class names pass through."""
+    out = []
+    for entry in ignore:
+        m = SHORTHAND.match(entry.strip())
+        if not m:
+            out.append(entry)
+            continue
+        n = int(m.group(2))
+        if n > num_layers:
+            raise ValueError(f"quantization.ignore {entry!r}: the model has {num_layers} decoder layers")
+        idx = range(n) if m.group(1) == "first" else range(num_layers - n, num_layers)
+        out += [rf"re:.*layers\.{i}\..*" for i in idx]
+    return out
+
+
+def check_ignore_patterns(ignore: list[str], modules: list[tuple[str, str]]) -> None:
+    """Every ignore entry must match a module (by name, 're:' pattern or class name): a typo would
+    silently quantize a layer meant to stay in BF16."""
     unmatched = []
     for pattern in ignore:
         if pattern.startswith("re:"):
             rx = re.compile(pattern[3:])
-            hit = any(rx.match(n) for n in module_names)
+            hit = any(rx.match(n) for n, _ in modules)
         else:
-            hit = any(n == pattern or n.endswith("." + pattern) for n in module_names)
+            hit = any(n == pattern or n.endswith("." + pattern) or cls == pattern for n, cls in modules)
         if not hit:
             unmatched.append(pattern)
     if unmatched:

@@ -59,7 +59,8 @@ class QuantizationSpec(Strict):
     )
     ignore: list[str] = Field(
         default_factory=lambda: ["lm_head"],
-        description="modules kept in BF16: module names or 're:' patterns, as llmcompressor's ignore",
+        description="modules kept in BF16: module names, 're:' patterns or class names (as llmcompressor's "
+        "ignore), and the shorthands 'first: N' / 'last: N' (decoder layers)",
     )
     kv_cache: Literal["fp8"] | None = Field(
         None, description="'fp8': calibrate per-tensor FP8 KV-cache scales into the checkpoint (kv_cache_scheme)"

@@ -78,11 +78,29 @@ def test_kv_cache_only_keeps_bf16_weights(tmp_path):
     assert t["model.layers.0.self_attn.q_proj.weight"] == "BF16" and res.kv_cache_scales == 60
 
 
-def test_fp8_block(tmp_path):
-    res, err, _ = quantize(tmp_path, "block", scheme="FP8_BLOCK")
+def test_fp8_block_with_sensitive_layers_kept(tmp_path):
+    res, err, _ = quantize(tmp_path, "block", scheme="FP8_BLOCK", ignore=["lm_head", "first: 1", "last: 1"])
     assert err is None, err
     w = res.quantization_config["config_groups"]["group_0"]["weights"]
     assert w["strategy"] == "block" and w["block_structure"] == [128, 128]
+    t = tensors(res.checkpoint)
+    assert t["model.layers.0.mlp.down_proj.weight"] == "BF16"    # first: 1
+    assert t["model.layers.29.mlp.down_proj.weight"] == "BF16"   # last: 1
+    assert t["model.layers.1.mlp.down_proj.weight"] == "F8_E4M3"
+    assert any("layers.29" in m for m in res.ignored_modules)     # the final list is recorded
+
+
+def test_ignore_shorthands_expand():
+    from suite.quantize import check_ignore_patterns, expand_ignore
+
+    assert expand_ignore(["lm_head", "first: 2", "last:1"], 30) == [
+        "lm_head", r"re:.*layers\.0\..*", r"re:.*layers\.1\..*", r"re:.*layers\.29\..*"]
+    with pytest.raises(ValueError, match="30 decoder layers"):
+        expand_ignore(["first: 31"], 30)
+    modules = [("model.layers.1.mlp", "LlamaMLP"), ("model.layers.11.mlp", "LlamaMLP"), ("lm_head", "Linear")]
+    check_ignore_patterns(["LlamaMLP", "lm_head", r"re:.*layers\.1\..*"], modules)  # class, name, pattern
+    with pytest.raises(ValueError, match="lm_haed"):
+        check_ignore_patterns(["lm_haed"], modules)
 
 
 def test_ignore_that_matches_nothing_fails_and_leaves_nothing(tmp_path):
