@@ -1,10 +1,13 @@
 """Benchmark stage: ``vllm serve`` on 127.0.0.1 + vLLM's own load generator (``vllm bench serve``).
 
-Runs in the serve environment (``python -m suite.stages benchmark``). One server per variant, on a free
-loopback port, in its own process group; the stage waits for ``/health`` (failing early, with the
-server log, if the server exits), runs each load point with ``vllm bench serve`` (random dataset,
-``--ignore-eos``, saved JSON), and always stops the whole process group, also on failure.
-KV-cache capacity is read from the server log, where vLLM reports it at start-up.
+Runs in the serve environment (``python -m suite.stages benchmark``). Optionally first the offline
+ceiling (``suite.offline``: the same workload through ``LLM.generate``). Then one server per variant, on
+a free loopback port, in its own process group; the stage waits for ``/health`` (failing early, with
+the server log, if the server exits), runs each load point ``repetitions`` times with ``vllm bench
+serve`` (random dataset, ``--ignore-eos``, a fresh seed per run, saved JSON) while ``suite.bottleneck``
+samples ``/metrics`` and CPU use, labels what bounded each point, adds roofline fractions
+(``suite.roofline``), searches the sustainable rate under the SLO (``suite.slo``), and always stops the
+whole process group, also on failure. KV-cache capacity is read from the server log.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from suite.results import BenchmarkConfig, BenchmarkResult, EngineConfig, LoadPoint
+from suite.bottleneck import ServerMonitor, classify
+from suite.results import BenchmarkConfig, BenchmarkResult, EngineConfig, LoadPoint, ServerStats
+from suite.roofline import ModelCost, detect_gpu, gpu_peak, implied
+from suite.slo import search
 
 VLLM_CLI = [sys.executable, "-m", "suite.vllm_cli"]
 KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
@@ -127,14 +133,17 @@ def load_points(config: BenchmarkConfig) -> list[tuple[str, object, int | None]]
     return points
 
 
-def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir: Path, filename: str) -> list[str]:
+def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir: Path, filename: str,
+                  num_prompts: int | None = None, seed: int | None = None) -> list[str]:
     cmd = [*VLLM_CLI, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
            "--endpoint", "/v1/completions", "--model", config.engine.model, "--tokenizer", config.engine.model,
            "--dataset-name", "random", "--random-input-len", str(config.input_len),
-           "--random-output-len", str(config.output_len), "--num-prompts", str(config.num_prompts),
-           "--request-rate", str(rate), "--ignore-eos", "--seed", str(config.seed),
+           "--random-output-len", str(config.output_len), "--num-prompts", str(num_prompts or config.num_prompts),
+           "--request-rate", str(rate), "--ignore-eos", "--seed", str(config.seed if seed is None else seed),
            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
            "--save-result", "--result-dir", str(out_dir), "--result-filename", filename, "--disable-tqdm"]
+    if config.warmup_requests:
+        cmd += ["--num-warmups", str(config.warmup_requests)]
     if concurrency is not None:
         cmd += ["--max-concurrency", str(concurrency)]
     return cmd
@@ -154,6 +163,98 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
     )
 
 
+REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s")
+
+
+def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
+    """The repetition with the median output tok/s stands for the point (its latencies and server stats
+    belong together); every repetition's figures and the spread are kept."""
+    ordered = sorted(reps, key=lambda r: r[0].output_tok_s)
+    point, stats = ordered[(len(ordered) - 1) // 2]
+    rows = [{k: getattr(p, k) for k in REP_FIELDS} | {"result_file": p.result_file} for p, _ in reps]
+    return point.model_copy(update={
+        "repetitions": rows, "server": stats,
+        "output_tok_s_min": ordered[0][0].output_tok_s, "output_tok_s_max": ordered[-1][0].output_tok_s})
+
+
+class LoadRunner:
+    """Runs load points against one live server: each repetition is one `vllm bench serve` process with
+    its own seed (fresh random prompts, so the prefix cache cannot inflate a repetition), watched by a
+    ServerMonitor, killed if it outlives ``point_timeout_s``."""
+
+    def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path):
+        self.config, self.proc, self.port, self.out_dir = config, proc, port, out_dir
+        self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s)
+        self.runs = 0
+
+    def measure(self, label: str, rate, concurrency, num_prompts: int, repetitions: int) -> LoadPoint:
+        reps: list[tuple[LoadPoint, ServerStats]] = []
+        for rep in range(repetitions):
+            failed = self._one(label, rate, concurrency, num_prompts, rep, reps)
+            if failed is not None:
+                return failed
+        return combine_repetitions(reps)
+
+    def _one(self, label, rate, concurrency, num_prompts, rep, reps) -> LoadPoint | None:
+        def failure(error: str, stats: ServerStats | None = None) -> LoadPoint:
+            return LoadPoint(label=label, request_rate=rate, max_concurrency=concurrency, ok=False, error=error,
+                             server=stats, repetitions=[{k: getattr(p, k) for k in REP_FIELDS} for p, _ in reps])
+
+        if self.proc.poll() is not None:
+            return failure(f"server exited with code {self.proc.returncode}")
+        self.runs += 1
+        filename = f"bench-{label}-r{rep}.json"
+        client_log = self.out_dir / f"bench-{label}-r{rep}.log"
+        cmd = bench_command(self.config, self.port, rate, concurrency, self.out_dir, filename, num_prompts,
+                            seed=self.config.seed + 1009 * self.runs)
+        with open(client_log, "w") as fh:
+            client = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      start_new_session=True)
+            self.monitor.start(client.pid)
+            try:
+                rc = client.wait(timeout=self.config.point_timeout_s)
+            except subprocess.TimeoutExpired:
+                stop_process_group(client, grace_s=5)
+                rc = None
+            stats = self.monitor.stop()
+        if rc is None:
+            return failure(f"the load point did not finish in {self.config.point_timeout_s} s "
+                           "(the server could not keep up with it); client stopped", stats)
+        if rc != 0 or not (self.out_dir / filename).is_file():
+            why = f"server exited with code {self.proc.returncode}" if self.proc.poll() is not None else f"client exit {rc}"
+            return failure(f"{why}: {tail(client_log, 5)}", stats)
+        point = point_from_json(label, rate, concurrency, self.out_dir / filename)
+        if not point.ok:
+            why = f"server exited with code {self.proc.returncode}; " if self.proc.poll() is not None else ""
+            return point.model_copy(update={"error": why + (point.error or ""), "server": stats})
+        reps.append((point, stats))
+        return None
+
+
+def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, peak, offline_tok_s: float | None) -> LoadPoint:
+    """Bottleneck label, roofline fractions and the share of the offline ceiling, for one point."""
+    label, reason = classify(point, point.server, config.engine.engine_args.get("max_num_seqs"))
+    update: dict = {"bottleneck": label, "bottleneck_reason": reason}
+    if point.ok and cost is not None:
+        running = point.server.running_mean if point.server else None
+        update["roofline"] = implied(cost, peak, point.output_tok_s, point.req_s * config.input_len, running,
+                                     config.input_len + config.output_len / 2)
+    if point.ok and offline_tok_s:
+        update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
+    return point.model_copy(update=update)
+
+
+def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
+    cfg_path, res_path, log_path = out_dir / "offline.config.json", out_dir / "offline.json", out_dir / "offline.log"
+    config.write(cfg_path)
+    with open(log_path, "w") as fh:
+        rc = subprocess.call([sys.executable, "-m", "suite.offline", str(cfg_path), str(res_path)], stdout=fh,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    if rc != 0 or not res_path.is_file():
+        raise ServerError(f"the offline ceiling run failed (exit {rc}):\n" + tail(log_path))
+    return json.loads(res_path.read_text())
+
+
 def run(config: BenchmarkConfig) -> BenchmarkResult:
     from suite.environments import package_versions
 
@@ -161,31 +262,36 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     out_dir = Path(config.output_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / "server.log"
+    gpu = config.gpu or detect_gpu()
+    peak = gpu_peak(gpu)
+    cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
+    offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
+    offline_tok_s = offline["output_tok_s"] if offline else None
     points: list[LoadPoint] = []
+    slo = None
     with vllm_server(config.engine, config.api_server_count, config.seed, log_path,
                      config.server_timeout_s) as (proc, port, ready_s, cmd):
+        runner = LoadRunner(config, proc, port, out_dir)
         for label, rate, conc in load_points(config):
-            if proc.poll() is not None:
-                points.append(LoadPoint(label=label, request_rate=rate, max_concurrency=conc, ok=False,
-                                        error=f"server exited with code {proc.returncode}"))
-                continue
-            filename = f"bench-{label}.json"
-            client_log = out_dir / f"bench-{label}.log"
-            with open(client_log, "w") as fh:
-                rc = subprocess.call(bench_command(config, port, rate, conc, out_dir, filename),
-                                     stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            if rc != 0 or not (out_dir / filename).is_file():
-                why = f"server exited with code {proc.returncode}" if proc.poll() is not None else f"client exit {rc}"
-                points.append(LoadPoint(label=label, request_rate=rate, max_concurrency=conc, ok=False,
-                                        error=f"{why}: {tail(client_log, 5)}"))
-                continue
-            points.append(point_from_json(label, rate, conc, out_dir / filename))
+            point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
+            points.append(annotate(point, config, cost, peak[1] if peak else None, offline_tok_s))
+        if config.slo:
+            n = config.slo.num_prompts or config.num_prompts
+
+            def probe(rate: float) -> LoadPoint:
+                p = runner.measure(f"slo-{rate:g}", rate, None, n, 1)
+                return annotate(p, config, cost, peak[1] if peak else None, offline_tok_s)
+
+            slo = search(probe, config.slo)
     log_text = log_path.read_text(errors="replace")
     kv = KV_TOKENS_RE.findall(log_text)
     mc = MAX_CONC_RE.findall(log_text)
+    kv_tokens = int(kv[-1].replace(",", "")) if kv else None
     return BenchmarkResult(
-        points=points, kv_cache_tokens=int(kv[-1].replace(",", "")) if kv else None,
-        max_concurrency_at_max_len=float(mc[-1][1]) if mc else None, server_start_s=ready_s,
-        wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
+        points=points, kv_cache_tokens=kv_tokens,
+        max_concurrency_at_max_len=float(mc[-1][1]) if mc else None,
+        peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
+        offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
+        server_start_s=ready_s, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
         versions=package_versions(),
     )

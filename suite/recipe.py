@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from suite.errors import Problem, SuiteError
+from suite.results import SloSpec
 
 
 # llmcompressor's preset scheme names (compressed_tensors.quantization.quant_scheme.PRESET_SCHEMES)
@@ -141,6 +142,17 @@ class ThroughputSpec(Strict):
     )
     concurrencies: list[int] = Field(default_factory=list, description="--max-concurrency values to run")
     api_server_count: int = Field(1, ge=1, description="vllm serve --api-server-count")
+    repetitions: int = Field(3, ge=1, description="runs per load point; the median is reported, with the spread")
+    warmup_requests: int = Field(16, ge=0, description="vllm bench serve --num-warmups before each run")
+    slo: SloSpec | None = Field(
+        None, description="latency SLO (p99 TTFT/TPOT): search the highest sustainable Poisson rate under it"
+    )
+    offline_ceiling: bool = Field(
+        False, description="also run the workload through offline LLM.generate (one more engine start) as a ceiling"
+    )
+    metrics_interval_s: float = Field(1.0, gt=0, description="how often /metrics and CPU use are sampled")
+    point_timeout_s: int = Field(1800, gt=0, description="a load point still running after this fails")
+    gpu: str | None = Field(None, description="GPU for the roofline (H100, H200, ...; default: nvidia-smi's)")
     headline: Literal["max", "last"] = Field(
         "max", description="which load point's numbers become tput.* metrics: the best output tok/s, or the last"
     )

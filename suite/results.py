@@ -114,6 +114,22 @@ class EvaluateResult(Record):
 # ------------------------------------------------------------------ benchmark
 
 
+class SloSpec(Record):
+    """A latency SLO and how to search the highest Poisson rate that meets it (suite.slo)."""
+
+    ttft_p99_ms: Optional[float] = Field(None, gt=0, description="largest allowed p99 time to first token")
+    tpot_p99_ms: Optional[float] = Field(None, gt=0, description="largest allowed p99 time per output token")
+    keep_up: Optional[float] = Field(
+        None, gt=0, le=1, description="also require served req/s >= this share of the offered rate (long probes only: "
+        "a short probe's served rate is diluted by its last requests' latency)")
+    start_rate: float = Field(4.0, gt=0, description="first rate probed (req/s)")
+    min_rate: float = Field(0.25, gt=0, description="lowest rate probed when even the start fails")
+    max_rate: float = Field(256.0, gt=0, description="highest rate probed")
+    tolerance: float = Field(0.1, gt=0, lt=1, description="stop when the bracket is this narrow (relative)")
+    max_probes: int = Field(7, ge=1, description="at most this many probes")
+    num_prompts: Optional[int] = Field(None, gt=0, description="prompts per probe (default: throughput.num_prompts)")
+
+
 class BenchmarkConfig(Record):
     engine: EngineConfig
     api_server_count: int = 1
@@ -122,9 +138,32 @@ class BenchmarkConfig(Record):
     num_prompts: int
     request_rates: list[Any] = Field(default_factory=list)
     concurrencies: list[int] = Field(default_factory=list)
+    repetitions: int = 1
+    warmup_requests: int = 0
+    slo: Optional[SloSpec] = None
+    offline_ceiling: bool = False
+    metrics_interval_s: float = 1.0
+    point_timeout_s: int = 1800
+    gpu: Optional[str] = Field(None, description="GPU name for the roofline (default: nvidia-smi's)")
     seed: int = 0
     server_timeout_s: int = 900
     output_dir: str
+
+
+class ServerStats(Record):
+    """What /metrics and the process table showed during one load point (suite.bottleneck)."""
+
+    samples: int = 0
+    scrape_failures: int = 0
+    running_mean: Optional[float] = None
+    running_max: Optional[float] = None
+    waiting_mean: Optional[float] = None
+    waiting_max: Optional[float] = None
+    kv_usage_max: Optional[float] = None
+    preemptions: Optional[float] = None
+    api_server_cpu_pct: Optional[float] = None
+    engine_core_cpu_pct: Optional[float] = None
+    client_cpu_pct: Optional[float] = None
 
 
 class LoadPoint(Record):
@@ -143,12 +182,36 @@ class LoadPoint(Record):
     tpot_p50_ms: float = 0.0
     tpot_p99_ms: float = 0.0
     result_file: Optional[str] = None
+    repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures")
+    output_tok_s_min: Optional[float] = None
+    output_tok_s_max: Optional[float] = None
+    server: Optional[ServerStats] = None
+    bottleneck: Optional[str] = None
+    bottleneck_reason: Optional[str] = None
+    ceiling_fraction: Optional[float] = Field(None, description="output tok/s / the offline engine's")
+    roofline: dict[str, float] = Field(default_factory=dict)
+
+
+class SloResult(Record):
+    sustainable_rate: Optional[float] = Field(None, description="highest probed rate that met the SLO")
+    bracket_high: Optional[float] = Field(None, description="lowest probed rate that did not")
+    output_tok_s: Optional[float] = None
+    req_s: Optional[float] = None
+    ttft_p99_ms: Optional[float] = None
+    tpot_p99_ms: Optional[float] = None
+    probes: list[dict[str, Any]] = Field(default_factory=list)
+    note: Optional[str] = None
 
 
 class BenchmarkResult(Record):
     points: list[LoadPoint]
     kv_cache_tokens: Optional[int] = None
     max_concurrency_at_max_len: Optional[float] = None
+    peak_concurrency: Optional[float] = Field(None, description="KV tokens / (input_len + output_len)")
+    offline_tok_s: Optional[float] = Field(None, description="offline LLM.generate on the same workload")
+    offline_s: Optional[float] = None
+    slo: Optional[SloResult] = None
+    gpu: Optional[str] = None
     server_start_s: float
     wall_s: float
     server_log: str

@@ -10,8 +10,15 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired-bootstrap interval of the delta
   acc.<task>.items_gained, acc.<task>.items_lost      items that flipped right / wrong against the baseline
   acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)
+  tput.output_tok_s.min/.max  spread of the headline point over its repetitions
+  tput.hbm_tb_s, tput.hbm_frac, tput.tensor_tflops, tput.tensor_frac   roofline of the headline point
+  tput.ceiling_fraction       headline output tok/s / the offline engine's on the same workload
+  tput.point.<label>.<k>      output_tok_s, req_s, ttft_p99_ms, tpot_p99_ms of every load point
   tput.kv_cache_tokens        KV-cache capacity that vLLM reported at start-up
-  tput.output_tok_s.ratio     variant / baseline output throughput
+  tput.peak_concurrency       KV tokens / (input_len + output_len): requests that fit at once
+  tput.offline_tok_s          offline LLM.generate output tok/s (throughput.offline_ceiling)
+  tput.sustainable_rate, tput.sustainable_output_tok_s   highest Poisson rate meeting the SLO
+  tput.<k>.ratio              variant / baseline (output_tok_s, sustainable_rate, kv_cache_tokens, offline_tok_s)
   time.<stage>_s              wall time of each stage for the variant
 """
 
@@ -54,8 +61,25 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
             m.update({"tput.output_tok_s": p.output_tok_s, "tput.req_s": p.req_s,
                       "tput.ttft_p50_ms": p.ttft_p50_ms, "tput.ttft_p99_ms": p.ttft_p99_ms,
                       "tput.tpot_p50_ms": p.tpot_p50_ms, "tput.tpot_p99_ms": p.tpot_p99_ms})
-        if v.benchmark.kv_cache_tokens is not None:
-            m["tput.kv_cache_tokens"] = float(v.benchmark.kv_cache_tokens)
+            if p.output_tok_s_min is not None:
+                m["tput.output_tok_s.min"], m["tput.output_tok_s.max"] = p.output_tok_s_min, p.output_tok_s_max
+            for k in ("hbm_tb_s", "hbm_frac", "tensor_tflops", "tensor_frac"):
+                if k in p.roofline:
+                    m[f"tput.{k}"] = p.roofline[k]
+            if p.ceiling_fraction is not None:
+                m["tput.ceiling_fraction"] = p.ceiling_fraction
+        for q in v.benchmark.points:
+            if q.ok:
+                for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms"):
+                    m[metric_name("tput.point", q.label, k)] = getattr(q, k)
+        b = v.benchmark
+        for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.peak_concurrency", b.peak_concurrency),
+                           ("tput.offline_tok_s", b.offline_tok_s)):
+            if value is not None:
+                m[key] = float(value)
+        if b.slo and b.slo.sustainable_rate is not None:
+            m["tput.sustainable_rate"] = b.slo.sustainable_rate
+            m["tput.sustainable_output_tok_s"] = b.slo.output_tok_s or 0.0
         m["time.benchmark_s"] = v.benchmark.wall_s
         m["time.server_start_s"] = v.benchmark.server_start_s
     if v.quantize:
@@ -71,8 +95,9 @@ def add_deltas(variants: list[VariantSummary]) -> None:
         for key in acc_keys:
             if key in v.metrics:
                 v.metrics[key + ".delta"] = v.metrics[key] - base.metrics[key]
-        if base.metrics.get("tput.output_tok_s") and "tput.output_tok_s" in v.metrics:
-            v.metrics["tput.output_tok_s.ratio"] = v.metrics["tput.output_tok_s"] / base.metrics["tput.output_tok_s"]
+        for key in ("tput.output_tok_s", "tput.sustainable_rate", "tput.kv_cache_tokens", "tput.offline_tok_s"):
+            if base.metrics.get(key) and key in v.metrics:
+                v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
 
 
 def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.results import RunSummary, TrackingInfo, VariantSummary
+from suite.summary import metric_name
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
@@ -82,14 +83,28 @@ def _artifacts(client, run_id: str, files: list[tuple[str, str]]) -> None:
             client.log_artifact(run_id, path, artifact_path=folder or None)
 
 
+def variant_tags(v: VariantSummary) -> dict[str, str]:
+    """Errors, and what bounded each load point (suite.bottleneck), as run tags."""
+    tags = {"suite.errors": "; ".join(v.errors)[:5000]} if v.errors else {}
+    if v.benchmark:
+        for p in v.benchmark.points:
+            if p.bottleneck:
+                tags[metric_name("bottleneck", p.label)] = p.bottleneck
+    return tags
+
+
 def variant_artifacts(v: VariantSummary) -> list[tuple[str, str]]:
     files = []
     if v.evaluate:
         files.append((v.evaluate.results_file, "lm_eval"))
         files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
     if v.benchmark:
-        files += [(p.result_file, "benchmark") for p in v.benchmark.points if p.result_file]
+        for p in v.benchmark.points:
+            files += [(r.get("result_file"), "benchmark") for r in p.repetitions] or [(p.result_file, "benchmark")]
         files.append((v.benchmark.server_log, "benchmark"))
+        out = Path(v.benchmark.server_log).parent
+        files += [(str(f), "benchmark") for f in sorted(out.glob("bench-slo-*.json"))]
+        files.append((str(out / "offline.json"), "benchmark"))
     if v.quantize:
         files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
         files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))
@@ -123,8 +138,7 @@ def run(config: TrackConfig) -> TrackResult:
                 "mlflow.parentRunId": pid, "suite.recipe": s.recipe_name, "suite.variant": v.name,
                 "suite.baseline": str(v.is_baseline).lower()})
             child_ids[v.name] = child.info.run_id
-            _log(client, child.info.run_id, variant_params(v, s.versions), v.metrics,
-                 {"suite.errors": "; ".join(v.errors)[:5000]} if v.errors else {})
+            _log(client, child.info.run_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
             _artifacts(client, child.info.run_id, variant_artifacts(v))
             client.set_terminated(child.info.run_id, "FAILED" if v.errors else "FINISHED")
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
