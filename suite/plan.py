@@ -25,7 +25,7 @@ class VariantPlan:
     is_baseline: bool
     model_path: str
     quantize: QuantizeConfig | None
-    evaluate: EvaluateConfig
+    evaluate: EvaluateConfig | None
     benchmark: BenchmarkConfig
 
 
@@ -39,7 +39,7 @@ class Plan:
     def jobs(self) -> list[tuple[str, str]]:
         """(stage, variant) in execution order: all quantize jobs first, then evaluate, then benchmark."""
         out = [("quantize", v.variant.name) for v in self.variants if v.quantize]
-        out += [("evaluate", v.variant.name) for v in self.variants]
+        out += [("evaluate", v.variant.name) for v in self.variants if v.evaluate]
         out += [("benchmark", v.variant.name) for v in self.variants]
         return out
 
@@ -57,7 +57,7 @@ def weights_fingerprint(model_path: str) -> str:
     return h.hexdigest()
 
 
-def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec) -> str:
+def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, weights: str = "pretrained") -> str:
     from suite import calibration
 
     q = variant.quantization
@@ -69,6 +69,8 @@ def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec) 
         "calibration": calibration.content_hash(q.calibration) if q.calibration else None,
         "quantizer": QUANTIZER_VERSION,
     }
+    if weights != "pretrained":
+        parts["weights"] = weights
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -86,20 +88,25 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         quantize = None
         model_path = base_model
         if q is not None:
-            key = checkpoint_key(base_model, r.model.revision, variant)
-            model_path = str(checkpoints_dir / f"{variant.name}-{key}")
+            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights)
+            # named by content, not by variant: two variants with the same quantization share one checkpoint
+            model_path = str(checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{'-kv' if q.kv_cache else ''}-{key}")
             quantize = QuantizeConfig(
-                model=base_model, revision=r.model.revision, scheme=q.scheme, ignore=q.ignore,
+                model=base_model, revision=r.model.revision, random_weights=r.model.weights == "random",
+                scheme=q.scheme, ignore=q.ignore,
                 kv_cache=q.kv_cache, calibration=q.calibration, num_calibration_samples=q.num_calibration_samples,
                 max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
                 provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
                             "model": r.model.model_dump()},
             )
+        engine_args = dict(variant.engine_args)
+        if q is None and r.model.weights == "random":
+            engine_args.setdefault("load_format", "dummy")  # config.json only: vLLM fills random weights
         engine = EngineConfig(model=model_path, dtype=r.model.dtype if q is None else "auto",
                               max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
-                              engine_args=dict(variant.engine_args))
+                              engine_args=engine_args)
         vdir = run_dir / "variants" / variant.name
-        evaluate = EvaluateConfig(
+        evaluate = None if not tasks else EvaluateConfig(
             engine=engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
             include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
             allow_code_execution=r.eval.allow_code_execution, max_gen_toks=r.eval.max_gen_toks,

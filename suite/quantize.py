@@ -35,13 +35,13 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     import torch
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import QuantizationModifier
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from suite import calibration
     from suite.environments import package_versions
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(config.model, revision=config.revision, dtype="auto")
+    model = load_model(config)
     tokenizer = AutoTokenizer.from_pretrained(config.model, revision=config.revision)
     ignore = expand_ignore(config.ignore, model.config.num_hidden_layers)
     check_ignore_patterns(ignore, [(n, type(m).__name__) for n, m in model.named_modules()])
@@ -98,6 +98,21 @@ def run(config: QuantizeConfig) -> QuantizeResult:
         shutil.rmtree(final)
     tmp.rename(final)
     return result
+
+
+def load_model(config: QuantizeConfig):
+    """The model to quantize: its weights, or (``random_weights``) a model built from config.json with
+    random BF16 weights, on the GPU when there is one (an 8B model initialises in seconds there)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if not config.random_weights:
+        return AutoModelForCausalLM.from_pretrained(config.model, revision=config.revision, dtype="auto")
+    model_config = AutoConfig.from_pretrained(config.model, revision=config.revision)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(model_config, dtype=torch.bfloat16)
+    return model.eval()
 
 
 SHORTHAND = re.compile(r"^(first|last):\s*(\d+)$")

@@ -48,6 +48,12 @@ class ModelSpec(Strict):
     chat_template: bool = Field(
         False, description="apply the tokenizer's chat template in evaluation (lm-eval apply_chat_template)"
     )
+    weights: Literal["pretrained", "random"] = Field(
+        "pretrained",
+        description="'random': the folder holds config.json + tokenizer only; the baseline is served with vLLM's "
+        "dummy loader and quantized variants are built from a randomly initialised model (throughput studies "
+        "at a scale you have no weights for; accuracy tasks are refused)",
+    )
 
 
 class QuantizationSpec(Strict):
@@ -111,7 +117,9 @@ class TaskSpec(Strict):
 
 
 class EvalSpec(Strict):
-    tasks: list[TaskSpec] = Field(min_length=1, description="tasks scored on every variant")
+    tasks: list[TaskSpec] = Field(
+        default_factory=list, description="tasks scored on every variant (empty: a throughput-only recipe)"
+    )
     num_fewshot: int | None = Field(None, ge=0, description="default n-shot for every task (else the task's own)")
     limit: float | None = Field(None, gt=0, description="default rows per (sub)task (None: all)")
     batch_size: Union[int, Literal["auto"]] = Field("auto", description="lm-eval batch size")
@@ -193,7 +201,7 @@ class Recipe(Strict):
     model: ModelSpec
     baseline: VariantSpec
     variants: list[VariantSpec] = Field(min_length=1)
-    eval: EvalSpec
+    eval: EvalSpec = Field(default_factory=EvalSpec)
     throughput: ThroughputSpec
     gates: GateSpec = Field(default_factory=GateSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
@@ -316,8 +324,11 @@ def check_references(loaded: LoadedRecipe) -> list[Problem]:
                 Problem(f, f"variants[{i}].quantization.calibration", f"unknown calibration set {q.calibration!r}",
                         f"use one of: {', '.join(sorted(known_sets)) or '(none found)'} or add calibration/{q.calibration}.yaml")
             )
+    if r.model.weights == "random" and r.eval.tasks:
+        problems.append(Problem(f, "eval.tasks", "model.weights is 'random': accuracy on random weights means nothing",
+                                "remove eval.tasks (a throughput-only recipe) or use real weights"))
     data_dir = loaded.resolve(r.eval.data_dir)
-    if not data_dir.is_dir():
+    if r.eval.tasks and not data_dir.is_dir():
         problems.append(Problem(f, "eval.data_dir", f"folder not found: {data_dir}",
                                 "point it at a folder laid out like ../shared/data"))
     local = tasks.available()

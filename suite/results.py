@@ -35,6 +35,7 @@ class Record(BaseModel):
 class QuantizeConfig(Record):
     model: str = Field(description="base model folder or hub id")
     revision: Optional[str] = None
+    random_weights: bool = Field(False, description="build the model from config.json with random weights")
     scheme: Optional[str] = None
     ignore: list[str] = Field(default_factory=list)
     kv_cache: Optional[str] = None

@@ -168,7 +168,8 @@ def plan_json(plan: Plan) -> str:
         "run_dir": str(plan.run_dir), "env": plan.env, "jobs": plan.jobs(),
         "variants": {vp.variant.name: {"model_path": vp.model_path,
                                        "quantize": vp.quantize.model_dump() if vp.quantize else None,
-                                       "evaluate": vp.evaluate.model_dump(), "benchmark": vp.benchmark.model_dump()}
+                                       "evaluate": vp.evaluate.model_dump() if vp.evaluate else None,
+                                       "benchmark": vp.benchmark.model_dump()}
                      for vp in plan.variants},
     }, indent=2)
 
