@@ -200,8 +200,8 @@ def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | No
                             "engine had no queue: add API servers (api_server_count)")
     offered = point.request_rate
     if isinstance(offered, (int, float)) and point.max_concurrency is None:
-        return "offered-load", (f"no queue at the offered {offered} req/s ({point.req_s:.2f} served): the load, "
-                                "not the server, was the limit")
+        return "offered-load", (f"no queue at the engine at the offered {offered} req/s: the load, not the server, "
+                                f"was the limit ({point.req_s:.2f} req/s over the whole point, last replies included)")
     if (stats.engine_core_cpu_pct or 0) >= BUSY_CORE:
         return "engine", (f"the engine-core process was busy ({stats.engine_core_cpu_pct:.0f}% CPU) with no queue: "
                           "on the CPU backend that is the compute; on a GPU, the scheduler loop")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from suite import __version__
@@ -68,6 +69,8 @@ def cmd_run(args) -> int:
         def report(stage: str, variant: str, event: str) -> None:
             key = (stage, variant)
             label = f"{stage:<9} {variant}"
+            if not console.is_terminal:  # a log file: rich draws nothing live there, so one line per event
+                console.print(f"{time.strftime('%H:%M:%S')} {label} {event}", markup=False)
             if event == "start":
                 jobs[key] = bar.add_task(label, total=1)
             elif key in jobs:
@@ -95,7 +98,7 @@ def print_summary(summary) -> None:
     cols = [("acc.mean", "acc mean", "{:.4f}"), ("acc.mean.delta", "Δ acc", "{:+.4f}"),
             ("tput.output_tok_s", "out tok/s", "{:.1f}"), ("tput.output_tok_s.ratio", "× base", "{:.2f}"),
             ("tput.ttft_p99_ms", "TTFT p99 ms", "{:.0f}"), ("tput.tpot_p99_ms", "TPOT p99 ms", "{:.1f}"),
-            ("tput.kv_cache_tokens", "KV tokens", "{:,.0f}")]
+            ("tput.kv_cache_tokens", "KV tokens", "{:,.0f}"), ("tput.sustainable_rate", "SLO req/s", "{:g}")]
     table.add_column("variant")
     for t in summary.tasks:
         table.add_column(t.removeprefix("suite_"), justify="right")
@@ -107,6 +110,28 @@ def print_summary(summary) -> None:
         row += [fmt.format(v.metrics[k]) if k in v.metrics else "-" for k, _, fmt in cols]
         table.add_row(*row)
     _wide_console().print(table)
+    print_load_points(summary)
+
+
+def print_load_points(summary) -> None:
+    """Every load point of every variant: median output tok/s and its spread, p99 latencies, and what
+    bounded the point (suite.bottleneck)."""
+    from rich.table import Table
+
+    table = Table(title="load points (median of repetitions; bound = what limited the point)")
+    for head in ("variant", "point", "out tok/s", "min-max", "req/s", "TTFT p99 ms", "TPOT p99 ms", "of offline",
+                 "bound"):
+        table.add_column(head, justify="left" if head in ("variant", "point", "bound") else "right")
+    rows = 0
+    for v in summary.variants:
+        for p in v.benchmark.points if v.benchmark else []:
+            spread = f"{p.output_tok_s_min:.0f}-{p.output_tok_s_max:.0f}" if p.output_tok_s_min is not None else "-"
+            ceiling = f"{p.ceiling_fraction:.0%}" if p.ceiling_fraction is not None else "-"
+            table.add_row(v.name, p.label, f"{p.output_tok_s:.1f}" if p.ok else "failed", spread, f"{p.req_s:.2f}",
+                          f"{p.ttft_p99_ms:.0f}", f"{p.tpot_p99_ms:.1f}", ceiling, p.bottleneck or "-")
+            rows += 1
+    if rows:
+        _wide_console().print(table)
 
 
 def _wide_console():

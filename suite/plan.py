@@ -44,16 +44,31 @@ class Plan:
         return out
 
 
+SMALL_FILE = 64 << 20
+EDGE = 1 << 20
+
+
 def weights_fingerprint(model_path: str) -> str:
-    """Cheap identity of a local model: names, sizes and mtimes of its files (a hub id: the id)."""
+    """Identity of a local model by content, not by file times (a copied folder keeps its key; the GPU
+    run copies the repository and re-quantized everything when mtimes were part of the key): every
+    file's name and size, the whole content of files up to 64 MiB (config, tokenizer), and the first
+    and last MiB of larger ones (weights). A hub id: the id."""
     p = Path(model_path)
     if not p.is_dir():
         return model_path
     h = hashlib.sha256()
     for f in sorted(p.iterdir()):
-        if f.is_file():
-            st = f.stat()
-            h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
+        if not f.is_file() or f.name.startswith("."):
+            continue
+        size = f.stat().st_size
+        h.update(f"{f.name}:{size}".encode())
+        with open(f, "rb") as fh:
+            if size <= SMALL_FILE:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(EDGE))
+                fh.seek(size - EDGE)
+                h.update(fh.read(EDGE))
     return h.hexdigest()
 
 

@@ -32,3 +32,30 @@ def test_checkpoint_key_is_stable_and_content_addressed(demo_recipe_copy, tmp_pa
     assert a == key(demo_recipe_copy())
     assert a != key(demo_recipe_copy(**{"variants__0__quantization__num_calibration_samples": 32}))
     assert a != key(demo_recipe_copy(**{"variants__0__quantization__calibration": "gsm8k"}))
+
+
+def test_model_fingerprint_follows_content_not_file_times(tmp_path):
+    """The H200 run copies the repository; with file times in the key every checkpoint was rebuilt."""
+    import os
+    import shutil
+
+    from suite.plan import EDGE, SMALL_FILE, weights_fingerprint
+
+    src = tmp_path / "m"
+    src.mkdir()
+    (src / "config.json").write_text('{"hidden_size": 8}')
+    big = src / "model.safetensors"
+    with open(big, "wb") as fh:
+        fh.write(b"a" * (SMALL_FILE + 3 * EDGE))
+    a = weights_fingerprint(str(src))
+    copy = tmp_path / "copy"
+    shutil.copytree(src, copy)
+    os.utime(copy / "config.json", (1, 1))
+    assert weights_fingerprint(str(copy)) == a
+    (copy / "config.json").write_text('{"hidden_size": 9}')
+    assert weights_fingerprint(str(copy)) != a
+    with open(src / "model.safetensors", "r+b") as fh:  # the last MiB of a large file changes
+        fh.seek(SMALL_FILE + 3 * EDGE - 10)
+        fh.write(b"b")
+    assert weights_fingerprint(str(src)) != a
+    assert weights_fingerprint("org/name") == "org/name"
