@@ -189,8 +189,8 @@ def cmd_gate(args) -> int:
             print(f"{args.run}: missing metric {m}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not result.checks:
-        print(f"{args.run}: the gate policy checks nothing (gates: max_drop / default_max_drop / "
-              "min_throughput_gain)", file=sys.stderr)
+        print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
+              "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
         return EXIT_BAD_INPUT
     failed = [c for c in result.checks if not c.passed]
     for c in failed:

@@ -183,6 +183,25 @@ class GateSpec(Strict):
     min_throughput_gain: float | None = Field(
         None, gt=0, description="smallest allowed variant/baseline output tok/s ratio (e.g. 1.2)"
     )
+    max_relative_drop: dict[str, float] = Field(
+        default_factory=dict, description="task -> largest allowed drop as a share of the baseline (0.01 = 1%)"
+    )
+    default_max_relative_drop: float | None = Field(None, description="for tasks not named in max_relative_drop")
+    non_inferiority_margin: dict[str, float] = Field(
+        default_factory=dict,
+        description="task -> margin m: passes when the lower bound of the paired 95% CI of the delta is >= -m "
+        "(non-inferiority shown by the data, not just a small point estimate)",
+    )
+    default_non_inferiority_margin: float | None = Field(None, description="for tasks not named above")
+    min_recovery_lower_bound: dict[str, float] = Field(
+        default_factory=dict,
+        description="task -> smallest allowed lower bound of recovery, (baseline + CI low) / baseline (e.g. 0.99)",
+    )
+    max_ttft_p99_ms: float | None = Field(None, gt=0, description="largest allowed p99 TTFT at the headline point")
+    max_tpot_p99_ms: float | None = Field(None, gt=0, description="largest allowed p99 TPOT at the headline point")
+    min_sustainable_rate_gain: float | None = Field(
+        None, gt=0, description="smallest allowed variant/baseline ratio of the sustainable rate under the SLO"
+    )
 
 
 class TrackingSpec(Strict):

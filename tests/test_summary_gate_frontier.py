@@ -99,3 +99,43 @@ def test_pareto_front_and_png(tmp_path):
     res = frontier.run(frontier.FrontierConfig(s, tmp_path / "f.png"))
     assert res.pareto == ["bf16", "fp8-a", "fp8-c"]
     assert res.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _paired(ci_low, ci_high=0.01, **extra):
+    return {**BASE, "acc.suite_gsm8k": 0.49, "acc.suite_gsm8k.delta_ci_low": ci_low,
+            "acc.suite_gsm8k.delta_ci_high": ci_high, "acc.suite_mmlu.delta_ci_low": 0.0,
+            "tput.output_tok_s.ratio": 1.3, "tput.ttft_p99_ms": 150.0,
+            "tput.tpot_p99_ms": 30.0, **extra}
+
+
+@pytest.mark.parametrize("policy,ci_low,passed", [
+    ({"non_inferiority_margin": {"suite_gsm8k": 0.02}}, -0.015, True),
+    ({"non_inferiority_margin": {"suite_gsm8k": 0.02}}, -0.02, True),      # exactly at the margin
+    ({"non_inferiority_margin": {"suite_gsm8k": 0.02}}, -0.025, False),    # small point drop, CI too wide
+    ({"default_non_inferiority_margin": 0.01}, -0.025, False),
+    ({"min_recovery_lower_bound": {"suite_gsm8k": 0.95}}, -0.025, True),   # (0.50 - 0.025) / 0.50 = 0.95
+    ({"min_recovery_lower_bound": {"suite_gsm8k": 0.99}}, -0.025, False),
+    ({"max_relative_drop": {"suite_gsm8k": 0.02}}, -0.02, True),           # 0.01 / 0.50 = 2% exactly
+    ({"default_max_relative_drop": 0.01}, -0.02, False),
+    ({"max_ttft_p99_ms": 150, "max_tpot_p99_ms": 25}, -0.02, False),       # TPOT 30 > 25
+    ({"max_ttft_p99_ms": 200, "min_throughput_gain": 1.3}, -0.02, True),
+])
+def test_gate_policies_on_paired_results(policy, ci_low, passed):
+    s = make_summary({"bf16": BASE, "fp8": _paired(ci_low)})
+    r = gate.run(gate.GateConfig(s, GateSpec(**policy)))
+    assert not r.missing and r.checks and r.passed is passed, [(c.gate, c.measured, c.threshold) for c in r.checks]
+
+
+def test_gate_margins_point_the_right_way():
+    s = make_summary({"bf16": BASE, "fp8": _paired(-0.03)})
+    r = gate.run(gate.GateConfig(s, GateSpec(non_inferiority_margin={"suite_gsm8k": 0.02}, max_ttft_p99_ms=100)))
+    ni, ttft = r.checks
+    assert ni.margin == pytest.approx(-0.01) and not ni.passed          # 0.01 below the allowed -0.02
+    assert ttft.margin == pytest.approx(-50) and not ttft.passed
+
+
+def test_gate_non_inferiority_without_paired_data_is_bad_input():
+    s = make_summary({"bf16": BASE, "fp8": {**BASE, "acc.suite_gsm8k": 0.49}})
+    r = gate.run(gate.GateConfig(s, GateSpec(non_inferiority_margin={"suite_gsm8k": 0.02}, min_sustainable_rate_gain=1.1)))
+    assert not r.passed and len(r.missing) == 2 and "delta_ci_low" in r.missing[0]
+    assert "tput.sustainable_rate.ratio" in r.missing[1]
