@@ -88,6 +88,9 @@ def cmd_run(args) -> int:
     if summary.tracking:
         print(f"mlflow: {summary.tracking.uri} experiment {summary.tracking.experiment!r} "
               f"parent run {summary.tracking.parent_run_id}")
+    elif summary.tracking_pending:
+        console.print(f"[yellow]not logged to MLflow[/]: {summary.tracking_pending}\n"
+                      f"  the results are in the run folder; log them later with: suite sync {summary.run_dir}")
     return EXIT_BAD_INPUT if failed else EXIT_OK
 
 
@@ -153,6 +156,23 @@ def load_summary(path: str):
         return RunSummary.read(p)
     except ValueError as e:
         raise SuiteError(Problem(str(p), "", f"not a suite summary: {str(e).splitlines()[0]}", "")) from None
+
+
+def cmd_sync(args) -> int:
+    from suite.runner import track_summary
+
+    summary = load_summary(args.run)
+    if summary.tracking and not summary.tracking_pending and not args.uri:
+        print(f"{args.run}: already logged (parent run {summary.tracking.parent_run_id} at {summary.tracking.uri})")
+        return EXIT_OK
+    run_dir = Path(summary.run_dir)
+    error = track_summary(summary, run_dir / "summary.json", run_dir.parent, args.uri)
+    if error:
+        print(f"{args.run}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{args.run}: logged to {summary.tracking.uri}, experiment {summary.tracking.experiment!r}, "
+          f"parent run {summary.tracking.parent_run_id}")
+    return EXIT_OK
 
 
 def cmd_gate(args) -> int:
@@ -228,6 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("recipe", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
     run.add_argument("--out", help="parent folder for the run folder (default: the recipe's output_dir)")
     run.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    sync = sub.add_parser("sync", help="log a run to MLflow that was kept offline (server down at the time)",
+                          description="Logs RUN_DIR's summary.json, metrics and artifacts to MLflow (the recipe's "
+                          "tracking.uri, or --uri). A run folder already logged there is found by its tag "
+                          "suite.run_dir and not logged twice.")
+    sync.add_argument("run", help="run folder (with summary.json)")
+    sync.add_argument("--uri", help="tracking URI to use instead of the recipe's")
+    sync.set_defaults(func=cmd_sync)
     run.set_defaults(func=cmd_run)
 
     val = sub.add_parser("validate", help="check a recipe without loading any model",

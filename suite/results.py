@@ -263,6 +263,7 @@ class RunSummary(Record):
     stage_wall_s: dict[str, float] = Field(default_factory=dict)
     artifacts: dict[str, str] = Field(default_factory=dict)
     tracking: Optional[TrackingInfo] = None
+    tracking_pending: Optional[str] = Field(None, description="why MLflow logging was deferred (`suite sync`)")
 
     def baseline(self) -> VariantSummary:
         return next(v for v in self.variants if v.is_baseline)

@@ -144,17 +144,36 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     summary.finished = _now()
     summary_path = summary.write(run_dir / "summary.json")
     if track:
-        from suite import track as tracking
-
-        uri = r.tracking.uri or tracking.default_uri(out_root)
         report("track", "mlflow", "start")
         t0 = time.perf_counter()
-        tracking.run(tracking.TrackConfig(summary, summary_path, uri, r.tracking.experiment or r.name,
-                                          artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None))
+        error = track_summary(summary, summary_path, out_root)
         summary.stage_wall_s["track"] = time.perf_counter() - t0
         summary.write(summary_path)
-        report("track", "mlflow", "ok")
+        report("track", "mlflow", "failed" if error else "ok")
     return summary
+
+
+def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None):
+    from suite import track as tracking
+    from suite.recipe import Recipe
+
+    r = Recipe.model_validate(summary.recipe)
+    uri = uri or r.tracking.uri or tracking.default_uri(out_root)
+    return tracking.TrackConfig(summary, summary_path, uri, r.tracking.experiment or r.name,
+                                artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None)
+
+
+def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None) -> str | None:
+    """Log the run to MLflow, or keep it pending in summary.json (``suite sync`` logs it later)."""
+    from suite import track as tracking
+
+    result, error = tracking.log_or_defer(track_config(summary, summary_path, out_root, uri))
+    if error:
+        summary.tracking_pending = error
+    elif result is not None:
+        summary.tracking, summary.tracking_pending = result.info, None
+    summary.write(summary_path)
+    return error
 
 
 def stage_config(vp: VariantPlan, stage: str) -> Record:

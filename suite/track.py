@@ -4,6 +4,11 @@ Uses ``MlflowClient`` with explicit run ids (never the fluent "active run"). Par
 at creation; metrics go through ``log_batch`` within MLflow's limits; every run is closed with
 ``set_terminated`` (FAILED if logging broke half-way). The default store is a SQLite file in the
 run's output folder, with artifacts beside it, so nothing has to be started.
+
+Offline first: ``log_or_defer`` checks that an HTTP tracking server answers before logging; when it
+does not (or logging fails), the run keeps everything in its folder, ``summary.json`` says
+``tracking_pending``, and ``suite sync RUN_DIR`` logs it later. A run folder is logged once: a finished
+parent run tagged with the same ``suite.run_dir`` is found and reused, never duplicated.
 """
 
 from __future__ import annotations
@@ -34,6 +39,47 @@ class TrackConfig:
 class TrackResult:
     info: TrackingInfo
     wall_s: float
+    already_logged: bool = False
+
+
+def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
+    """Why an HTTP tracking server cannot be used now (None: it answers, or the store is local)."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError as e:  # it answered (an auth-protected /health still means "up")
+        return None if e.code in (401, 403) else f"{uri}/health answered HTTP {e.code}"
+    except (urllib.error.URLError, OSError) as e:
+        return f"tracking server {uri} unreachable: {getattr(e, 'reason', e)}"
+
+
+def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]:
+    """Log now, or say why not (the results stay in the run folder for `suite sync`)."""
+    why = unreachable(config.uri)
+    if why:
+        return None, why
+    try:
+        return run(config), None
+    except Exception as e:  # noqa: BLE001 - any logging failure defers; the run's results are safe on disk
+        return None, f"logging to {config.uri} failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+
+
+def find_logged(client, exp_id: str, run_dir: str) -> TrackingInfo | None:
+    """The finished parent run (and its children) already logged for this run folder, if any."""
+    parents = [r for r in client.search_runs([exp_id], filter_string=f"tags.`suite.run_dir` = '{run_dir}'")
+               if "mlflow.parentRunId" not in r.data.tags and r.info.status == "FINISHED"]
+    if not parents:
+        return None
+    pid = parents[0].info.run_id
+    kids = client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{pid}'")
+    return TrackingInfo(uri=client.tracking_uri if hasattr(client, "tracking_uri") else "", experiment="",
+                        experiment_id=exp_id, parent_run_id=pid,
+                        variant_run_ids={r.data.tags.get("suite.variant", r.info.run_id): r.info.run_id for r in kids})
 
 
 def default_uri(out_root: Path) -> str:
@@ -123,6 +169,10 @@ def run(config: TrackConfig) -> TrackResult:
         exp_id = client.create_experiment(config.experiment, artifact_location=location)
     else:
         exp_id = exp.experiment_id
+    logged = find_logged(client, exp_id, s.run_dir)
+    if logged is not None:
+        logged.uri, logged.experiment = config.uri, config.experiment
+        return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
     parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
                                tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
                                      "suite.version": s.suite_version, "suite.platform": s.platform})
@@ -144,6 +194,7 @@ def run(config: TrackConfig) -> TrackResult:
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
                             parent_run_id=pid, variant_run_ids=child_ids)
         s.tracking = info
+        s.tracking_pending = None
         s.write(config.summary_path)
         _artifacts(client, pid, [(str(config.summary_path), ""), (s.artifacts.get("frontier_png", ""), ""),
                                  (s.artifacts.get("recipe", ""), "")])
