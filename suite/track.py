@@ -197,6 +197,7 @@ def run(config: TrackConfig) -> TrackResult:
         s.tracking_pending = None
         s.write(config.summary_path)
         _artifacts(client, pid, [(str(config.summary_path), ""), (s.artifacts.get("frontier_png", ""), ""),
+                                 (s.artifacts.get("report_html", ""), ""),
                                  (s.artifacts.get("recipe", ""), "")])
         status = "FINISHED"
     finally:

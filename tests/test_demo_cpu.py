@@ -42,6 +42,8 @@ def test_every_stage_ran(demo_run):
         bench = json.loads(Path(point["result_file"]).read_text())  # vLLM's own benchmark JSON
         assert bench["num_prompts"] == 32 and bench["total_output_tokens"] == 32 * 64  # ignore_eos
     assert (run_dir / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+    report = (run_dir / "report.html").read_text()
+    assert "Gates" in report and "Paired against the baseline" in report and "rate-inf" in report
     assert "run folder:" in res.stdout
 
 
@@ -77,7 +79,7 @@ def test_mlflow_runs(demo_run):
     client = MlflowClient(tracking_uri=t["uri"])
     parent = client.get_run(t["parent_run_id"])
     assert parent.data.tags["suite.recipe"] == "demo-cpu" and parent.info.status == "FINISHED"
-    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"summary.json", "frontier.png", "recipe.yaml"}
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"summary.json", "frontier.png", "recipe.yaml", "report.html"}
     for name, run_id in t["variant_run_ids"].items():
         run = client.get_run(run_id)
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id

@@ -1,0 +1,225 @@
+"""Report: one finished run -> one self-contained HTML page a reviewer reads before approving a release.
+
+``suite report RUN_DIR`` (and every ``suite run``) writes ``report.html``: no script, no external file,
+no network — tables, inline SVG charts and the frontier PNG embedded as data. Sections: the gate
+verdicts (the recipe's policy), accuracy per task with the paired delta and its 95% CI drawn against
+zero, the accuracy/throughput frontier, every load point with what bounded it, throughput against
+offered load, and provenance (checkpoints, versions, commands).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.results import RunSummary
+
+CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
+.pass{color:#070;font-weight:bold}.fail{color:#b00;font-weight:bold}.muted{color:#777}
+code{background:#f6f6f6;padding:0 3px}svg text{font:11px sans-serif}"""
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
+
+
+@dataclass
+class ReportConfig:
+    summary: RunSummary
+    out_html: Path
+
+
+@dataclass
+class ReportResult:
+    html: Path
+    wall_s: float
+
+
+def esc(x) -> str:
+    return html.escape(str(x))
+
+
+def fmt(v, spec: str = "{:.4f}") -> str:
+    return "-" if v is None else spec.format(v)
+
+
+def table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    head = "".join(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
+                   + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def gate_section(s: RunSummary) -> str:
+    from suite import gate
+    from suite.recipe import Recipe
+
+    policy = Recipe.model_validate(s.recipe).gates
+    result = gate.run(gate.GateConfig(s, policy))
+    if not result.checks and not result.missing:
+        return "<p class=muted>The recipe sets no gates.</p>"
+    verdict = ('<p class="pass">PASS</p>' if result.passed else '<p class="fail">FAIL</p>')
+    rows = [[esc(c.variant), esc(c.gate), fmt(c.measured), fmt(c.threshold), fmt(c.margin, "{:+.4f}"),
+             '<span class="pass">pass</span>' if c.passed else '<span class="fail">FAIL</span>'] for c in result.checks]
+    missing = "".join(f"<li>missing metric {esc(m)}</li>" for m in result.missing)
+    return verdict + table(["variant", "gate", "measured", "threshold", "margin", "result"], rows, 2) + (
+        f"<ul class=fail>{missing}</ul>" if missing else "")
+
+
+def ci_svg(delta: float, low: float, high: float, span: float) -> str:
+    """A 160-px bar: the CI of the delta as a line, the delta as a dot, zero as a vertical rule."""
+    w, mid = 160, 80
+    x = lambda v: mid + (v / span) * (w / 2 - 6) if span else mid  # noqa: E731
+    color = "#b00" if high < 0 else ("#070" if low > 0 else "#555")
+    return (f'<svg width="{w}" height="16"><line x1="{mid}" y1="0" x2="{mid}" y2="16" stroke="#aaa"/>'
+            f'<line x1="{x(low):.1f}" y1="8" x2="{x(high):.1f}" y2="8" stroke="{color}" stroke-width="3"/>'
+            f'<circle cx="{x(delta):.1f}" cy="8" r="3.5" fill="{color}"/></svg>')
+
+
+def accuracy_section(s: RunSummary) -> str:
+    if not s.tasks:
+        return "<p class=muted>No accuracy tasks in this recipe (throughput only).</p>"
+    rows = []
+    for v in s.variants:
+        row = [esc(v.name) + (" <span class=muted>(baseline)</span>" if v.is_baseline else "")]
+        row += [fmt(v.metrics.get(f"acc.{t}")) for t in s.tasks]
+        row += [fmt(v.metrics.get("acc.mean")), fmt(v.metrics.get("acc.mean.delta"), "{:+.4f}")]
+        rows.append(row)
+    out = table(["variant", *[t.removeprefix("suite_") for t in s.tasks], "mean", "Δ mean"], rows)
+    paired = [(v.name, p) for v in s.variants for p in v.paired]
+    if paired:
+        span = max(max(abs(p["ci_low"]), abs(p["ci_high"])) for _, p in paired) or 1.0
+        prow = [[esc(name), esc(p["task"]), str(p["n"]), fmt(p["delta"], "{:+.4f}"),
+                 f'[{p["ci_low"]:+.4f}, {p["ci_high"]:+.4f}]', ci_svg(p["delta"], p["ci_low"], p["ci_high"], span),
+                 str(p["gained"]), str(p["lost"]), fmt(p.get("mcnemar_p"), "{:.3g}")] for name, p in paired]
+        out += ("<h3>Paired against the baseline, item by item</h3><p class=muted>95% paired-bootstrap interval "
+                "of the delta (red: entirely below zero; green: entirely above); items flipped each way; "
+                "McNemar's exact test.</p>")
+        out += table(["variant", "task", "items", "delta", "95% CI", f"CI (±{span:.3f})", "gained", "lost",
+                      "McNemar p"], prow, 2)
+    return out
+
+
+def scatter_svg(series: dict[str, list[tuple[float, float, str]]], xlabel: str, ylabel: str,
+                line: bool = True, w: int = 640, h: int = 320) -> str:
+    """A small SVG chart; each point carries a <title> tooltip."""
+    pts = [p for ps in series.values() for p in ps]
+    if not pts:
+        return "<p class=muted>(no data)</p>"
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    x0, x1 = min(0.0, min(xs)), max(xs) * 1.05 or 1.0
+    y0, y1 = min(ys) * 0.95 if min(ys) > 0 else min(ys), max(ys) * 1.05 or 1.0
+    if y1 == y0:
+        y0, y1 = y0 - 1, y1 + 1
+    L, B = 60, 40
+    X = lambda v: L + (v - x0) / (x1 - x0) * (w - L - 20)  # noqa: E731
+    Y = lambda v: h - B - (v - y0) / (y1 - y0) * (h - B - 20)  # noqa: E731
+    parts = [f'<svg width="{w}" height="{h + 20 * len(series)}" role="img">',
+             f'<line x1="{L}" y1="{h - B}" x2="{w - 10}" y2="{h - B}" stroke="#333"/>',
+             f'<line x1="{L}" y1="{h - B}" x2="{L}" y2="10" stroke="#333"/>',
+             f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle">{esc(xlabel)}</text>',
+             f'<text x="12" y="{h / 2}" transform="rotate(-90 12 {h / 2})" text-anchor="middle">{esc(ylabel)}</text>']
+    for i in range(5):
+        yv, xv = y0 + (y1 - y0) * i / 4, x0 + (x1 - x0) * i / 4
+        parts.append(f'<text x="{L - 4}" y="{Y(yv) + 4:.0f}" text-anchor="end">{yv:,.4g}</text>')
+        parts.append(f'<text x="{X(xv):.0f}" y="{h - B + 14}" text-anchor="middle">{xv:,.4g}</text>')
+    for k, (name, ps) in enumerate(series.items()):
+        c = COLORS[k % len(COLORS)]
+        ps = sorted(ps)
+        if line and len(ps) > 1:
+            parts.append('<polyline fill="none" stroke="%s" points="%s"/>' % (c, " ".join(f"{X(a):.1f},{Y(b):.1f}" for a, b, _ in ps)))
+        for a, b, tip in ps:
+            parts.append(f'<circle cx="{X(a):.1f}" cy="{Y(b):.1f}" r="4" fill="{c}"><title>{esc(tip)}</title></circle>')
+        parts.append(f'<rect x="{L}" y="{h + 6 + 20 * k}" width="10" height="10" fill="{c}"/>'
+                     f'<text x="{L + 16}" y="{h + 15 + 20 * k}">{esc(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def frontier_section(s: RunSummary) -> str:
+    png = s.artifacts.get("frontier_png")
+    out = ""
+    if png and Path(png).is_file():
+        data = base64.b64encode(Path(png).read_bytes()).decode()
+        out += f'<img alt="frontier" width="640" src="data:image/png;base64,{data}">'
+    series = {v.name + (" (baseline)" if v.is_baseline else ""): [(v.metrics["tput.output_tok_s"], v.metrics["acc.mean"],
+                                                                     f"{v.name}: {v.metrics['tput.output_tok_s']:.0f} tok/s, acc {v.metrics['acc.mean']:.4f}")]
+              for v in s.variants if "tput.output_tok_s" in v.metrics and "acc.mean" in v.metrics}
+    if series:
+        out += scatter_svg(series, "output tok/s (headline point)", "mean accuracy", line=False)
+    return out or "<p class=muted>No variant has both accuracy and throughput.</p>"
+
+
+def throughput_section(s: RunSummary) -> str:
+    rows, series = [], {}
+    for v in s.variants:
+        b = v.benchmark
+        if not b:
+            continue
+        for p in b.points:
+            spread = f"{p.output_tok_s_min:.0f}–{p.output_tok_s_max:.0f}" if p.output_tok_s_min is not None else "-"
+            roof = p.roofline
+            rows.append([esc(v.name), esc(p.label), f"{p.output_tok_s:,.1f}" if p.ok else '<span class=fail>failed</span>',
+                         spread, f"{p.req_s:.2f}", f"{p.ttft_p99_ms:,.0f}", f"{p.tpot_p99_ms:.1f}",
+                         fmt(p.ceiling_fraction, "{:.0%}"), fmt(roof.get("hbm_frac"), "{:.0%}"),
+                         fmt(roof.get("tensor_frac"), "{:.0%}"),
+                         f'<span title="{esc(p.bottleneck_reason or "")}">{esc(p.bottleneck or "-")}</span>'])
+            if p.ok and isinstance(p.request_rate, (int, float)):
+                series.setdefault(v.name, []).append((float(p.request_rate), p.output_tok_s, f"{v.name} {p.label}"))
+        if b.slo:
+            for q in b.slo.probes:
+                series.setdefault(v.name, []).append((q["rate"], q["output_tok_s"], f"{v.name} SLO probe {q['rate']}: {q['why']}"))
+    if not rows:
+        return "<p class=muted>No throughput results.</p>"
+    out = table(["variant", "point", "out tok/s (median)", "min–max", "req/s", "TTFT p99 ms", "TPOT p99 ms",
+                 "of offline", "HBM", "tensor", "bound (hover: why)"], rows, 2)
+    slo_rows = [[esc(v.name), fmt(v.benchmark.slo.sustainable_rate, "{:g}"), fmt(v.benchmark.slo.bracket_high, "{:g}"),
+                 fmt(v.benchmark.slo.output_tok_s, "{:,.0f}"), fmt(v.benchmark.slo.ttft_p99_ms, "{:,.0f}"),
+                 esc(v.benchmark.slo.note or "")] for v in s.variants if v.benchmark and v.benchmark.slo]
+    if slo_rows:
+        out += "<h3>Sustainable rate under the SLO</h3>" + table(
+            ["variant", "sustainable req/s", "fails at", "out tok/s there", "TTFT p99 ms there", "note"], slo_rows)
+    cap = [[esc(v.name), fmt(v.benchmark.kv_cache_tokens, "{:,}"), fmt(v.benchmark.peak_concurrency, "{:,.0f}"),
+            fmt(v.benchmark.offline_tok_s, "{:,.0f}"), fmt(v.benchmark.server_start_s, "{:.0f}"), esc(v.benchmark.gpu or "-")]
+           for v in s.variants if v.benchmark]
+    out += "<h3>Capacity</h3>" + table(["variant", "KV-cache tokens", "peak concurrency", "offline tok/s",
+                                        "server start s", "GPU"], cap)
+    if series:
+        out += "<h3>Output throughput against offered load</h3>" + scatter_svg(series, "offered rate (req/s)", "output tok/s")
+    return out
+
+
+def provenance_section(s: RunSummary) -> str:
+    rows = []
+    for v in s.variants:
+        q = v.quantize
+        rows.append([esc(v.name), esc(v.scheme or "none"), esc(v.kv_cache_dtype), esc(q.key if q else "-"),
+                     esc(", ".join(q.ignored_modules) if q else "-"), fmt(q.wall_s if q else None, "{:.0f}"),
+                     f"<code>{esc(v.model_path)}</code>", esc("; ".join(v.errors)) or "-"])
+    out = table(["variant", "scheme", "KV dtype", "checkpoint key", "kept in BF16", "quantize s", "model", "errors"], rows)
+    out += table(["package", "version"], [[esc(k), esc(val)] for k, val in sorted(s.versions.items())])
+    out += table(["stage", "wall s"], [[esc(k), f"{val:.1f}"] for k, val in s.stage_wall_s.items()])
+    return out
+
+
+def run(config: ReportConfig) -> ReportResult:
+    start = time.perf_counter()
+    s = config.summary
+    track = (f"MLflow {esc(s.tracking.uri)}, parent run <code>{esc(s.tracking.parent_run_id)}</code>" if s.tracking
+             else f"not logged to MLflow ({esc(s.tracking_pending or 'tracking off')})")
+    body = [f"<h1>{esc(s.recipe_name)}: FP8 accuracy vs throughput</h1>",
+            f"<p>{esc(s.recipe.get('description', ''))}</p>",
+            f"<p class=muted>run <code>{esc(s.run_dir)}</code> · {esc(s.started)} → {esc(s.finished or '?')} · "
+            f"platform {esc(s.platform)} · recipe sha256 {esc(s.recipe_sha256[:12])} · {track}</p>",
+            "<h2>Gates</h2>", gate_section(s),
+            "<h2>Accuracy</h2>", accuracy_section(s),
+            "<h2>Frontier</h2>", frontier_section(s),
+            "<h2>Throughput</h2>", throughput_section(s),
+            "<h2>Provenance</h2>", provenance_section(s)]
+    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(s.recipe_name)} report</title>"
+            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")
+    config.out_html.parent.mkdir(parents=True, exist_ok=True)
+    config.out_html.write_text(page, encoding="utf-8")
+    return ReportResult(html=config.out_html, wall_s=time.perf_counter() - start)
