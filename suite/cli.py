@@ -168,6 +168,37 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args) -> int:
+    from rich.table import Table
+
+    from suite import compare
+
+    a, b = load_summary(args.run_a), load_summary(args.run_b)
+    if a.recipe_name != b.recipe_name:
+        print(f"note: different recipes ({a.recipe_name} vs {b.recipe_name}); comparing variants by name",
+              file=sys.stderr)
+    res = compare.run(compare.CompareConfig(a, b, min_tput_change=args.min_tput_change))
+    if args.json:
+        print(json.dumps(res.as_dict(), indent=2))
+        return EXIT_OK
+    table = Table(title=f"{Path(a.run_dir).name} → {Path(b.run_dir).name}")
+    for col in ("variant", "what", "A", "B", "change", "95% CI", "moved", "how"):
+        table.add_column(col, justify="right" if col in ("A", "B", "change", "95% CI") else "left")
+    for c in res.changes:
+        ci = f"[{c.low:+.4f}, {c.high:+.4f}]" if c.low is not None else "-"
+        change = f"{c.delta:+.4f}" if c.what.startswith("acc") else f"{c.delta:+.1%}"
+        table.add_row(c.variant, c.what, f"{c.a:.4f}" if c.what.startswith("acc") else f"{c.a:,.1f}",
+                      f"{c.b:.4f}" if c.what.startswith("acc") else f"{c.b:,.1f}", change, ci,
+                      "[bold red]yes[/]" if c.moved else "no", c.how)
+    _wide_console().print(table)
+    for k, (va, vb) in res.versions.items():
+        print(f"version {k}: {va} → {vb}")
+    for name in res.only_in_a + res.only_in_b:
+        print(f"variant {name} is in only one of the runs")
+    print(f"{len(res.moved)} of {len(res.changes)} figures moved beyond noise")
+    return EXIT_OK
+
+
 def cmd_sync(args) -> int:
     from suite.runner import track_summary
 
@@ -271,6 +302,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run", help="run folder (with summary.json)")
     rep.add_argument("--out", help="where to write the HTML (default: RUN_DIR/report.html)")
     rep.set_defaults(func=cmd_report)
+    cmp_ = sub.add_parser("compare", help="two runs of the same recipe: which accuracy and throughput figures "
+                          "moved beyond noise, and which package versions changed",
+                          description="Accuracy: run B against run A item by item (paired 95%% CI; moved when it "
+                          "excludes 0). Throughput: median and repetition range per load point (moved when the "
+                          "ranges do not overlap and the change exceeds --min-tput-change).")
+    cmp_.add_argument("run_a", help="the reference run folder")
+    cmp_.add_argument("run_b", help="the run to compare with it")
+    cmp_.add_argument("--min-tput-change", type=float, default=0.05, help="smallest relative throughput change "
+                      "that counts (default 0.05)")
+    cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp_.set_defaults(func=cmd_compare)
     run.set_defaults(func=cmd_run)
 
     val = sub.add_parser("validate", help="check a recipe without loading any model",
