@@ -29,6 +29,7 @@ from suite.bottleneck import ServerMonitor, classify
 from suite.results import BenchmarkConfig, BenchmarkResult, EngineConfig, LoadPoint, ServerStats
 from suite.roofline import ModelCost, detect_gpu, gpu_peak, implied
 from suite.slo import search
+from suite.workload import task_prompts, write_dataset
 
 VLLM_CLI = [sys.executable, "-m", "suite.vllm_cli"]
 KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
@@ -134,11 +135,17 @@ def load_points(config: BenchmarkConfig) -> list[tuple[str, object, int | None]]
 
 
 def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir: Path, filename: str,
-                  num_prompts: int | None = None, seed: int | None = None) -> list[str]:
+                  num_prompts: int | None = None, seed: int | None = None, dataset: Path | None = None) -> list[str]:
+    if dataset is None:
+        data = ["--dataset-name", "random", "--random-input-len", str(config.input_len),
+                "--random-output-len", str(config.output_len)]
+    else:  # the accuracy tasks' prompts (suite.workload), as vLLM's custom dataset
+        data = ["--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", str(config.output_len)]
+        if not config.chat_template:
+            data.append("--skip-chat-template")
     cmd = [*VLLM_CLI, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
            "--endpoint", "/v1/completions", "--model", config.engine.model, "--tokenizer", config.engine.model,
-           "--dataset-name", "random", "--random-input-len", str(config.input_len),
-           "--random-output-len", str(config.output_len), "--num-prompts", str(num_prompts or config.num_prompts),
+           *data, "--num-prompts", str(num_prompts or config.num_prompts),
            "--request-rate", str(rate), "--ignore-eos", "--seed", str(config.seed if seed is None else seed),
            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
            "--save-result", "--result-dir", str(out_dir), "--result-filename", filename, "--disable-tqdm"]
@@ -157,6 +164,8 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
         label=label, request_rate=rate, max_concurrency=concurrency, ok=completed > 0 and failed == 0,
         error=None if failed == 0 else f"{failed} requests failed", completed=completed, failed=failed,
         duration_s=float(d.get("duration", 0.0)), output_tok_s=float(d.get("output_throughput", 0.0)),
+        input_tok_s=d["total_input_tokens"] / d["duration"] if d.get("total_input_tokens") and d.get("duration") else None,
+        mean_input_len=d["total_input_tokens"] / completed if d.get("total_input_tokens") and completed else None,
         req_s=float(d.get("request_throughput", 0.0)), ttft_p50_ms=float(d.get("p50_ttft_ms", 0.0)),
         ttft_p99_ms=float(d.get("p99_ttft_ms", 0.0)), tpot_p50_ms=float(d.get("p50_tpot_ms", 0.0)),
         tpot_p99_ms=float(d.get("p99_tpot_ms", 0.0)), result_file=str(path),
@@ -182,10 +191,16 @@ class LoadRunner:
     its own seed (fresh random prompts, so the prefix cache cannot inflate a repetition), watched by a
     ServerMonitor, killed if it outlives ``point_timeout_s``."""
 
-    def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path):
-        self.config, self.proc, self.port, self.out_dir = config, proc, port, out_dir
+    def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path, tag: str = ""):
+        self.config, self.proc, self.port, self.out_dir, self.tag = config, proc, port, out_dir, tag
         self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s)
         self.runs = 0
+        self._prompts: list[str] | None = None
+
+    def prompts(self) -> list[str]:
+        if self._prompts is None:
+            self._prompts = task_prompts(Path(self.config.data_dir or "."), self.config.seed)
+        return self._prompts
 
     def measure(self, label: str, rate, concurrency, num_prompts: int, repetitions: int) -> LoadPoint:
         reps: list[tuple[LoadPoint, ServerStats]] = []
@@ -203,10 +218,14 @@ class LoadRunner:
         if self.proc.poll() is not None:
             return failure(f"server exited with code {self.proc.returncode}")
         self.runs += 1
-        filename = f"bench-{label}-r{rep}.json"
-        client_log = self.out_dir / f"bench-{label}-r{rep}.log"
+        filename = f"bench-{self.tag}{label}-r{rep}.json"
+        client_log = self.out_dir / f"bench-{self.tag}{label}-r{rep}.log"
+        dataset = None
+        if self.config.workload == "tasks":
+            n = num_prompts + self.config.warmup_requests
+            dataset = write_dataset(self.prompts(), n, self.out_dir / f"prompts-{label}-r{rep}.jsonl", f"r{self.runs}")
         cmd = bench_command(self.config, self.port, rate, concurrency, self.out_dir, filename, num_prompts,
-                            seed=self.config.seed + 1009 * self.runs)
+                            seed=self.config.seed + 1009 * self.runs, dataset=dataset)
         with open(client_log, "w") as fh:
             client = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True)
@@ -237,11 +256,19 @@ def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, 
     update: dict = {"bottleneck": label, "bottleneck_reason": reason}
     if point.ok and cost is not None:
         running = point.server.running_mean if point.server else None
-        update["roofline"] = implied(cost, peak, point.output_tok_s, point.req_s * config.input_len, running,
-                                     config.input_len + config.output_len / 2)
+        input_len = point.mean_input_len or config.input_len
+        input_tok_s = point.input_tok_s if point.input_tok_s is not None else point.req_s * input_len
+        update["roofline"] = implied(cost, peak, point.output_tok_s, input_tok_s, running, input_len + config.output_len / 2)
     if point.ok and offline_tok_s:
         update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     return point.model_copy(update=update)
+
+
+def next_api_server_count(points: list[LoadPoint], count: int, limit: int | None) -> int | None:
+    """Double the API servers (up to ``limit``) when a point was frontend-bound; None: keep these results."""
+    if limit is None or count >= limit or not any(p.bottleneck == "frontend" for p in points):
+        return None
+    return min(2 * count, limit)
 
 
 def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
@@ -267,22 +294,31 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
     offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
     offline_tok_s = offline["output_tok_s"] if offline else None
-    points: list[LoadPoint] = []
     slo = None
-    with vllm_server(config.engine, config.api_server_count, config.seed, log_path,
-                     config.server_timeout_s) as (proc, port, ready_s, cmd):
-        runner = LoadRunner(config, proc, port, out_dir)
-        for label, rate, conc in load_points(config):
-            point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
-            points.append(annotate(point, config, cost, peak[1] if peak else None, offline_tok_s))
-        if config.slo:
-            n = config.slo.num_prompts or config.num_prompts
+    count = config.api_server_count
+    earlier: list[dict] = []
+    while True:
+        points: list[LoadPoint] = []
+        with vllm_server(config.engine, count, config.seed, log_path,
+                         config.server_timeout_s) as (proc, port, ready_s, cmd):
+            runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "")
+            for label, rate, conc in load_points(config):
+                point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
+                points.append(annotate(point, config, cost, peak[1] if peak else None, offline_tok_s))
+            more = next_api_server_count(points, count, config.max_api_server_count)
+            if more is None and config.slo:
+                n = config.slo.num_prompts or config.num_prompts
 
-            def probe(rate: float) -> LoadPoint:
-                p = runner.measure(f"slo-{rate:g}", rate, None, n, 1)
-                return annotate(p, config, cost, peak[1] if peak else None, offline_tok_s)
+                def probe(rate: float) -> LoadPoint:
+                    p = runner.measure(f"slo-{rate:g}", rate, None, n, 1)
+                    return annotate(p, config, cost, peak[1] if peak else None, offline_tok_s)
 
-            slo = search(probe, config.slo)
+                slo = search(probe, config.slo)
+        if more is None:
+            break
+        # frontend-bound with room to grow: restart with more API servers and measure again
+        earlier.append({"api_server_count": count, "points": [p.model_dump() for p in points]})
+        count = more
     log_text = log_path.read_text(errors="replace")
     kv = KV_TOKENS_RE.findall(log_text)
     mc = MAX_CONC_RE.findall(log_text)
@@ -292,6 +328,7 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         max_concurrency_at_max_len=float(mc[-1][1]) if mc else None,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
+        api_server_count=count, scaled_from=earlier,
         server_start_s=ready_s, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
         versions=package_versions(),
     )

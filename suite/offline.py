@@ -2,8 +2,8 @@
 
 ``python -m suite.offline BENCHMARK_CONFIG.json OUT.json`` (run by the benchmark stage, in a process of
 its own before the server starts, so the two never share the accelerator). Prompts are random token
-ids of exactly ``input_len`` tokens (as ``vllm bench serve --dataset-name random`` makes them), each
-generating ``output_len`` tokens with ``ignore_eos``. Served throughput far below this ceiling means
+ids of exactly ``input_len`` tokens (as ``vllm bench serve --dataset-name random`` makes them), or the
+tasks' prompts (``workload: tasks``), each generating ``output_len`` tokens with ``ignore_eos``. Served throughput far below this ceiling means
 the front end or the client, not the engine, set the pace.
 """
 
@@ -30,11 +30,21 @@ def measure(config: BenchmarkConfig) -> dict:
     llm = LLM(model=e.model, dtype=e.dtype, max_model_len=e.max_model_len, kv_cache_dtype=e.kv_cache_dtype,
               seed=config.seed, **e.engine_args)
     load_s = time.perf_counter() - t0
-    vocab = llm.get_tokenizer().vocab_size
-    rng = random.Random(config.seed + 7919)
-    special = 1000  # stay clear of the special tokens at the ends of the vocabulary
-    prompts = [TokensPrompt(prompt_token_ids=[rng.randrange(special, vocab - special) for _ in range(config.input_len)])
-               for _ in range(config.num_prompts)]
+    if config.workload == "tasks":
+        from suite.workload import task_prompts
+
+        texts = task_prompts(Path(config.data_dir or "."), config.seed)
+        prompts = [f"[offline-{i}] {texts[i % len(texts)]}" for i in range(config.num_prompts)]
+        if config.chat_template:
+            tok = llm.get_tokenizer()
+            prompts = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                               tokenize=False) for p in prompts]
+    else:
+        vocab = llm.get_tokenizer().vocab_size
+        rng = random.Random(config.seed + 7919)
+        special = 1000  # stay clear of the special tokens at the ends of the vocabulary
+        prompts = [TokensPrompt(prompt_token_ids=[rng.randrange(special, vocab - special) for _ in range(config.input_len)])
+                   for _ in range(config.num_prompts)]
     params = SamplingParams(max_tokens=config.output_len, min_tokens=config.output_len, ignore_eos=True,
                             temperature=0.0)
     warm = max(1, min(8, config.num_prompts // 10))

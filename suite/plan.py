@@ -128,11 +128,10 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
         )
         t = r.throughput
+        shared = {k: v for k, v in t.model_dump().items() if k in BenchmarkConfig.model_fields}  # same names
         benchmark = BenchmarkConfig(
-            engine=engine, api_server_count=t.api_server_count, input_len=t.input_len, output_len=t.output_len,
-            num_prompts=t.num_prompts, request_rates=list(t.request_rates), concurrencies=list(t.concurrencies),
-            repetitions=t.repetitions, warmup_requests=t.warmup_requests, slo=t.slo, offline_ceiling=t.offline_ceiling,
-            metrics_interval_s=t.metrics_interval_s, point_timeout_s=t.point_timeout_s, gpu=t.gpu, seed=t.seed, server_timeout_s=t.server_timeout_s, output_dir=str(vdir / "benchmark"),
+            engine=engine, data_dir=str(loaded.resolve(r.eval.data_dir)), chat_template=r.model.chat_template,
+            output_dir=str(vdir / "benchmark"), **shared,
         )
         plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark))
     return plan

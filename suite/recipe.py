@@ -145,11 +145,20 @@ class ThroughputSpec(Strict):
     input_len: int = Field(512, gt=0, description="--random-input-len")
     output_len: int = Field(256, gt=0, description="--random-output-len")
     num_prompts: int = Field(1000, gt=0, description="--num-prompts per load point")
+    workload: Literal["random", "tasks"] = Field(
+        "random",
+        description="'random': random token prompts of exactly input_len tokens; 'tasks': the accuracy tasks' own "
+        "prompts from eval.data_dir (GSM8K, HumanEval, MMLU, C-Eval), output_len tokens each",
+    )
     request_rates: list[Union[float, Literal["inf"]]] = Field(
         default_factory=list, description="Poisson request rates (req/s) to run; 'inf' sends all at once"
     )
     concurrencies: list[int] = Field(default_factory=list, description="--max-concurrency values to run")
     api_server_count: int = Field(1, ge=1, description="vllm serve --api-server-count")
+    max_api_server_count: int | None = Field(
+        None, ge=1, description="when a point is frontend-bound (suite.bottleneck), restart the server with twice the "
+        "API servers, up to this many, and measure again (the earlier points are kept in scaled_from)",
+    )
     repetitions: int = Field(3, ge=1, description="runs per load point; the median is reported, with the spread")
     warmup_requests: int = Field(16, ge=0, description="vllm bench serve --num-warmups before each run")
     slo: SloSpec | None = Field(

@@ -139,12 +139,16 @@ class BenchmarkConfig(Record):
     num_prompts: int
     request_rates: list[Any] = Field(default_factory=list)
     concurrencies: list[int] = Field(default_factory=list)
+    workload: str = Field("random", description="'random' token prompts, or 'tasks': the accuracy tasks' prompts")
+    data_dir: Optional[str] = Field(None, description="task data for workload 'tasks'")
+    chat_template: bool = False
     repetitions: int = 1
     warmup_requests: int = 0
     slo: Optional[SloSpec] = None
     offline_ceiling: bool = False
     metrics_interval_s: float = 1.0
     point_timeout_s: int = 1800
+    max_api_server_count: Optional[int] = None
     gpu: Optional[str] = Field(None, description="GPU name for the roofline (default: nvidia-smi's)")
     seed: int = 0
     server_timeout_s: int = 900
@@ -177,6 +181,8 @@ class LoadPoint(Record):
     failed: int = 0
     duration_s: float = 0.0
     output_tok_s: float = 0.0
+    input_tok_s: Optional[float] = None
+    mean_input_len: Optional[float] = None
     req_s: float = 0.0
     ttft_p50_ms: float = 0.0
     ttft_p99_ms: float = 0.0
@@ -213,6 +219,9 @@ class BenchmarkResult(Record):
     offline_s: Optional[float] = None
     slo: Optional[SloResult] = None
     gpu: Optional[str] = None
+    api_server_count: Optional[int] = Field(None, description="API servers of the reported points")
+    scaled_from: list[dict[str, Any]] = Field(
+        default_factory=list, description="earlier, frontend-bound measurements with fewer API servers")
     server_start_s: float
     wall_s: float
     server_log: str

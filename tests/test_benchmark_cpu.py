@@ -85,3 +85,17 @@ def test_server_dying_mid_point_is_a_failed_point_and_leaves_nothing(tmp_path, c
     assert not second.ok and "server exited" in second.error
     assert time.monotonic() - start < 400
     assert not no_leftover("suite.vllm_cli")
+
+
+def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
+    from conftest import ROOT
+
+    cfg = config(tmp_path, workload="tasks", data_dir=str(ROOT / "tasks" / "data"), num_prompts=12, output_len=16,
+                 repetitions=1, offline_ceiling=True)
+    res = benchmark.run(cfg)
+    (p,) = res.points
+    assert p.ok and p.completed == 12 and p.mean_input_len > 20  # real questions, not 128 random tokens
+    rows = (tmp_path / "bench" / "prompts-rate-inf-r0.jsonl").read_text().splitlines()
+    assert len(rows) == 12 + cfg.warmup_requests and '"prompt": "[r1-0] ' in rows[0]
+    assert res.offline_tok_s > 0 and 0 < p.ceiling_fraction
+    assert not no_leftover("suite.vllm_cli") and not no_leftover("suite.offline")

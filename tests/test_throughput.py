@@ -186,3 +186,33 @@ def test_monitor_flags_a_throttled_client():
     assert stats.client_cpu_pct > 80 and (stats.api_server_cpu_pct or 0) < 20
     label, reason = bottleneck.classify(point(), stats)
     assert label == "client", reason
+
+
+def test_task_prompts_from_the_demo_slice(tmp_path):
+    from conftest import ROOT
+    from suite.workload import task_prompts, write_dataset
+
+    prompts = task_prompts(ROOT / "tasks" / "data", seed=1)
+    gsm = [p for p in prompts if p.startswith("Question: ") and p.endswith("\nAnswer:")]
+    code = [p for p in prompts if p.lstrip().startswith(("def ", "from ", "import "))]
+    cn = [p for p in prompts if p.endswith("答案：")]
+    mmlu = [p for p in prompts if p.endswith("\nD. " + p.split("\nD. ")[-1]) and p.endswith("Answer:")
+            and not p.startswith("Question: ")]
+    assert len(gsm) == 40 and len(code) == 40 and len(cn) == 52 * 4 and len(mmlu) == 57 * 4
+    assert prompts == task_prompts(ROOT / "tasks" / "data", seed=1) != task_prompts(ROOT / "tasks" / "data", seed=2)
+    path = write_dataset(prompts[:3], 5, tmp_path / "p.jsonl", "r7")
+    rows = [json.loads(line)["prompt"] for line in path.read_text().splitlines()]
+    assert len(rows) == 5 and rows[0].startswith("[r7-0] ") and rows[3].endswith(prompts[0])  # cycled
+    with pytest.raises(FileNotFoundError):
+        task_prompts(tmp_path)
+
+
+def test_api_servers_double_only_when_frontend_bound():
+    from suite.benchmark import next_api_server_count
+
+    fe, eng = point(bottleneck="frontend"), point(bottleneck="engine")
+    assert next_api_server_count([eng, fe], 1, 4) == 2
+    assert next_api_server_count([fe], 2, 4) == 4 and next_api_server_count([fe], 3, 4) == 4
+    assert next_api_server_count([fe], 4, 4) is None      # at the limit: report it, bound as it is
+    assert next_api_server_count([eng], 1, 4) is None     # not frontend-bound: nothing to gain
+    assert next_api_server_count([fe], 1, None) is None   # the recipe does not allow scaling
