@@ -195,6 +195,7 @@ class LoadRunner:
         self.config, self.proc, self.port, self.out_dir, self.tag = config, proc, port, out_dir, tag
         self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s)
         self.runs = 0
+        self.client_s = 0.0  # wall time of the benchmark client processes (start-up included)
         self._prompts: list[str] | None = None
 
     def prompts(self) -> list[str]:
@@ -229,6 +230,7 @@ class LoadRunner:
         with open(client_log, "w") as fh:
             client = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True)
+            t0 = time.perf_counter()
             self.monitor.start(client.pid)
             try:
                 rc = client.wait(timeout=self.config.point_timeout_s)
@@ -236,6 +238,7 @@ class LoadRunner:
                 stop_process_group(client, grace_s=5)
                 rc = None
             stats = self.monitor.stop()
+            self.client_s += time.perf_counter() - t0
         if rc is None:
             return failure(f"the load point did not finish in {self.config.point_timeout_s} s "
                            "(the server could not keep up with it); client stopped", stats)
@@ -297,8 +300,10 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     slo = None
     count = config.api_server_count
     earlier: list[dict] = []
+    served_s = client_s = start_stop_s = 0.0
     while True:
         points: list[LoadPoint] = []
+        t_server = time.perf_counter()
         with vllm_server(config.engine, count, config.seed, log_path,
                          config.server_timeout_s) as (proc, port, ready_s, cmd):
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "")
@@ -314,6 +319,10 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
                     return annotate(p, config, cost, peak[1] if peak else None, offline_tok_s)
 
                 slo = search(probe, config.slo)
+            client_s += runner.client_s
+            t_stop = time.perf_counter()
+        served_s += time.perf_counter() - t_server
+        start_stop_s += ready_s + (time.perf_counter() - t_stop)
         if more is None:
             break
         # frontend-bound with room to grow: restart with more API servers and measure again
@@ -328,7 +337,8 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         max_concurrency_at_max_len=float(mc[-1][1]) if mc else None,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
-        api_server_count=count, scaled_from=earlier,
+        api_server_count=count, scaled_from=earlier, client_s=client_s,
+        overhead_s=max(0.0, served_s - start_stop_s - client_s),
         server_start_s=ready_s, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
         versions=package_versions(),
     )

@@ -254,6 +254,15 @@ def cmd_gate(args) -> int:
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
         return EXIT_BAD_INPUT
     failed = [c for c in result.checks if not c.passed]
+    if summary.tracking and not args.no_record:
+        from suite.track import record_gate
+
+        try:
+            rec = record_gate(summary, result)
+            for name, version in rec.registered:
+                print(f"registered {name} version {version} as 'candidate' ({summary.tracking.uri})")
+        except Exception as e:  # noqa: BLE001 - the verdict stands even when MLflow is unreachable
+            print(f"warning: gate verdict not recorded in MLflow: {type(e).__name__}: {e}", file=sys.stderr)
     for c in failed:
         print(f"FAILED {c.variant}: {c.gate} = {c.measured:.4f}, threshold {c.threshold:.4f} "
               f"(off by {-c.margin:.4f})")
@@ -328,10 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     gate = sub.add_parser("gate", help="pass/fail a finished run on its gates (exit 0 pass, 1 fail, 2 bad input)",
                           description="Check a finished run against its recipe's gates (or --policy FILE): "
-                          "per-task maximum accuracy drop and minimum throughput gain. Prints every gate "
-                          "with measured value, threshold and margin.")
+                          "accuracy drop (absolute, relative), non-inferiority on the paired CI, throughput "
+                          "gain, p99 latency. Prints every gate with measured value, threshold and margin. When "
+                          "the run is in MLflow, its runs are tagged gate.result / gate.failed, and on a pass each "
+                          "FP8 variant's checkpoint is registered as <recipe>-<variant> with the alias "
+                          "'candidate'.")
     gate.add_argument("run", help="run folder made by `suite run` (or its summary.json)")
     gate.add_argument("--policy", help="YAML gate policy (the recipe's `gates:` block) to use instead")
+    gate.add_argument("--no-record", action="store_true", help="do not tag the MLflow runs or register anything")
     gate.set_defaults(func=cmd_gate)
 
     sch = sub.add_parser("schema", help="print the recipe JSON schema, with every field described")

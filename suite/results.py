@@ -222,6 +222,9 @@ class BenchmarkResult(Record):
     api_server_count: Optional[int] = Field(None, description="API servers of the reported points")
     scaled_from: list[dict[str, Any]] = Field(
         default_factory=list, description="earlier, frontend-bound measurements with fewer API servers")
+    client_s: Optional[float] = Field(None, description="wall time of the benchmark client processes")
+    overhead_s: Optional[float] = Field(
+        None, description="the suite's own time while a server was up: neither server start/stop nor a client running")
     server_start_s: float
     wall_s: float
     server_log: str

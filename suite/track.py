@@ -203,3 +203,50 @@ def run(config: TrackConfig) -> TrackResult:
     finally:
         client.set_terminated(pid, status)
     return TrackResult(info=info, wall_s=time.perf_counter() - start)
+
+
+@dataclass
+class GateRecord:
+    tagged_runs: list[str]
+    registered: list[tuple[str, str]]  # (registered model name, version) given the 'candidate' alias
+
+
+def record_gate(summary: RunSummary, result, alias: str = "candidate") -> GateRecord:
+    """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` / ``gate.failed`` on the parent
+    and each variant run; when every gate passed, each quantized variant's checkpoint (its run's
+    ``checkpoint`` artifacts: config.json and provenance.json) becomes a new version of the registered
+    model ``<recipe>-<variant>`` with the alias ``candidate`` and the gate results as tags."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    info = summary.tracking
+    client = MlflowClient(tracking_uri=info.uri)
+    verdict = "pass" if result.passed else "fail"
+    tagged, registered = [], []
+    client.set_tag(info.parent_run_id, "gate.result", verdict)
+    tagged.append(info.parent_run_id)
+    for v in summary.variants:
+        run_id = info.variant_run_ids.get(v.name)
+        checks = [c for c in result.checks if c.variant == v.name]
+        if not run_id or not checks:
+            continue
+        failed = [f"{c.gate}: {c.measured:.4g} vs {c.threshold:.4g}" for c in checks if not c.passed]
+        client.set_tag(run_id, "gate.result", "fail" if failed else "pass")
+        if failed:
+            client.set_tag(run_id, "gate.failed", "; ".join(failed)[:5000])
+        tagged.append(run_id)
+        if not result.passed or v.is_baseline or not v.quantize:
+            continue
+        name = metric_name(f"{summary.recipe_name}-{v.name}")
+        try:
+            client.create_registered_model(name, description=f"FP8 checkpoints of {summary.recipe_name} / {v.name}")
+        except MlflowException as e:
+            if "RESOURCE_ALREADY_EXISTS" not in str(e.error_code if hasattr(e, "error_code") else e):
+                raise
+        tags = {metric_name("gate", c.gate): f"{c.measured:.6g} (threshold {c.threshold:.6g})" for c in checks}
+        tags.update({"checkpoint_path": v.quantize.checkpoint, "checkpoint_key": v.quantize.key,
+                     "suite.run_dir": summary.run_dir})
+        mv = client.create_model_version(name, f"runs:/{run_id}/checkpoint", run_id=run_id, tags=tags)
+        client.set_registered_model_alias(name, alias, mv.version)
+        registered.append((name, str(mv.version)))
+    return GateRecord(tagged, registered)

@@ -48,6 +48,8 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     assert p.bottleneck in {"engine", "unsaturated", "client", "frontend", "kv-cache"} and p.bottleneck_reason
     assert p.roofline["tensor_tflops"] > 0 and "hbm_tb_s" in p.roofline and "hbm_frac" not in p.roofline  # no GPU peak
     assert res.kv_cache_tokens > 0 and res.peak_concurrency == res.kv_cache_tokens / 160
+    assert res.client_s > 0 and 0 <= res.overhead_s < res.client_s and res.api_server_count == 1
+    print(f"benchmark wall {res.wall_s:.1f} s, clients {res.client_s:.1f} s, suite overhead {res.overhead_s:.2f} s")
     # the SLO is loose: 1 req/s and 2 req/s (max_rate) both meet it
     assert [q["rate"] for q in res.slo.probes] == [1, 2] and res.slo.sustainable_rate == 2
     assert res.slo.note == "the SLO held up to max_rate"
