@@ -66,7 +66,14 @@ def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]
     try:
         return run(config), None
     except Exception as e:  # noqa: BLE001 - any logging failure defers; the run's results are safe on disk
-        return None, f"logging to {config.uri} failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        text = str(e)
+        if "401" in text or "Unauthorized" in text or "UNAUTHENTICATED" in text:
+            return None, (f"the tracking server {config.uri} refused the credentials (HTTP 401): set "
+                          "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials); "
+                          "never put them in a recipe")
+        if "403" in text or "PERMISSION_DENIED" in text:
+            return None, f"the tracking server {config.uri} denied this user write access (HTTP 403)"
+        return None, f"logging to {config.uri} failed: {type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
 def find_logged(client, exp_id: str, run_dir: str) -> TrackingInfo | None:

@@ -27,12 +27,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_mlflow_server(root: Path, port: int) -> subprocess.Popen:
+def start_mlflow_server(root: Path, port: int, auth: bool = False) -> subprocess.Popen:
+    import os
+
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
            "--backend-store-uri", f"sqlite:///{root / 'server.db'}", "--artifacts-destination", str(root / "art"),
            "--workers", "1"]
+    env = dict(os.environ)
+    if auth:  # MLflow's basic-auth app; the admin password comes from the environment, not from a file
+        ini = root / "auth.ini"
+        ini.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{root / 'auth.db'}\n"
+                       "admin_username = admin\n"
+                       "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+        cmd += ["--app-name", "basic-auth"]
+        env.update(MLFLOW_AUTH_CONFIG_PATH=str(ini), MLFLOW_AUTH_ADMIN_PASSWORD="s3cret-Pass-123",
+                   MLFLOW_FLASK_SERVER_SECRET_KEY="test-only-csrf-key")
     proc = subprocess.Popen(cmd, stdout=open(root / "server.log", "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -88,6 +99,38 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path):
         assert run_cli("sync", str(run_dir)).returncode == 0  # already logged: nothing new
         again = track_summary(s.model_copy(update={"tracking": None}), run_dir / "summary.json", out_root)
         assert again is None and len(client.search_runs([exp.experiment_id])) == 3  # found, not duplicated
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    out_root = tmp_path / "runs"
+    run_dir = out_root / "20261130-000000-demo-cpu"
+    run_dir.mkdir(parents=True)
+    s = make_summary({"bf16": {"acc.mean": 0.5}, "fp8": {"acc.mean": 0.45}}, run_dir=str(run_dir))
+    s.recipe["tracking"] = {"uri": uri, "experiment": "auth-test"}
+    server = start_mlflow_server(tmp_path, port, auth=True)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
+        error = track_summary(s, run_dir / "summary.json", out_root)
+        assert error and "refused the credentials" in error and "wrong" not in error
+        assert json.loads((run_dir / "summary.json").read_text())["tracking"] is None
+
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret-Pass-123")
+        from mlflow.tracking import MlflowClient
+
+        assert MlflowClient(uri).get_experiment_by_name("auth-test") is None  # nothing was logged anonymously
+        assert track_summary(s, run_dir / "summary.json", out_root) is None
+        exp = MlflowClient(uri).get_experiment_by_name("auth-test")
+        assert len(MlflowClient(uri).search_runs([exp.experiment_id])) == 3
+        assert "s3cret" not in (run_dir / "summary.json").read_text()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
