@@ -217,6 +217,16 @@ class TrackingSpec(Strict):
     uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite file in the run folder)")
     experiment: str | None = Field(None, description="MLflow experiment (default: the recipe name)")
 
+    @field_validator("uri")
+    @classmethod
+    def _no_credentials(cls, v: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if v and "://" in v and urlsplit(v).password is not None:
+            raise ValueError("the URI holds a password; recipes end up in MLflow and in logs: set "
+                             "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials) instead")
+        return v
+
 
 class RuntimeSpec(Strict):
     env: dict[str, str] = Field(default_factory=dict, description="environment variables for stage processes")

@@ -132,3 +132,11 @@ def test_schema_describes_fields():
     res = run_cli("schema")
     assert res.returncode == 0
     assert "calibration set name from calibration/" in res.stdout
+
+
+def test_credentials_in_the_tracking_uri_are_refused(demo_recipe_copy):
+    from conftest import run_cli
+
+    res = run_cli("validate", str(demo_recipe_copy(tracking={"uri": "http://admin:hunter2@mlflow.local:5000"})))
+    assert res.returncode == 2 and "tracking.uri" in res.stderr and "MLFLOW_TRACKING_PASSWORD" in res.stderr
+    assert "hunter2" not in res.stderr + res.stdout
