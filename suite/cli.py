@@ -199,6 +199,24 @@ def cmd_compare(args) -> int:
     return EXIT_OK
 
 
+def cmd_frontier(args) -> int:
+    from suite import frontier
+
+    runs = [load_summary(r) for r in args.runs]
+    out = Path(args.out)
+    key = "tput.output_tok_s" if args.throughput == "saturation" else "tput.sustainable_output_tok_s"
+    res = frontier.run(frontier.FrontierConfig(None, out / "frontier.png", summaries=runs, accuracy=args.accuracy,
+                                               throughput=key, out_html=out / "frontier.html"))
+    if not res.points:
+        print(f"no variant in these runs has both {args.accuracy} and {key}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for p in res.points:
+        print(f"{'*' if p.name in res.pareto else ' '} {p.name:<40} {p.throughput:>12,.1f} tok/s  {p.accuracy:.4f}"
+              + ("  (baseline)" if p.is_baseline else ""))
+    print(f"* = on the Pareto front; {res.png}, {res.html}")
+    return EXIT_OK
+
+
 def cmd_sync(args) -> int:
     from suite.runner import track_summary
 
@@ -322,6 +340,15 @@ def build_parser() -> argparse.ArgumentParser:
                       "that counts (default 0.05)")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.set_defaults(func=cmd_compare)
+    fr = sub.add_parser("frontier", help="accuracy against throughput across runs and recipes, Pareto front "
+                        "marked (PNG + self-contained HTML)",
+                        description="Each variant of each run is a point; BF16 baselines are marked.")
+    fr.add_argument("runs", nargs="+", help="run folders (with summary.json)")
+    fr.add_argument("--out", default=".", help="folder for frontier.png and frontier.html (default: here)")
+    fr.add_argument("--accuracy", default="acc.mean", help="acc.mean (default) or acc.<task>")
+    fr.add_argument("--throughput", choices=["saturation", "slo"], default="saturation",
+                    help="headline load point's tok/s (default) or tok/s at the sustainable SLO rate")
+    fr.set_defaults(func=cmd_frontier)
     run.set_defaults(func=cmd_run)
 
     val = sub.add_parser("validate", help="check a recipe without loading any model",

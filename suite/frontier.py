@@ -1,12 +1,16 @@
-"""Frontier: accuracy (mean over tasks) against output throughput, the Pareto front drawn.
+"""Frontier: accuracy against output throughput, the Pareto front drawn — for one run, or across runs
+and recipes (``suite frontier RUN...``).
 
-A variant is on the front when no other variant is at least as accurate and at least as fast, and
-strictly better in one of the two.
+A point is on the front when no other point is at least as accurate and at least as fast, and strictly
+better in one of the two. Accuracy: ``acc.mean`` or one task's ``acc.<task>``; throughput: the headline
+load point (``tput.output_tok_s``, saturation) or the sustainable rate under the SLO
+(``tput.sustainable_output_tok_s``). Output: a PNG, and optionally a self-contained HTML page (one
+chart per accuracy metric, each point's figures on hover, the table of points with the front marked).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.results import RunSummary
@@ -22,8 +26,15 @@ class FrontierPoint:
 
 @dataclass
 class FrontierConfig:
-    summary: RunSummary
+    summary: RunSummary | None
     out_png: Path
+    summaries: list[RunSummary] = field(default_factory=list)
+    accuracy: str = "acc.mean"
+    throughput: str = "tput.output_tok_s"
+    out_html: Path | None = None
+
+    def runs(self) -> list[RunSummary]:
+        return [self.summary] if self.summary is not None else list(self.summaries)
 
 
 @dataclass
@@ -31,6 +42,21 @@ class FrontierResult:
     points: list[FrontierPoint]
     pareto: list[str]
     png: Path | None
+    html: Path | None = None
+
+
+def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[FrontierPoint]:
+    """One point per variant with both metrics; named <recipe>/<variant> (and the run) across runs."""
+    names = {r.recipe_name for r in runs}
+    points = []
+    for r in runs:
+        for v in r.variants:
+            if throughput in v.metrics and accuracy in v.metrics:
+                name = v.name if len(runs) == 1 else f"{r.recipe_name}/{v.name}"
+                if len(runs) > len(names):  # the same recipe more than once: say which run
+                    name += f" ({Path(r.run_dir).name[:15]})"
+                points.append(FrontierPoint(name, v.metrics[throughput], v.metrics[accuracy], v.is_baseline))
+    return points
 
 
 def pareto_front(points: list[FrontierPoint]) -> list[FrontierPoint]:
@@ -42,8 +68,8 @@ def pareto_front(points: list[FrontierPoint]) -> list[FrontierPoint]:
 
 
 def run(config: FrontierConfig) -> FrontierResult:
-    points = [FrontierPoint(v.name, v.metrics["tput.output_tok_s"], v.metrics["acc.mean"], v.is_baseline)
-              for v in config.summary.variants if "tput.output_tok_s" in v.metrics and "acc.mean" in v.metrics]
+    runs = config.runs()
+    points = collect(runs, config.accuracy, config.throughput)
     front = pareto_front(points)
     if not points:
         return FrontierResult(points, [], None)
@@ -61,13 +87,46 @@ def run(config: FrontierConfig) -> FrontierResult:
     ax.plot([p.throughput for p in front], [p.accuracy for p in front], "--o", color="tab:red",
             markerfacecolor="none", markersize=14, label="Pareto front", zorder=2)
     ax.margins(x=0.25, y=0.25)
-    ax.set_xlabel("output throughput (tok/s)")
-    ax.set_ylabel("accuracy, mean over tasks")
-    ax.set_title(f"{config.summary.recipe_name}: accuracy vs throughput ({config.summary.platform})")
+    ax.set_xlabel("output throughput (tok/s)" + (" at the SLO rate" if "sustainable" in config.throughput else ""))
+    ax.set_ylabel("accuracy, mean over tasks" if config.accuracy == "acc.mean" else config.accuracy)
+    title = runs[0].recipe_name if len({r.recipe_name for r in runs}) == 1 else f"{len(runs)} runs"
+    ax.set_title(f"{title}: accuracy vs throughput ({', '.join(sorted({r.platform for r in runs}))})")
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
     config.out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(config.out_png)
     plt.close(fig)
-    return FrontierResult(points, [p.name for p in front], config.out_png)
+    html = write_html(config, runs) if config.out_html else None
+    return FrontierResult(points, [p.name for p in front], config.out_png, html)
+
+
+def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
+    """One chart per accuracy metric (mean, then each task), hover for figures; the table of points."""
+    import html as h
+
+    from suite.report import CSS, scatter_svg, table
+
+    keys = ["acc.mean"] + sorted({k for r in runs for v in r.variants for k in v.metrics
+                                  if k.startswith("acc.") and k.count(".") == 1 and k != "acc.mean"})
+    parts = [f"<h1>Accuracy vs throughput ({h.escape(config.throughput)})</h1>"]
+    for key in keys:
+        pts = collect(runs, key, config.throughput)
+        if not pts:
+            continue
+        front = {p.name for p in pareto_front(pts)}
+        series = {"Pareto front": [], "dominated": [], "baseline": []}
+        for p in pts:
+            tip = f"{p.name}: {p.throughput:,.0f} tok/s, {key} {p.accuracy:.4f}" + (" (on the front)" if p.name in front else "")
+            series["baseline" if p.is_baseline else ("Pareto front" if p.name in front else "dominated")].append(
+                (p.throughput, p.accuracy, tip))
+        parts.append(f"<h2>{h.escape(key)}</h2>")
+        parts.append(scatter_svg({k: v for k, v in series.items() if v}, config.throughput, key, line=False))
+        parts.append(table(["point", "tok/s", key, "on the front", "baseline"],
+                           [[h.escape(p.name), f"{p.throughput:,.1f}", f"{p.accuracy:.4f}",
+                             "yes" if p.name in front else "", "yes" if p.is_baseline else ""] for p in pts]))
+    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>frontier</title><style>{CSS}</style>"
+            f"</head><body>{''.join(parts)}</body></html>")
+    config.out_html.parent.mkdir(parents=True, exist_ok=True)
+    config.out_html.write_text(page, encoding="utf-8")
+    return config.out_html

@@ -139,3 +139,27 @@ def test_gate_non_inferiority_without_paired_data_is_bad_input():
     r = gate.run(gate.GateConfig(s, GateSpec(non_inferiority_margin={"suite_gsm8k": 0.02}, min_sustainable_rate_gain=1.1)))
     assert not r.passed and len(r.missing) == 2 and "delta_ci_low" in r.missing[0]
     assert "tput.sustainable_rate.ratio" in r.missing[1]
+
+
+def test_frontier_across_runs_and_recipes(tmp_path):
+    a = make_summary({"bf16": {"acc.mean": 0.60, "acc.suite_gsm8k": 0.5, "tput.output_tok_s": 100.0,
+                               "tput.sustainable_output_tok_s": 70.0},
+                      "fp8": {"acc.mean": 0.59, "acc.suite_gsm8k": 0.45, "tput.output_tok_s": 150.0,
+                              "tput.sustainable_output_tok_s": 120.0}}, run_dir=str(tmp_path / "a"))
+    b = make_summary({"bf16": {"acc.mean": 0.58, "tput.output_tok_s": 90.0},
+                      "fp8-bad": {"acc.mean": 0.50, "tput.output_tok_s": 95.0}}, run_dir=str(tmp_path / "b"))
+    b.recipe_name = "other"
+    for s, d in ((a, "a"), (b, "b")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "summary.json").write_text(s.model_dump_json())
+    res = run_cli("frontier", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "f"))
+    assert res.returncode == 0, res.stderr
+    front = {ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith("* ") and "tok/s" in ln}
+    assert front == {"demo-cpu/bf16", "demo-cpu/fp8"}  # other/* are dominated by demo-cpu/bf16
+    page = (tmp_path / "f" / "frontier.html").read_text()
+    assert "<script" not in page and "acc.suite_gsm8k" in page and "other/fp8-bad" in page
+    assert (tmp_path / "f" / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+    slo = run_cli("frontier", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "g"), "--throughput", "slo")
+    assert slo.returncode == 0 and "120.0 tok/s" in slo.stdout and "fp8-bad" not in slo.stdout
+    none = run_cli("frontier", str(tmp_path / "b"), "--throughput", "slo", "--out", str(tmp_path / "h"))
+    assert none.returncode == 2
