@@ -82,6 +82,8 @@ def cmd_run(args) -> int:
         summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track)
     print_summary(summary)
     failed = [e for v in summary.variants for e in v.errors]
+    for w in summary.warnings:
+        console.print(f"[yellow]warning[/]: {w}", markup=True)
     for e in failed:
         console.print(f"[red]error[/]: {e}")
     print(f"run folder: {summary.run_dir}")

@@ -213,6 +213,7 @@ def run(config: ReportConfig) -> ReportResult:
             f"<p>{esc(s.recipe.get('description', ''))}</p>",
             f"<p class=muted>run <code>{esc(s.run_dir)}</code> · {esc(s.started)} → {esc(s.finished or '?')} · "
             f"platform {esc(s.platform)} · recipe sha256 {esc(s.recipe_sha256[:12])} · {track}</p>",
+            *([f"<ul class=fail>{''.join(f'<li>warning: {esc(w)}</li>' for w in s.warnings)}</ul>"] if s.warnings else []),
             "<h2>Gates</h2>", gate_section(s),
             "<h2>Accuracy</h2>", accuracy_section(s),
             "<h2>Frontier</h2>", frontier_section(s),

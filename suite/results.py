@@ -248,6 +248,7 @@ class VariantSummary(Record):
     benchmark: Optional[BenchmarkResult] = None
     metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
     paired: list[dict[str, Any]] = Field(default_factory=list, description="per-task paired comparison with the baseline")
+    tokenizer: dict[str, Any] = Field(default_factory=dict, description="BOS handling and chat template (suite.preflight)")
     errors: list[str] = Field(default_factory=list)
 
 
@@ -276,6 +277,7 @@ class RunSummary(Record):
     artifacts: dict[str, str] = Field(default_factory=dict)
     tracking: Optional[TrackingInfo] = None
     tracking_pending: Optional[str] = Field(None, description="why MLflow logging was deferred (`suite sync`)")
+    warnings: list[str] = Field(default_factory=list, description="pre-flight findings (suite.preflight)")
 
     def baseline(self) -> VariantSummary:
         return next(v for v in self.variants if v.is_baseline)

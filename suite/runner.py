@@ -114,7 +114,11 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     by_name = {v.name: v for v in summary.variants}
     plans = {vp.variant.name: vp for vp in plan.variants}
     totals: dict[str, float] = {}
+    checked = False
     for stage, name in plan.jobs():
+        if stage != "quantize" and not checked:  # every checkpoint exists now: same prompts for all?
+            summary.warnings += preflight_tokenizers(summary.variants)
+            checked = True
         vs, vp = by_name[name], plans[name]
         if vs.errors:
             report(stage, name, "skipped")
@@ -177,6 +181,17 @@ def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: 
         summary.tracking, summary.tracking_pending = result.info, None
     summary.write(summary_path)
     return error
+
+
+def preflight_tokenizers(variants: list[VariantSummary]) -> list[str]:
+    from suite import preflight
+
+    base = next(v for v in variants if v.is_baseline)
+    for v in variants:
+        if not v.errors and Path(v.model_path).is_dir():
+            v.tokenizer = preflight.tokenizer_facts(v.model_path)
+    return [w for v in variants if not v.is_baseline and v.tokenizer
+            for w in preflight.compare(base.name, base.tokenizer, v.name, v.tokenizer)]
 
 
 def stage_config(vp: VariantPlan, stage: str) -> Record:

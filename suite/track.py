@@ -113,6 +113,8 @@ def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str
         p["quantize.ignore"] = v.quantize.ignored_modules
         p["quantize.key"] = v.quantize.key
     p.update({f"version.{k}": val for k, val in versions.items()})
+    p.update({f"tokenizer.{k}": val for k, val in v.tokenizer.items() if k in
+              ("bos_token", "encodes_bos", "add_bos_token", "chat_template_sha256")})
     return _params(p)
 
 
