@@ -62,7 +62,8 @@ def cmd_run(args) -> int:
 
     loaded = load_recipe(args.recipe)
     console = _console()
-    status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
+    status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]",
+              "cached": "[green]ok (cached)[/]"}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
         jobs: dict[tuple[str, str], int] = {}
 
@@ -79,7 +80,8 @@ def cmd_run(args) -> int:
             else:
                 jobs[key] = bar.add_task(f"{label}  {status[event]}", total=1, completed=1)
 
-        summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track)
+        summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track,
+                          force=args.force)
     print_summary(summary)
     failed = [e for v in summary.variants for e in v.errors]
     for w in summary.warnings:
@@ -318,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("recipe", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
     run.add_argument("--out", help="parent folder for the run folder (default: the recipe's output_dir)")
     run.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    run.add_argument("--force", action="store_true", help="recompute evaluations found in the evaluation cache "
+                     "(<output_dir>/eval-cache; checkpoints are reused by content either way)")
     sync = sub.add_parser("sync", help="log a run to MLflow that was kept offline (server down at the time)",
                           description="Logs RUN_DIR's summary.json, metrics and artifacts to MLflow (the recipe's "
                           "tracking.uri, or --uri). A run folder already logged there is found by its tag "

@@ -104,6 +104,8 @@ class TaskScore(Record):
 
 class EvaluateResult(Record):
     scores: list[TaskScore]
+    cache_hit: bool = False
+    cache_key: Optional[str] = None
     results_file: str
     samples_files: dict[str, str] = Field(default_factory=dict)
     wall_s: float

