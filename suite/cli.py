@@ -221,6 +221,21 @@ def cmd_frontier(args) -> int:
     return EXIT_OK
 
 
+def cmd_data(args) -> int:
+    from suite import data
+
+    root = Path(args.dir)
+    res = data.prepare(root) if args.action == "prepare" else data.check(root)
+    for name, n in res.rows.items():
+        print(f"{name:<16} {n:>6} rows")
+    if res.checksums_verified:
+        print(f"{res.checksums_verified} files match SHA256SUMS")
+    for p in res.problems:
+        print(f"error: {p}", file=sys.stderr)
+    print(f"{root}: " + ("ok" if res.ok else f"{len(res.problems)} problem(s)"))
+    return EXIT_OK if res.ok else EXIT_BAD_INPUT
+
+
 def cmd_sync(args) -> int:
     from suite.runner import track_summary
 
@@ -355,6 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
     fr.add_argument("--throughput", choices=["saturation", "slo"], default="saturation",
                     help="headline load point's tok/s (default) or tok/s at the sustainable SLO rate")
     fr.set_defaults(func=cmd_frontier)
+    dt = sub.add_parser("data", help="check a benchmark data folder (row counts, SHA256SUMS), or build one from "
+                        "the hub", description="check DIR: every split's rows against the official releases, and "
+                        "SHA256SUMS when present (exit 2 on any difference). prepare DIR: download MMLU, GSM8K, "
+                        "HumanEval and C-Eval from the Hugging Face hub into the layout of ../shared/data, then check.")
+    dt.add_argument("action", choices=["check", "prepare"])
+    dt.add_argument("dir", help="data folder (eval.data_dir)")
+    dt.set_defaults(func=cmd_data)
     run.set_defaults(func=cmd_run)
 
     val = sub.add_parser("validate", help="check a recipe without loading any model",

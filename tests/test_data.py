@@ -71,3 +71,23 @@ def test_calibration_missing_column(tmp_path):
     (tmp_path / "bad.jsonl").write_text(json.dumps({"question": "q"}) + "\n")
     with pytest.raises(ValueError, match="no column"):
         calibration.load_texts("bad", 1, None, directory=tmp_path)
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
+def test_suite_data_check(tmp_path):
+    import shutil
+
+    from conftest import run_cli
+
+    ok = run_cli("data", "check", str(SHARED_DATA))
+    assert ok.returncode == 0 and "283 files match SHA256SUMS" in ok.stdout and "mmlu/test         14042" in ok.stdout
+    copy = tmp_path / "data"
+    shutil.copytree(SHARED_DATA, copy)
+    with open(copy / "gsm8k" / "test.jsonl", "a") as fh:  # one row too many, and the bytes changed
+        fh.write('{"question": "extra", "answer": "#### 1"}\n')
+    bad = run_cli("data", "check", str(copy))
+    assert bad.returncode == 2
+    assert "gsm8k test has 1320 rows, the official release 1319" in bad.stderr
+    assert "test.jsonl: checksum differs from SHA256SUMS" in bad.stderr
+    slice_ = run_cli("data", "check", str(ROOT / "tasks" / "data"))  # the demo slice is not the full data
+    assert slice_.returncode == 2 and "mmlu val split missing" in slice_.stderr
