@@ -236,6 +236,50 @@ def cmd_data(args) -> int:
     return EXIT_OK if res.ok else EXIT_BAD_INPUT
 
 
+def cmd_sensitivity(args) -> int:
+    from rich.table import Table
+
+    from suite.recipe import load_recipe
+    from suite.results import SensitivityConfig
+    from suite.runner import run_stage, stage_env
+
+    loaded = load_recipe(args.recipe, serving=False)  # nothing is served: FP8 schemes are fine on CPU here
+    r = loaded.recipe
+    by_name = {v.name: v for v in r.variants}
+    if args.variant not in by_name:
+        raise SuiteError(Problem(str(loaded.path), "variants", f"no variant named {args.variant!r}",
+                                 f"use one of: {', '.join(by_name)}"))
+    q = by_name[args.variant].quantization
+    if q is None or q.scheme not in ("FP8", "FP8_DYNAMIC"):
+        raise SuiteError(Problem(str(loaded.path), f"variants[{args.variant}].quantization.scheme",
+                                 "the sweep needs an FP8 or FP8_DYNAMIC weight scheme", "pick such a variant"))
+    cfg = SensitivityConfig(model=loaded.model_path(), revision=r.model.revision, random_weights=r.model.weights == "random",
+                            scheme=q.scheme, calibration=args.calibration or q.calibration or "chat-demo",
+                            skip_samples=q.num_calibration_samples if q.calibration else 0,
+                            num_samples=args.samples, max_seq_length=args.max_seq_length, block=args.block)
+    out = Path(args.out or loaded.resolve(r.output_dir) / "sensitivity") / f"{r.name}-{args.variant}-{time.strftime('%Y%m%d-%H%M%S')}"
+    with _console().status(f"sensitivity sweep of {args.variant} ({q.scheme}) in the quantize environment"):
+        res, error, wall = run_stage("sensitivity", cfg, out, stage_env(dict(r.runtime.env)))
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    table = Table(title=f"{r.name}/{args.variant}: {q.scheme} one block at a time ({res.num_texts} held-out texts, "
+                        f"{res.tokens} tokens; BF16 perplexity {res.baseline_ppl:.3f})")
+    for col in ("rank", "layers", "KL(BF16 || FP8) / token", "perplexity", "Δ perplexity"):
+        table.add_column(col, justify="right")
+    for i, row in enumerate(res.ranked[:args.top], 1):
+        table.add_row(str(i), ",".join(map(str, row["layers"])), f"{row['kl']:.5f}", f"{row['ppl']:.3f}",
+                      f"{row['ppl_delta']:+.3f}")
+    _wide_console().print(table)
+    print(f"all layers quantized: KL {res.all_layers_kl:.5f}, perplexity {res.all_layers_ppl:.3f}")
+    if res.suggested_ignore:
+        print("suggested quantization.ignore additions (kept in BF16): " + ", ".join(res.suggested_ignore))
+    else:
+        print("no layer stands out (none at twice the median KL): nothing to keep in BF16 on this evidence")
+    print(f"result: {out / 'sensitivity.result.json'} ({wall:.0f} s)")
+    return EXIT_OK
+
+
 def cmd_sync(args) -> int:
     from suite.runner import track_summary
 
@@ -377,6 +421,20 @@ def build_parser() -> argparse.ArgumentParser:
     dt.add_argument("action", choices=["check", "prepare"])
     dt.add_argument("dir", help="data folder (eval.data_dir)")
     dt.set_defaults(func=cmd_data)
+    sn = sub.add_parser("sensitivity", help="rank decoder layers by how much FP8 moves the model (KL against "
+                        "BF16 on held-out calibration text) and suggest which to keep in BF16",
+                        description="Quantizes one block of decoder layers at a time with the variant's scheme "
+                        "(compressed-tensors quantize-dequantize) and measures KL(BF16 || FP8) per token and "
+                        "perplexity on calibration rows that calibration did not use.")
+    sn.add_argument("recipe")
+    sn.add_argument("--variant", required=True, help="a variant with scheme FP8 or FP8_DYNAMIC")
+    sn.add_argument("--samples", type=int, default=8, help="held-out texts (default 8)")
+    sn.add_argument("--max-seq-length", type=int, default=256)
+    sn.add_argument("--block", type=int, default=1, help="decoder layers quantized together (default 1)")
+    sn.add_argument("--calibration", help="calibration set to draw the texts from (default: the variant's)")
+    sn.add_argument("--top", type=int, default=10, help="rows to print")
+    sn.add_argument("--out", help="folder for the result (default: <output_dir>/sensitivity)")
+    sn.set_defaults(func=cmd_sensitivity)
     run.set_defaults(func=cmd_run)
 
     val = sub.add_parser("validate", help="check a recipe without loading any model",

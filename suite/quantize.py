@@ -101,14 +101,18 @@ def run(config: QuantizeConfig) -> QuantizeResult:
 
 
 def load_model(config: QuantizeConfig):
+    return load_base_model(config.model, config.revision, config.random_weights)
+
+
+def load_base_model(model: str, revision: str | None = None, random_weights: bool = False):
     """The model to quantize: its weights, or (``random_weights``) a model built from config.json with
     random BF16 weights, on the GPU when there is one (an 8B model initialises in seconds there)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    if not config.random_weights:
-        return AutoModelForCausalLM.from_pretrained(config.model, revision=config.revision, dtype="auto")
-    model_config = AutoConfig.from_pretrained(config.model, revision=config.revision)
+    if not random_weights:
+        return AutoModelForCausalLM.from_pretrained(model, revision=revision, dtype="auto")
+    model_config = AutoConfig.from_pretrained(model, revision=revision)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(model_config, dtype=torch.bfloat16)

@@ -320,8 +320,10 @@ def validation_problems(file: str, err: ValidationError) -> list[Problem]:
     return problems
 
 
-def load_recipe(path: str | Path) -> LoadedRecipe:
-    """Parse and validate a recipe file, then check what it refers to (files, calibration, tasks)."""
+def load_recipe(path: str | Path, serving: bool = True) -> LoadedRecipe:
+    """Parse and validate a recipe file, then check what it refers to (files, calibration, tasks) and,
+    with ``serving``, whether the installed vLLM can serve every variant (commands that only quantize or
+    analyse pass False)."""
     path = Path(path)
     if not path.is_file():
         raise SuiteError(Problem(str(path), "", "recipe file not found", "check the path"))
@@ -337,13 +339,13 @@ def load_recipe(path: str | Path) -> LoadedRecipe:
     except ValidationError as e:
         raise SuiteError(validation_problems(str(path), e)) from None
     loaded = LoadedRecipe(recipe=recipe, path=path.resolve(), text=text)
-    problems = check_references(loaded)
+    problems = check_references(loaded, serving)
     if problems:
         raise SuiteError(problems)
     return loaded
 
 
-def check_references(loaded: LoadedRecipe) -> list[Problem]:
+def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Checks that need the file system: model folder, data dir, calibration sets, task names."""
     from suite import calibration, tasks  # local: both read small YAML registries
 
@@ -388,7 +390,8 @@ def check_references(loaded: LoadedRecipe) -> list[Problem]:
         if task not in {t.name for t in r.eval.tasks}:
             problems.append(Problem(f, f"gates.max_drop.{task}", "gate on a task that is not evaluated",
                                     "add the task to eval.tasks or remove the gate"))
-    from suite.environments import platform_problems
+    if serving:
+        from suite.environments import platform_problems
 
-    problems += [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(r)]
+        problems += [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(r)]
     return problems

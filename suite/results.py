@@ -60,6 +60,32 @@ class QuantizeResult(Record):
     versions: dict[str, str] = Field(default_factory=dict)
 
 
+class SensitivityConfig(Record):
+    model: str
+    revision: Optional[str] = None
+    random_weights: bool = False
+    scheme: str = "FP8"
+    calibration: str = "chat-demo"
+    skip_samples: int = Field(0, description="rows calibration uses; the sweep measures on the rows after them")
+    num_samples: int = 8
+    max_seq_length: int = 256
+    block: int = Field(1, ge=1, description="decoder layers quantized together")
+    suggest: int = Field(3, ge=0, description="at most this many blocks suggested for BF16")
+
+
+class SensitivityResult(Record):
+    scheme: str
+    num_texts: int
+    tokens: int
+    baseline_ppl: float
+    baseline_kl: float = Field(description="KL of the BF16 model against itself: 0 up to rounding")
+    all_layers_kl: float
+    all_layers_ppl: float
+    ranked: list[dict[str, Any]] = Field(description="{layers, kl, ppl, ppl_delta}, most sensitive first")
+    suggested_ignore: list[str]
+    wall_s: float
+
+
 # ------------------------------------------------------------------ evaluate
 
 

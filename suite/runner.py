@@ -27,17 +27,19 @@ from suite import __version__
 from suite.environments import package_versions, quantize_python, serve_python, vllm_platform
 from suite.plan import Plan, VariantPlan, make_plan
 from suite.recipe import LoadedRecipe
-from suite.results import (BenchmarkResult, EvaluateResult, QuantizeResult, Record, RunSummary,
+from suite.results import (BenchmarkResult, EvaluateResult, QuantizeResult, Record, RunSummary, SensitivityResult,
                            VariantSummary)
 from suite.summary import add_deltas, add_paired, variant_metrics
 
-RESULT_TYPES = {"quantize": QuantizeResult, "evaluate": EvaluateResult, "benchmark": BenchmarkResult}
+RESULT_TYPES = {"quantize": QuantizeResult, "evaluate": EvaluateResult, "benchmark": BenchmarkResult,
+                "sensitivity": SensitivityResult}
 Reporter = Callable[[str, str, str], None]  # (stage, variant, event) with event in start|ok|failed|skipped
 
 
-def stage_env(plan: Plan) -> dict[str, str]:
+def stage_env(recipe_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a stage process: ours, the recipe's runtime.env, and this checkout on PYTHONPATH."""
     env = dict(os.environ)
-    env.update(plan.env)
+    env.update(recipe_env)
     repo = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -46,7 +48,7 @@ def stage_env(plan: Plan) -> dict[str, str]:
 
 def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> tuple[Record | None, str | None, float]:
     """Run one stage process. Returns (result, error, wall seconds)."""
-    python = quantize_python() if stage == "quantize" else serve_python()
+    python = quantize_python() if stage in ("quantize", "sensitivity") else serve_python()
     cfg_path, res_path, log_path = (vdir / f"{stage}.config.json", vdir / f"{stage}.result.json", vdir / f"{stage}.log")
     config.write(cfg_path)
     res_path.unlink(missing_ok=True)
@@ -97,7 +99,7 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     run_dir = new_run_dir(loaded, out_root)
     shutil.copy(loaded.path, run_dir / "recipe.yaml")
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
-    env = stage_env(plan)
+    env = stage_env(plan.env)
     (run_dir / "plan.json").write_text(plan_json(plan))
 
     summary = RunSummary(

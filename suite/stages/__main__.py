@@ -13,6 +13,7 @@ STAGES = {
     "quantize": ("suite.quantize", "QuantizeConfig"),
     "evaluate": ("suite.evaluate", "EvaluateConfig"),
     "benchmark": ("suite.benchmark", "BenchmarkConfig"),
+    "sensitivity": ("suite.sensitivity", "SensitivityConfig"),
 }
 
 
