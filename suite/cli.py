@@ -236,6 +236,15 @@ def cmd_data(args) -> int:
     return EXIT_OK if res.ok else EXIT_BAD_INPUT
 
 
+def first_calibration_set(loaded, calib) -> str:
+    """The sweep draws its held-out texts from one set: the variant's (the first of a mix)."""
+    from suite import calibration
+    from suite.plan import absolute_calibration
+
+    calib = absolute_calibration(loaded, calib)
+    return calibration.mix_parts(calib)[0][0] if calib else "chat-demo"
+
+
 def cmd_sensitivity(args) -> int:
     from rich.table import Table
 
@@ -254,7 +263,7 @@ def cmd_sensitivity(args) -> int:
         raise SuiteError(Problem(str(loaded.path), f"variants[{args.variant}].quantization.scheme",
                                  "the sweep needs an FP8 or FP8_DYNAMIC weight scheme", "pick such a variant"))
     cfg = SensitivityConfig(model=loaded.model_path(), revision=r.model.revision, random_weights=r.model.weights == "random",
-                            scheme=q.scheme, calibration=args.calibration or q.calibration or "chat-demo",
+                            scheme=q.scheme, calibration=args.calibration or first_calibration_set(loaded, q.calibration),
                             skip_samples=q.num_calibration_samples if q.calibration else 0,
                             num_samples=args.samples, max_seq_length=args.max_seq_length, block=args.block)
     out = Path(args.out or loaded.resolve(r.output_dir) / "sensitivity") / f"{r.name}-{args.variant}-{time.strftime('%Y%m%d-%H%M%S')}"

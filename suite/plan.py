@@ -72,21 +72,36 @@ def weights_fingerprint(model_path: str) -> str:
     return h.hexdigest()
 
 
-def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, weights: str = "pretrained") -> str:
+def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, weights: str = "pretrained",
+                   calib=None) -> str:
+    """Content key of a checkpoint; ``calib``: the calibration with file references made absolute."""
     from suite import calibration
 
     q = variant.quantization
     assert q is not None
+    calib = calib if calib is not None else q.calibration
     parts = {
         "model": weights_fingerprint(model_path),
         "revision": revision,
         "quantization": q.model_dump(),
-        "calibration": calibration.content_hash(q.calibration) if q.calibration else None,
+        "calibration": calibration.content_hash(calib) if calib else None,
         "quantizer": QUANTIZER_VERSION,
     }
     if weights != "pretrained":
         parts["weights"] = weights
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def absolute_calibration(loaded: LoadedRecipe, calib):
+    """Set YAML paths in a recipe's calibration made absolute (they are relative to the recipe)."""
+    from suite import calibration
+
+    if calib is None:
+        return None
+    fix = lambda ref: str(loaded.resolve(ref)) if calibration.is_file_ref(ref) else ref  # noqa: E731
+    if isinstance(calib, str):
+        return fix(calib)
+    return [{"set": fix(ref), "weight": w} for ref, w in calibration.mix_parts(calib)]
 
 
 def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None = None) -> Plan:
@@ -103,13 +118,15 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         quantize = None
         model_path = base_model
         if q is not None:
-            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights)
+            calib = absolute_calibration(loaded, q.calibration)
+            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib)
             # named by content, not by variant: two variants with the same quantization share one checkpoint
             model_path = str(checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{'-kv' if q.kv_cache else ''}-{key}")
             quantize = QuantizeConfig(
                 model=base_model, revision=r.model.revision, random_weights=r.model.weights == "random",
                 scheme=q.scheme, ignore=q.ignore,
-                kv_cache=q.kv_cache, calibration=q.calibration, num_calibration_samples=q.num_calibration_samples,
+                kv_cache=q.kv_cache, calibration=calib, smoothing_strength=q.smoothing_strength,
+                num_calibration_samples=q.num_calibration_samples,
                 max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
                 provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
                             "model": r.model.model_dump()},

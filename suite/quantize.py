@@ -51,13 +51,17 @@ def run(config: QuantizeConfig) -> QuantizeResult:
         modifier_args.update(targets="Linear", scheme=config.scheme, ignore=ignore)
     if config.kv_cache == "fp8":
         modifier_args["kv_cache_scheme"] = dict(KV_CACHE_SCHEME)
-    recipe = QuantizationModifier(**modifier_args)
+    recipe = [QuantizationModifier(**modifier_args)]
+    if config.smoothing_strength is not None:
+        from llmcompressor.modifiers.smoothquant import SmoothQuantModifier
+
+        recipe.insert(0, SmoothQuantModifier(smoothing_strength=config.smoothing_strength))
 
     dataset = None
     if config.calibration:
         from datasets import Dataset
 
-        texts = calibration.load_texts(config.calibration, config.num_calibration_samples, tokenizer)
+        texts = calibration.load_mix(config.calibration, config.num_calibration_samples, tokenizer)
         ids = [tokenizer(t, add_special_tokens=False, truncation=True, max_length=config.max_seq_length)["input_ids"]
                for t in texts]
         dataset = Dataset.from_dict({"input_ids": ids})

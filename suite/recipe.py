@@ -56,6 +56,11 @@ class ModelSpec(Strict):
     )
 
 
+class CalibrationMix(Strict):
+    set: str = Field(description="a set name from calibration/ or a set YAML (relative to the recipe)")
+    weight: float = Field(1.0, gt=0, description="share of num_calibration_samples, relative to the others")
+
+
 class QuantizationSpec(Strict):
     """How llmcompressor builds the variant's checkpoint (oneshot + QuantizationModifier)."""
 
@@ -72,8 +77,14 @@ class QuantizationSpec(Strict):
     kv_cache: Literal["fp8"] | None = Field(
         None, description="'fp8': calibrate per-tensor FP8 KV-cache scales into the checkpoint (kv_cache_scheme)"
     )
-    calibration: str | None = Field(
-        None, description="calibration set name from calibration/ (required by FP8 static and kv_cache)"
+    calibration: Union[str, list[CalibrationMix], None] = Field(
+        None,
+        description="calibration data (required by FP8 static and kv_cache): a set name from calibration/, a set "
+        "YAML of your own (path ending .yaml, relative to the recipe), or a mix [{set: ..., weight: ...}, ...]",
+    )
+    smoothing_strength: float | None = Field(
+        None, gt=0, lt=1, description="run llmcompressor's SmoothQuantModifier with this strength before static FP8 "
+        "(moves activation outliers into the weights; e.g. 0.8)",
     )
     num_calibration_samples: int = Field(512, gt=0, description="calibration rows used")
     max_seq_length: int = Field(2048, gt=0, description="calibration rows are cut to this many tokens")
@@ -92,6 +103,8 @@ class QuantizationSpec(Strict):
         if (self.scheme in SCHEMES_NEEDING_DATA or self.kv_cache) and not self.calibration:
             why = f"scheme {self.scheme}" if self.scheme in SCHEMES_NEEDING_DATA else "kv_cache: fp8"
             raise ValueError(f"{why} needs calibration data; set 'calibration' to a set in calibration/")
+        if self.smoothing_strength is not None and self.scheme != "FP8":
+            raise ValueError("smoothing_strength (SmoothQuant) only helps static activation scales: use scheme FP8")
         return self
 
 
@@ -359,11 +372,23 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
     known_sets = calibration.available()
     for i, v in enumerate(r.variants):
         q = v.quantization
-        if q and q.calibration and q.calibration not in known_sets:
-            problems.append(
-                Problem(f, f"variants[{i}].quantization.calibration", f"unknown calibration set {q.calibration!r}",
-                        f"use one of: {', '.join(sorted(known_sets)) or '(none found)'} or add calibration/{q.calibration}.yaml")
-            )
+        for ref, _ in calibration.mix_parts(q.calibration) if q and q.calibration else []:
+            fld = f"variants[{i}].quantization.calibration"
+            if calibration.is_file_ref(ref):
+                path = loaded.resolve(ref)
+                try:
+                    spec, _ = calibration.resolve(str(path))
+                    files = calibration.data_files(spec, path)
+                    if spec.path and not all(p.is_file() for p in files) or spec.path and not files:
+                        problems.append(Problem(f, fld, f"{path}: data file(s) {spec.path!r} not found",
+                                                "fix 'path' in the set YAML (relative to it)"))
+                except (OSError, ValueError) as e:
+                    problems.append(Problem(f, fld, f"{path}: not a calibration set: {str(e).splitlines()[0]}",
+                                            "see calibration/*.yaml for the format"))
+            elif ref not in known_sets:
+                problems.append(Problem(f, fld, f"unknown calibration set {ref!r}",
+                                        f"use one of: {', '.join(sorted(known_sets)) or '(none found)'}, "
+                                        f"add calibration/{ref}.yaml, or give a set YAML path"))
     if r.model.weights == "random" and r.eval.tasks:
         problems.append(Problem(f, "eval.tasks", "model.weights is 'random': accuracy on random weights means nothing",
                                 "remove eval.tasks (a throughput-only recipe) or use real weights"))

@@ -39,7 +39,8 @@ class QuantizeConfig(Record):
     scheme: Optional[str] = None
     ignore: list[str] = Field(default_factory=list)
     kv_cache: Optional[str] = None
-    calibration: Optional[str] = None
+    calibration: Optional[Any] = Field(None, description="a set reference, or [{set, weight}, ...] (suite.calibration)")
+    smoothing_strength: Optional[float] = None
     num_calibration_samples: int = 512
     max_seq_length: int = 2048
     checkpoint_dir: str = Field(description="where the finished checkpoint is (content-addressed)")

@@ -91,3 +91,39 @@ def test_suite_data_check(tmp_path):
     assert "test.jsonl: checksum differs from SHA256SUMS" in bad.stderr
     slice_ = run_cli("data", "check", str(ROOT / "tasks" / "data"))  # the demo slice is not the full data
     assert slice_.returncode == 2 and "mmlu val split missing" in slice_.stderr
+
+
+def test_calibration_sets_formats_and_mixes(tmp_path):
+    from transformers import AutoTokenizer
+
+    from conftest import DEMO_MODEL, needs_demo_model  # noqa: F401
+
+    if not (DEMO_MODEL / "tokenizer.json").is_file():
+        pytest.skip("demo model missing")
+    tok = AutoTokenizer.from_pretrained(DEMO_MODEL)
+    code = calibration.load_texts("humaneval-code", 5, tok)
+    assert len(code) == 5 and all("def " in t and "return" in t for t in code)       # prompt + solution
+    exam = calibration.load_texts("ceval-exam", 5, tok)
+    assert all("\nA. " in t and "答案：" in t for t in exam)                         # CSV glob over 52 files
+    custom = str(ROOT / "calibration" / "examples" / "my-texts.yaml")
+    mix = calibration.load_mix([{"set": "gsm8k", "weight": 3}, {"set": custom, "weight": 1}], 8, tok)
+    mine = set(calibration.load_texts(custom, 4, tok))
+    assert len(mix) == 8 and sum(t in mine for t in mix) == 2 and sum(t.startswith("Question: ") for t in mix) == 6
+    assert calibration.content_hash([{"set": "gsm8k", "weight": 3}, {"set": custom, "weight": 1}]) != \
+        calibration.content_hash([{"set": "gsm8k", "weight": 1}, {"set": custom, "weight": 1}])
+
+
+def test_recipe_calibration_references_are_checked(demo_recipe_copy, tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "mine.yaml").write_text("name: mine\npath: missing.jsonl\nformat: text\n")
+    res = run_cli("validate", str(demo_recipe_copy(variants__0__quantization__calibration=[
+        {"set": "chat-demo", "weight": 2}, {"set": "mine.yaml", "weight": 1}, {"set": "nope"}])))
+    assert res.returncode == 2
+    assert "missing.jsonl" in res.stderr and "unknown calibration set 'nope'" in res.stderr
+    import shutil
+
+    for f in ("my-texts.yaml", "my-texts.jsonl"):  # a user's own set beside the recipe
+        shutil.copy(ROOT / "calibration" / "examples" / f, tmp_path / f)
+    ok = run_cli("validate", str(demo_recipe_copy(variants__0__quantization__calibration="my-texts.yaml")))
+    assert ok.returncode == 0, ok.stderr

@@ -107,3 +107,29 @@ def test_ignore_that_matches_nothing_fails_and_leaves_nothing(tmp_path):
     res, err, _ = quantize(tmp_path, "typo", scheme="FP8_DYNAMIC", ignore=["lm_haed"])
     assert res is None and "lm_haed" in err
     assert not list((tmp_path / "ckpt").glob("typo*")) if (tmp_path / "ckpt").exists() else True
+
+
+def test_smoothquant_then_static_fp8_on_a_calibration_mix(tmp_path):
+    """SmoothQuant (strength 0.8) before static FP8, calibrated on a weighted mix of a chat set and a
+    user's own set YAML: the smoothing really changed the weights (the BF16 norms absorbed the scales)."""
+    from safetensors import safe_open
+
+    mix = [{"set": "chat-demo", "weight": 3}, {"set": str(Path(__file__).parents[1] / "calibration" / "examples" /
+                                                          "my-texts.yaml"), "weight": 1}]
+    res, err, _ = quantize(tmp_path, "sq", scheme="FP8", calibration=mix, smoothing_strength=0.8,
+                           num_calibration_samples=16, max_seq_length=128)
+    assert err is None, err
+    a = res.quantization_config["config_groups"]["group_0"]["input_activations"]
+    assert a["dynamic"] is False and a["strategy"] == "tensor"
+
+    def norm_weight(folder):
+        for f in Path(folder).glob("*.safetensors"):
+            with safe_open(str(f), "pt") as st:
+                if "model.layers.0.input_layernorm.weight" in st.keys():
+                    return st.get_tensor("model.layers.0.input_layernorm.weight").float()
+
+    plain, err, _ = quantize(tmp_path, "plain", scheme="FP8", calibration=mix, num_calibration_samples=16,
+                             max_seq_length=128)
+    assert err is None, err
+    smoothed, unsmoothed = norm_weight(res.checkpoint), norm_weight(plain.checkpoint)
+    assert (smoothed - unsmoothed).abs().max() > 1e-3  # SmoothQuant folded its scales into the norm

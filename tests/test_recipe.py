@@ -131,7 +131,7 @@ def test_cli_validate_ok():
 def test_schema_describes_fields():
     res = run_cli("schema")
     assert res.returncode == 0
-    assert "calibration set name from calibration/" in res.stdout
+    assert "a set name from calibration/" in res.stdout and "SmoothQuantModifier" in res.stdout
 
 
 def test_credentials_in_the_tracking_uri_are_refused(demo_recipe_copy):
