@@ -105,6 +105,8 @@ def absolute_calibration(loaded: LoadedRecipe, calib):
 
 
 def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None = None) -> Plan:
+    from suite import calibration
+
     r = loaded.recipe
     base_model = loaded.model_path()
     checkpoints_dir = checkpoints_dir or loaded.resolve(r.output_dir) / "checkpoints"
@@ -129,7 +131,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                 num_calibration_samples=q.num_calibration_samples,
                 max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
                 provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
-                            "model": r.model.model_dump()},
+                            "model": r.model.model_dump(),
+                            "calibration_sha256": calibration.content_hash(calib) if calib else None},
             )
         engine_args = dict(variant.engine_args)
         if q is None and r.model.weights == "random":

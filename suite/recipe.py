@@ -406,6 +406,12 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
             )
         elif t.name in local and not local[t.name].higher_is_better:
             problems.append(Problem(f, f"eval.tasks[{i}].name", "its metric is not 'higher is better'", "pick another task"))
+        missing = [f for f in tasks.data_files(t.name) if not (data_dir / f).is_file()] if data_dir.is_dir() else []
+        if missing:
+            problems.append(
+                Problem(f, f"eval.tasks[{i}].name", f"{t.name}: {len(missing)} data file(s) missing under {data_dir}, "
+                        f"e.g. {missing[0]}", "point eval.data_dir at a folder laid out like ../shared/data "
+                        "(`suite data check DIR`)"))
         if tasks.needs_code_execution(t.name) and not r.eval.allow_code_execution:
             problems.append(
                 Problem(f, f"eval.tasks[{i}].name", f"{t.name} runs model-written code",

@@ -83,6 +83,17 @@ def available(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskInfo]:
     return out
 
 
+def data_files(task: str) -> list[str]:
+    """The data files a local task (or every subtask of a local group) reads, relative to eval.data_dir."""
+    info = available().get(task)
+    if info is None:
+        return []
+    if info.kind == "group":
+        return [f for sub in info.subtasks for f in data_files(sub)]
+    files = ((_merged(info.path).get("dataset_kwargs") or {}).get("data_files")) or {}
+    return sorted(set(files.values()) if isinstance(files, dict) else set(files))
+
+
 def primary_metric(task: str, override: str | None = None) -> str | None:
     if override:
         return override

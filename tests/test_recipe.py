@@ -140,3 +140,18 @@ def test_credentials_in_the_tracking_uri_are_refused(demo_recipe_copy):
     res = run_cli("validate", str(demo_recipe_copy(tracking={"uri": "http://admin:hunter2@mlflow.local:5000"})))
     assert res.returncode == 2 and "tracking.uri" in res.stderr and "MLFLOW_TRACKING_PASSWORD" in res.stderr
     assert "hunter2" not in res.stderr + res.stdout
+
+
+def test_a_missing_data_file_is_refused_before_any_engine_starts(demo_recipe_copy, tmp_path):
+    import shutil
+
+    from conftest import ROOT, run_cli
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tasks" / "data", data)
+    (data / "gsm8k" / "train.jsonl").unlink()
+    (data / "ceval" / "val" / "law_val.csv").unlink()
+    res = run_cli("validate", str(demo_recipe_copy(eval__data_dir=str(data))))
+    assert res.returncode == 2
+    assert "suite_gsm8k: 1 data file(s) missing" in res.stderr and "gsm8k/train.jsonl" in res.stderr
+    assert "suite_ceval: 1 data file(s) missing" in res.stderr and "ceval/val/law_val.csv" in res.stderr
