@@ -172,7 +172,12 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
     )
 
 
-REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s")
+REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
+              "result_file")
+
+
+def repetition_row(p: LoadPoint) -> dict:
+    return {k: getattr(p, k) for k in REP_FIELDS}
 
 
 def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
@@ -180,7 +185,7 @@ def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
     belong together); every repetition's figures and the spread are kept."""
     ordered = sorted(reps, key=lambda r: r[0].output_tok_s)
     point, stats = ordered[(len(ordered) - 1) // 2]
-    rows = [{k: getattr(p, k) for k in REP_FIELDS} | {"result_file": p.result_file} for p, _ in reps]
+    rows = [repetition_row(p) for p, _ in reps]
     return point.model_copy(update={
         "repetitions": rows, "server": stats,
         "output_tok_s_min": ordered[0][0].output_tok_s, "output_tok_s_max": ordered[-1][0].output_tok_s})
@@ -214,7 +219,7 @@ class LoadRunner:
     def _one(self, label, rate, concurrency, num_prompts, rep, reps) -> LoadPoint | None:
         def failure(error: str, stats: ServerStats | None = None) -> LoadPoint:
             return LoadPoint(label=label, request_rate=rate, max_concurrency=concurrency, ok=False, error=error,
-                             server=stats, repetitions=[{k: getattr(p, k) for k in REP_FIELDS} for p, _ in reps])
+                             server=stats, repetitions=[repetition_row(p) for p, _ in reps])
 
         if self.proc.poll() is not None:
             return failure(f"server exited with code {self.proc.returncode}")
@@ -293,7 +298,8 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / "server.log"
     gpu = config.gpu or detect_gpu()
-    peak = gpu_peak(gpu)
+    named_peak = gpu_peak(gpu)
+    peak = named_peak[1] if named_peak else None
     cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
     offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
     offline_tok_s = offline["output_tok_s"] if offline else None
@@ -309,14 +315,14 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "")
             for label, rate, conc in load_points(config):
                 point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
-                points.append(annotate(point, config, cost, peak[1] if peak else None, offline_tok_s))
+                points.append(annotate(point, config, cost, peak, offline_tok_s))
             more = next_api_server_count(points, count, config.max_api_server_count)
             if more is None and config.slo:
                 n = config.slo.num_prompts or config.num_prompts
 
                 def probe(rate: float) -> LoadPoint:
                     p = runner.measure(f"slo-{rate:g}", rate, None, n, 1)
-                    return annotate(p, config, cost, peak[1] if peak else None, offline_tok_s)
+                    return annotate(p, config, cost, peak, offline_tok_s)
 
                 slo = search(probe, config.slo)
             client_s += runner.client_s

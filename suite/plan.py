@@ -73,18 +73,15 @@ def weights_fingerprint(model_path: str) -> str:
 
 
 def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, weights: str = "pretrained",
-                   calib=None) -> str:
-    """Content key of a checkpoint; ``calib``: the calibration with file references made absolute."""
-    from suite import calibration
-
+                   calibration_sha256: str | None = None) -> str:
+    """Content key of a checkpoint; ``calibration_sha256``: ``calibration.content_hash`` of its data."""
     q = variant.quantization
     assert q is not None
-    calib = calib if calib is not None else q.calibration
     parts = {
         "model": weights_fingerprint(model_path),
         "revision": revision,
         "quantization": q.model_dump(),
-        "calibration": calibration.content_hash(calib) if calib else None,
+        "calibration": calibration_sha256,
         "quantizer": QUANTIZER_VERSION,
     }
     if weights != "pretrained":
@@ -121,7 +118,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         model_path = base_model
         if q is not None:
             calib = absolute_calibration(loaded, q.calibration)
-            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib)
+            calib_sha = calibration.content_hash(calib) if calib else None  # reads the data once: key + provenance
+            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib_sha)
             # named by content, not by variant: two variants with the same quantization share one checkpoint
             model_path = str(checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{'-kv' if q.kv_cache else ''}-{key}")
             quantize = QuantizeConfig(
@@ -132,7 +130,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                 max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
                 provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
                             "model": r.model.model_dump(),
-                            "calibration_sha256": calibration.content_hash(calib) if calib else None},
+                            "calibration_sha256": calib_sha},
             )
         engine_args = dict(variant.engine_args)
         if q is None and r.model.weights == "random":

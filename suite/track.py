@@ -76,16 +76,16 @@ def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]
         return None, f"logging to {config.uri} failed: {type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
-def find_logged(client, exp_id: str, run_dir: str) -> TrackingInfo | None:
+def find_logged(client, config: "TrackConfig", exp_id: str) -> TrackingInfo | None:
     """The finished parent run (and its children) already logged for this run folder, if any."""
+    run_dir = config.summary.run_dir
     parents = [r for r in client.search_runs([exp_id], filter_string=f"tags.`suite.run_dir` = '{run_dir}'")
                if "mlflow.parentRunId" not in r.data.tags and r.info.status == "FINISHED"]
     if not parents:
         return None
     pid = parents[0].info.run_id
     kids = client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{pid}'")
-    return TrackingInfo(uri=client.tracking_uri if hasattr(client, "tracking_uri") else "", experiment="",
-                        experiment_id=exp_id, parent_run_id=pid,
+    return TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id, parent_run_id=pid,
                         variant_run_ids={r.data.tags.get("suite.variant", r.info.run_id): r.info.run_id for r in kids})
 
 
@@ -178,9 +178,8 @@ def run(config: TrackConfig) -> TrackResult:
         exp_id = client.create_experiment(config.experiment, artifact_location=location)
     else:
         exp_id = exp.experiment_id
-    logged = find_logged(client, exp_id, s.run_dir)
+    logged = find_logged(client, config, exp_id)
     if logged is not None:
-        logged.uri, logged.experiment = config.uri, config.experiment
         return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
     parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
                                tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
