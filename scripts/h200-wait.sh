@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Wait up to SECONDS for the background `suite run` (scripts/h200-run.sh), then copy what it made to $OUT.
+# Wait up to SECONDS for the background `suite run`s (scripts/h200-run.sh), then copy what they made to
+# $OUT: one archive per output folder /tmp/runs*/ (split into 15 MiB pieces), and the logs.
 set -uo pipefail
 limit=${1:-540}
 start=$(date +%s)
-while pgrep -f "python3 -m suite run" >/dev/null && [ $(( $(date +%s) - start )) -lt "$limit" ]; do
+running() { pgrep -f "[p]ython3 -m suite run" >/dev/null; }
+while running && [ $(( $(date +%s) - start )) -lt "$limit" ]; do
   sleep 5
 done
-grep -E "quantize|evaluate|benchmark|track" /tmp/suite-run.log | tr '\r' '\n' | grep -E " ok| FAILED|skipped" | sort -u
-tail -n 40 /tmp/suite-run.log
-if ! pgrep -f "python3 -m suite run" >/dev/null && [ -n "${OUT:-}" ]; then
-  run=$(ls -d /tmp/runs/2*/ 2>/dev/null | tail -1)
-  [ -n "$run" ] && tar czf "$OUT/run.tar.gz" -C "$(dirname "$run")" "$(basename "$run")"
-  cp /tmp/suite-run.log "$OUT/"
-  nvidia-smi --query-gpu=name,memory.used --format=csv > "$OUT/gpu.txt"
-else
+for log in /tmp/suite-run-*.log; do
+  echo "== $log"
+  tr '\r' '\n' < "$log" | grep -E "^[0-9:]+ (quantize|evaluate|benchmark|track) +[^ ]+ (start|ok|failed|cached|skipped)$"
+  tail -n 15 "$log"
+done
+if running; then
   echo "still running after ${limit}s"
+  exit 0
 fi
+[ -n "${OUT:-}" ] || exit 0
+for out in /tmp/runs*/; do
+  tag=$(basename "$out")
+  run=$(ls -d "$out"2*/ 2>/dev/null | tail -1)
+  [ -n "$run" ] || continue
+  tar czf - -C "$out" "$(basename "$run")" | split -b 15M - "$OUT/$tag.tar.gz.part-"
+done
+tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log 2>/dev/null
+nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt"
+ls -la "$OUT"

@@ -26,7 +26,7 @@ class VariantPlan:
     model_path: str
     quantize: QuantizeConfig | None
     evaluate: EvaluateConfig | None
-    benchmark: BenchmarkConfig
+    benchmark: BenchmarkConfig | None
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Plan:
         """(stage, variant) in execution order: all quantize jobs first, then evaluate, then benchmark."""
         out = [("quantize", v.variant.name) for v in self.variants if v.quantize]
         out += [("evaluate", v.variant.name) for v in self.variants if v.evaluate]
-        out += [("benchmark", v.variant.name) for v in self.variants]
+        out += [("benchmark", v.variant.name) for v in self.variants if v.benchmark]
         return out
 
 
@@ -146,8 +146,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
         )
         t = r.throughput
-        shared = {k: v for k, v in t.model_dump().items() if k in BenchmarkConfig.model_fields}  # same names
-        benchmark = BenchmarkConfig(
+        shared = {k: v for k, v in t.model_dump().items() if k in BenchmarkConfig.model_fields} if t else {}  # same names
+        benchmark = None if t is None else BenchmarkConfig(
             engine=engine, data_dir=str(loaded.resolve(r.eval.data_dir)), chat_template=r.model.chat_template,
             output_dir=str(vdir / "benchmark"), **shared,
         )

@@ -253,7 +253,9 @@ class Recipe(Strict):
     baseline: VariantSpec
     variants: list[VariantSpec] = Field(min_length=1)
     eval: EvalSpec = Field(default_factory=EvalSpec)
-    throughput: ThroughputSpec
+    throughput: ThroughputSpec | None = Field(
+        None, description="the serving workload (absent: an accuracy-only recipe, no benchmark stage)"
+    )
     gates: GateSpec = Field(default_factory=GateSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
@@ -267,6 +269,17 @@ class Recipe(Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"variant names must be unique; repeated: {', '.join(dupes)}")
+        if self.throughput is None:
+            if not self.eval.tasks:
+                raise ValueError("nothing to measure: give eval.tasks, a throughput section, or both")
+            g = self.gates
+            serving_gates = [n for n, v in [("min_throughput_gain", g.min_throughput_gain),
+                                            ("max_ttft_p99_ms", g.max_ttft_p99_ms),
+                                            ("max_tpot_p99_ms", g.max_tpot_p99_ms),
+                                            ("min_sustainable_rate_gain", g.min_sustainable_rate_gain)] if v is not None]
+            if serving_gates:
+                raise ValueError(f"gates.{serving_gates[0]} needs a throughput section (this recipe has none): "
+                                 "add one or remove the gate")
         return self
 
     def all_variants(self) -> list[VariantSpec]:

@@ -139,7 +139,7 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         report(stage, name, "cached" if getattr(result, "cache_hit", False) else "ok")
 
     for v in summary.variants:
-        v.metrics = variant_metrics(v, r.throughput.headline)
+        v.metrics = variant_metrics(v, r.throughput.headline if r.throughput else "max")
     if any(v.is_baseline and v.metrics for v in summary.variants):
         add_deltas(summary.variants)
         add_paired(summary.variants, seed=r.eval.seed)
@@ -227,7 +227,7 @@ def plan_json(plan: Plan) -> str:
         "variants": {vp.variant.name: {"model_path": vp.model_path,
                                        "quantize": vp.quantize.model_dump() if vp.quantize else None,
                                        "evaluate": vp.evaluate.model_dump() if vp.evaluate else None,
-                                       "benchmark": vp.benchmark.model_dump()}
+                                       "benchmark": vp.benchmark.model_dump() if vp.benchmark else None}
                      for vp in plan.variants},
     }, indent=2)
 

@@ -26,6 +26,21 @@ def test_jobs_and_configs(demo_recipe_copy, tmp_path):
     assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
 
 
+def test_accuracy_only_recipe_plans_no_benchmark(demo_recipe_copy, tmp_path):
+    import pytest
+
+    from suite.recipe import SuiteError
+
+    loaded = load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None))
+    plan = make_plan(loaded, tmp_path / "run")
+    assert plan.jobs() == [("quantize", "fp8-kv"), ("evaluate", "bf16"), ("evaluate", "fp8-kv")]
+    assert all(vp.benchmark is None for vp in plan.variants)
+    with pytest.raises(SuiteError, match="min_throughput_gain needs a throughput section"):
+        load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=1.1))
+    with pytest.raises(SuiteError, match="nothing to measure"):
+        load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None, eval__tasks=[]))
+
+
 def test_checkpoint_key_is_stable_and_content_addressed(demo_recipe_copy, tmp_path):
     key = lambda path: make_plan(load_recipe(path), tmp_path).variants[1].quantize.key  # noqa: E731
     a = key(demo_recipe_copy())
