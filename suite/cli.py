@@ -60,10 +60,21 @@ def cmd_run(args) -> int:
     from suite.recipe import load_recipe
     from suite.runner import execute
 
-    loaded = load_recipe(args.recipe)
+    if args.resume:
+        from suite.runner import load_run_recipe
+
+        resume = Path(args.resume)
+        if args.recipe:
+            raise SuiteError(Problem(args.recipe, "", "--resume continues a run with the recipe it was made from",
+                                     "give either RECIPE or --resume RUN_DIR"))
+        loaded = load_run_recipe(resume)  # serving is checked once it is known what is left to run
+    elif args.recipe:
+        resume, loaded = None, load_recipe(args.recipe)
+    else:
+        raise SuiteError(Problem("suite run", "RECIPE", "no recipe given", "suite run recipes/demo-cpu.yaml"))
     console = _console()
     status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]",
-              "cached": "[green]ok (cached)[/]"}
+              "cached": "[green]ok (cached)[/]", "resumed": "[green]ok (kept from the run)[/]"}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
         jobs: dict[tuple[str, str], int] = {}
 
@@ -81,7 +92,7 @@ def cmd_run(args) -> int:
                 jobs[key] = bar.add_task(f"{label}  {status[event]}", total=1, completed=1)
 
         summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track,
-                          force=args.force)
+                          force=args.force, resume=resume)
     print_summary(summary)
     failed = [e for v in summary.variants for e in v.errors]
     for w in summary.warnings:
@@ -268,7 +279,9 @@ def cmd_sensitivity(args) -> int:
                             num_samples=args.samples, max_seq_length=args.max_seq_length, block=args.block)
     out = Path(args.out or loaded.resolve(r.output_dir) / "sensitivity") / f"{r.name}-{args.variant}-{time.strftime('%Y%m%d-%H%M%S')}"
     with _console().status(f"sensitivity sweep of {args.variant} ({q.scheme}) in the quantize environment"):
-        res, error, wall = run_stage("sensitivity", cfg, out, stage_env(dict(r.runtime.env)))
+        res, error, wall, note = run_stage("sensitivity", cfg, out, stage_env(dict(r.runtime.env)))
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     if error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -385,7 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a recipe end to end: quantize, evaluate, benchmark, track",
                          description="Run every stage of a recipe and log the results to MLflow. "
                          "The run folder (printed at the end) holds summary.json and frontier.png.")
-    run.add_argument("recipe", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
+    run.add_argument("recipe", nargs="?", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue a run that stopped or failed part-way: keep the "
+                     "stage results in RUN_DIR, run the missing stages, then write its summary, report and MLflow "
+                     "run anew (with the recipe the run was made from)")
     run.add_argument("--out", help="parent folder for the run folder (default: the recipe's output_dir)")
     run.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     run.add_argument("--force", action="store_true", help="recompute evaluations found in the evaluation cache "

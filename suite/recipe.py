@@ -346,14 +346,16 @@ def validation_problems(file: str, err: ValidationError) -> list[Problem]:
     return problems
 
 
-def load_recipe(path: str | Path, serving: bool = True) -> LoadedRecipe:
+def load_recipe(path: str | Path, serving: bool = True, text: str | None = None) -> LoadedRecipe:
     """Parse and validate a recipe file, then check what it refers to (files, calibration, tasks) and,
     with ``serving``, whether the installed vLLM can serve every variant (commands that only quantize or
-    analyse pass False)."""
+    analyse pass False). ``text``: the recipe as it was (a run folder's copy), placed at ``path`` (where it
+    was, for its relative paths)."""
     path = Path(path)
-    if not path.is_file():
-        raise SuiteError(Problem(str(path), "", "recipe file not found", "check the path"))
-    text = path.read_text()
+    if text is None:
+        if not path.is_file():
+            raise SuiteError(Problem(str(path), "", "recipe file not found", "check the path"))
+        text = path.read_text()
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

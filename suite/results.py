@@ -306,7 +306,7 @@ class RunSummary(Record):
     artifacts: dict[str, str] = Field(default_factory=dict)
     tracking: Optional[TrackingInfo] = None
     tracking_pending: Optional[str] = Field(None, description="why MLflow logging was deferred (`suite sync`)")
-    warnings: list[str] = Field(default_factory=list, description="pre-flight findings (suite.preflight)")
+    warnings: list[str] = Field(default_factory=list, description="pre-flight findings (suite.preflight) and notes on stages that succeeded oddly")
 
     def baseline(self) -> VariantSummary:
         return next(v for v in self.variants if v.is_baseline)

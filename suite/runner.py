@@ -21,7 +21,7 @@ import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from suite import __version__
 from suite.environments import package_versions, quantize_python, serve_python, vllm_platform
@@ -46,8 +46,21 @@ def stage_env(recipe_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> tuple[Record | None, str | None, float]:
-    """Run one stage process. Returns (result, error, wall seconds)."""
+class StageOutcome(NamedTuple):
+    result: Record | None
+    error: str | None
+    wall_s: float
+    note: str | None = None  # something the user should hear about a stage that did succeed
+
+
+def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> StageOutcome:
+    """Run one stage process; what it left behind in its process group is killed when it ends.
+
+    A stage that wrote its result and then died (on the H200, vLLM's engine teardown at interpreter exit
+    aborted every evaluate process with 'terminate called without an active exception', exit -6, after
+    lm-eval had finished and the result was written) succeeded: the result is kept, with a note. The
+    result file is removed before the stage starts and written atomically, so one that is there and
+    parses is this stage's complete result."""
     python = quantize_python() if stage in ("quantize", "sensitivity") else serve_python()
     cfg_path, res_path, log_path = (vdir / f"{stage}.config.json", vdir / f"{stage}.result.json", vdir / f"{stage}.log")
     config.write(cfg_path)
@@ -65,10 +78,21 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> tu
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait()
             raise
+        finally:
+            from suite.sandbox import kill_group
+
+            kill_group(proc)  # an engine core or worker that outlived the stage would hold GPU memory
     wall = time.perf_counter() - start
-    if rc != 0 or not res_path.is_file():
-        return None, f"{stage} failed (exit {rc}): {failure_line(log_path)} [log: {log_path}]", wall
-    return RESULT_TYPES[stage].read(res_path), None, wall
+    failed = f"{stage} failed (exit {rc}): {failure_line(log_path)} [log: {log_path}]"
+    if not res_path.is_file():
+        return StageOutcome(None, failed, wall)
+    try:
+        result = RESULT_TYPES[stage].read(res_path)
+    except ValueError as e:
+        return StageOutcome(None, f"{failed}; its result file does not parse: {str(e).splitlines()[0]}", wall)
+    note = None if rc == 0 else (f"the {stage} process exited with code {rc} after writing its result "
+                                 f"(kept): {failure_line(log_path)} [log: {log_path}]")
+    return StageOutcome(result, None, wall, note)
 
 
 _EXCEPTION_LINE = re.compile(r"^\W*(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)")
@@ -91,21 +115,71 @@ def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
     return run_dir
 
 
+def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
+    """The recipe a run folder was made from: its copy (recipe.yaml), placed where the original was
+    (plan.json or summary.json say), so that its relative paths resolve as they did."""
+    import json
+
+    from suite.errors import Problem, SuiteError
+    from suite.recipe import load_recipe
+
+    copy = run_dir / "recipe.yaml"
+    if not copy.is_file():
+        raise SuiteError(Problem(str(run_dir), "", "not a run folder (no recipe.yaml)", "give a folder `suite run` made"))
+    original = None
+    for name in ("plan.json", "summary.json"):  # plan.json of runs before 0.x has no recipe_path
+        f = run_dir / name
+        if f.is_file() and (original := json.loads(f.read_text()).get("recipe_path")):
+            break
+    if not original:
+        raise SuiteError(Problem(str(run_dir / "plan.json"), "recipe_path", "where the recipe was is not recorded",
+                                 "start a new run with `suite run RECIPE`"))
+    return load_recipe(original, serving=serving, text=copy.read_text())
+
+
+def reusable_result(vdir: Path, stage: str) -> Record | None:
+    """A stage result a resumed run keeps: present and complete (written atomically, so it parses)."""
+    path = vdir / f"{stage}.result.json"
+    try:
+        return RESULT_TYPES[stage].read(path) if path.is_file() else None
+    except ValueError:
+        return None
+
+
 def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
-            track: bool = True, force: bool = False) -> RunSummary:
+            track: bool = True, force: bool = False, resume: Path | None = None) -> RunSummary:
+    """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
+    results already there are kept (event 'resumed'), the other jobs run."""
     report = report or (lambda stage, variant, event: None)
     r = loaded.recipe
-    out_root = out_root or loaded.resolve(r.output_dir)
-    run_dir = new_run_dir(loaded, out_root)
-    shutil.copy(loaded.path, run_dir / "recipe.yaml")
+    if resume:
+        run_dir = resume.resolve()
+        out_root = out_root or run_dir.parent  # where its checkpoints/ and eval-cache/ are
+    else:
+        out_root = out_root or loaded.resolve(r.output_dir)
+        run_dir = new_run_dir(loaded, out_root)
+        shutil.copy(loaded.path, run_dir / "recipe.yaml")
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     env = stage_env(plan.env)
-    (run_dir / "plan.json").write_text(plan_json(plan))
+    kept = {(stage, name): res for stage, name in plan.jobs()
+            if resume and (res := reusable_result(run_dir / "variants" / name, stage)) is not None}
+    if resume and len(kept) < len(plan.jobs()):  # something will run: can this machine serve it?
+        from suite.environments import platform_problems
+        from suite.errors import Problem, SuiteError
 
+        problems = [Problem(str(loaded.path), fld, msg, fix) for fld, msg, fix in platform_problems(r)]
+        if problems:
+            raise SuiteError(problems)
+    if not resume:
+        (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
+
+    earlier = RunSummary.read(run_dir / "summary.json") if resume and (run_dir / "summary.json").is_file() else None
     summary = RunSummary(
         suite_version=__version__, recipe_name=r.name, recipe_path=str(loaded.path), recipe_sha256=loaded.sha256,
-        recipe=r.model_dump(mode="json"), run_dir=str(run_dir), started=_now(), platform=vllm_platform(),
-        versions=package_versions(), tasks=[t.name for t in r.eval.tasks],
+        recipe=r.model_dump(mode="json"), run_dir=str(run_dir),
+        # a resumed run keeps where and with what its stages ran (the kept results came from there)
+        started=earlier.started if earlier else _now(), platform=earlier.platform if earlier else vllm_platform(),
+        versions=earlier.versions if earlier else package_versions(), tasks=[t.name for t in r.eval.tasks],
         variants=[VariantSummary(name=vp.variant.name, is_baseline=vp.is_baseline,
                                  scheme=vp.variant.quantization.scheme if vp.variant.quantization else None,
                                  kv_cache=vp.variant.quantization.kv_cache if vp.variant.quantization else None,
@@ -125,12 +199,20 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         if vs.errors:
             report(stage, name, "skipped")
             continue
+        if (stage, name) in kept:
+            setattr(vs, stage, kept[stage, name])
+            totals[stage] = totals.get(stage, 0.0) + getattr(kept[stage, name], "wall_s", 0.0)
+            report(stage, name, "resumed")
+            continue
         report(stage, name, "start")
         if stage == "evaluate":
-            result, error, wall = evaluate_cached(vp, vs, out_root / "eval-cache", run_dir / "variants" / name, env, force)
+            result, error, wall, note = evaluate_cached(vp, vs, out_root / "eval-cache", run_dir / "variants" / name,
+                                                        env, force)
         else:
-            result, error, wall = run_stage(stage, stage_config(vp, stage), run_dir / "variants" / name, env)
+            result, error, wall, note = run_stage(stage, stage_config(vp, stage), run_dir / "variants" / name, env)
         totals[stage] = totals.get(stage, 0.0) + wall
+        if note:
+            summary.warnings.append(f"{name}: {note}")
         if error:
             vs.errors.append(error)
             report(stage, name, "failed")
@@ -189,7 +271,7 @@ def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: 
 
 
 def evaluate_cached(vp: VariantPlan, vs: VariantSummary, cache_dir: Path, vdir: Path, env: dict[str, str],
-                    force: bool) -> tuple[Record | None, str | None, float]:
+                    force: bool) -> StageOutcome:
     """The evaluate stage through suite.eval_cache: reuse a finished evaluation of the same thing."""
     from suite import eval_cache
     from suite.plan import weights_fingerprint
@@ -197,11 +279,11 @@ def evaluate_cached(vp: VariantPlan, vs: VariantSummary, cache_dir: Path, vdir: 
     identity = vs.quantize.key if vs.quantize else weights_fingerprint(vp.model_path)
     key = eval_cache.cache_key(vp.evaluate, identity, package_versions())
     if not force and (hit := eval_cache.lookup(cache_dir, key)) is not None:
-        return hit, None, 0.0
-    result, error, wall = run_stage("evaluate", vp.evaluate, vdir, env)
-    if result is not None:
-        result = eval_cache.store(cache_dir, key, result.model_copy(update={"cache_key": key}))
-    return result, error, wall
+        return StageOutcome(hit, None, 0.0)
+    outcome = run_stage("evaluate", vp.evaluate, vdir, env)
+    if outcome.result is not None:
+        outcome = outcome._replace(result=eval_cache.store(cache_dir, key, outcome.result.model_copy(update={"cache_key": key})))
+    return outcome
 
 
 def preflight_tokenizers(variants: list[VariantSummary]) -> list[str]:
@@ -219,11 +301,12 @@ def stage_config(vp: VariantPlan, stage: str) -> Record:
     return {"quantize": vp.quantize, "evaluate": vp.evaluate, "benchmark": vp.benchmark}[stage]
 
 
-def plan_json(plan: Plan) -> str:
+def plan_json(plan: Plan, recipe_path: Path | None = None) -> str:
     import json
 
     return json.dumps({
-        "run_dir": str(plan.run_dir), "env": plan.env, "jobs": plan.jobs(),
+        "run_dir": str(plan.run_dir), "recipe_path": str(recipe_path) if recipe_path else None,
+        "env": plan.env, "jobs": plan.jobs(),
         "variants": {vp.variant.name: {"model_path": vp.model_path,
                                        "quantize": vp.quantize.model_dump() if vp.quantize else None,
                                        "evaluate": vp.evaluate.model_dump() if vp.evaluate else None,

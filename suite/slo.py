@@ -63,6 +63,18 @@ def search(probe: Callable[[float], LoadPoint], slo: SloSpec) -> SloResult:
         req_s=good_point.req_s if good_point else None,
         ttft_p99_ms=good_point.ttft_p99_ms if good_point else None,
         tpot_p99_ms=good_point.tpot_p99_ms if good_point else None,
-        note=None if good is not None and bad is not None else
-        ("the SLO held up to max_rate" if good is not None else "no probed rate met the SLO"),
+        note=unbracketed_note(good, bad, rate, slo),
     )
+
+
+def unbracketed_note(good: float | None, bad: float | None, last_rate: float, slo: SloSpec) -> str | None:
+    """Why the search ended without a bracket: the limit of the rates, or of the probes (then the
+    sustainable rate is only a lower bound: the H200 run printed 'held up to max_rate' at 64 of 128)."""
+    if good is not None and bad is not None:
+        return None
+    if good is not None:
+        return ("the SLO held up to max_rate" if good >= slo.max_rate else
+                f"the SLO held at every probed rate; max_probes ({slo.max_probes}) ran out: at least {good:g} req/s")
+    return ("no probed rate met the SLO" if last_rate <= slo.min_rate else
+            f"no probed rate met the SLO; max_probes ({slo.max_probes}) ran out above min_rate")
+

@@ -23,7 +23,9 @@ def quantize(tmp_path: Path, name: str, **fields):
 
     fields.setdefault("ignore", ["lm_head"])
     cfg = QuantizeConfig(model=str(DEMO_MODEL), checkpoint_dir=str(tmp_path / "ckpt" / name), key=name, **fields)
-    return run_stage("quantize", cfg, tmp_path / "logs" / name, dict(os.environ, HF_HUB_OFFLINE="1"))
+    outcome = run_stage("quantize", cfg, tmp_path / "logs" / name, dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert outcome.note is None, outcome.note  # a quantize process that exits oddly is worth a look
+    return outcome.result, outcome.error, outcome.wall_s
 
 
 def tensors(folder: str) -> dict:

@@ -100,6 +100,17 @@ def test_slo_search_falls_and_reports_when_nothing_meets():
     assert calls == [64, 128, 256] and r.sustainable_rate == 256 and r.note == "the SLO held up to max_rate"
 
 
+def test_slo_search_says_when_the_probes_ran_out():
+    # the H200 run: 2 probes, 32 and 64 both met, max_rate 128 never tried
+    probe, calls = fake_probe(1000.0)
+    r = slo.search(probe, SloSpec(ttft_p99_ms=200, start_rate=32, max_rate=128, max_probes=2))
+    assert calls == [32, 64] and r.sustainable_rate == 64
+    assert r.note == "the SLO held at every probed rate; max_probes (2) ran out: at least 64 req/s"
+    probe, calls = fake_probe(0.0)
+    r = slo.search(probe, SloSpec(ttft_p99_ms=200, start_rate=32, min_rate=1, max_probes=2))
+    assert calls == [32, 16] and r.note == "no probed rate met the SLO; max_probes (2) ran out above min_rate"
+
+
 def test_slo_failed_point_and_tpot_limit():
     assert not slo.meets(point(ok=False, error="3 requests failed"), SloSpec(ttft_p99_ms=1))[0]
     ok, why = slo.meets(point(ttft_p99_ms=10, tpot_p99_ms=80), SloSpec(ttft_p99_ms=100, tpot_p99_ms=50))
