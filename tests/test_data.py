@@ -64,6 +64,8 @@ def test_calibration_sets_parse_and_render():
     assert len(texts) == 8 and all("<|im_start|>" in t for t in texts)
     assert texts == calibration.load_texts("chat-demo", 8, tok)  # seeded
     assert len(calibration.load_texts("gsm8k", 4, tok)[0]) > 20
+    if SHARED_DATA.is_dir():  # the full GSM8K train split: more rows than the slice's 200
+        assert len(calibration.load_texts("gsm8k-train", 512, tok)) == 512
 
 
 def test_calibration_missing_column(tmp_path):

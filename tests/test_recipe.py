@@ -29,9 +29,15 @@ def test_gpu_recipe_schema_is_valid():
 
     from suite.recipe import Recipe
 
-    for name in ("llama3-8b.yaml", "smollm2-gpu.yaml"):
+    for name in ("llama3-8b.yaml", "smollm2-gpu.yaml", "llama3-8b-shape.yaml", "llama3-8b-shape-lean.yaml",
+                 "qwen2.5-coder-0.5b.yaml"):
         r = Recipe.model_validate(yaml.safe_load((ROOT / "recipes" / name).read_text()))
         assert r.baseline.quantization is None
+    qwen = Recipe.model_validate(yaml.safe_load((ROOT / "recipes" / "qwen2.5-coder-0.5b.yaml").read_text()))
+    assert qwen.throughput is None and len(qwen.eval.tasks) == 4  # accuracy only
+    static, _, static_kv = qwen.variants  # the YAML merge key gives both static builds one calibration
+    assert static_kv.quantization.calibration == static.quantization.calibration
+    assert static_kv.quantization.kv_cache == "fp8" and static.quantization.kv_cache is None
 
 
 def test_unknown_key_names_file_and_field(demo_recipe_copy):
