@@ -127,7 +127,7 @@ def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
     if not copy.is_file():
         raise SuiteError(Problem(str(run_dir), "", "not a run folder (no recipe.yaml)", "give a folder `suite run` made"))
     original = None
-    for name in ("plan.json", "summary.json"):  # plan.json of runs before 0.x has no recipe_path
+    for name in ("plan.json", "summary.json"):  # a plan.json written before --resume existed has none
         f = run_dir / name
         if f.is_file() and (original := json.loads(f.read_text()).get("recipe_path")):
             break
