@@ -145,11 +145,12 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             allow_code_execution=r.eval.allow_code_execution, max_gen_toks=r.eval.max_gen_toks,
             seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
         )
-        t = r.throughput
-        shared = {k: v for k, v in t.model_dump().items() if k in BenchmarkConfig.model_fields} if t else {}  # same names
-        benchmark = None if t is None else BenchmarkConfig(
-            engine=engine, data_dir=str(loaded.resolve(r.eval.data_dir)), chat_template=r.model.chat_template,
-            output_dir=str(vdir / "benchmark"), **shared,
-        )
+        benchmark = None  # an accuracy-only recipe has no throughput section
+        if (t := r.throughput) is not None:
+            shared = {k: v for k, v in t.model_dump().items() if k in BenchmarkConfig.model_fields}  # same names
+            benchmark = BenchmarkConfig(
+                engine=engine, data_dir=str(loaded.resolve(r.eval.data_dir)), chat_template=r.model.chat_template,
+                output_dir=str(vdir / "benchmark"), **shared,
+            )
         plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark))
     return plan

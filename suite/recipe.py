@@ -437,7 +437,12 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
             problems.append(Problem(f, f"gates.max_drop.{task}", "gate on a task that is not evaluated",
                                     "add the task to eval.tasks or remove the gate"))
     if serving:
-        from suite.environments import platform_problems
-
-        problems += [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(r)]
+        problems += serving_problems(loaded)
     return problems
+
+
+def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
+    """Variants the installed vLLM build cannot serve (suite.environments.platform_problems), as Problems."""
+    from suite.environments import platform_problems
+
+    return [Problem(str(loaded.path), fld, msg, fix) for fld, msg, fix in platform_problems(loaded.recipe)]

@@ -83,16 +83,14 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> St
 
             kill_group(proc)  # an engine core or worker that outlived the stage would hold GPU memory
     wall = time.perf_counter() - start
-    failed = f"{stage} failed (exit {rc}): {failure_line(log_path)} [log: {log_path}]"
-    if not res_path.is_file():
-        return StageOutcome(None, failed, wall)
-    try:
-        result = RESULT_TYPES[stage].read(res_path)
-    except ValueError as e:
-        return StageOutcome(None, f"{failed}; its result file does not parse: {str(e).splitlines()[0]}", wall)
-    note = None if rc == 0 else (f"the {stage} process exited with code {rc} after writing its result "
-                                 f"(kept): {failure_line(log_path)} [log: {log_path}]")
-    return StageOutcome(result, None, wall, note)
+    result, unreadable = read_result(vdir, stage)
+    if rc == 0 and result is not None:
+        return StageOutcome(result, None, wall)
+    last = f"{failure_line(log_path)} [log: {log_path}]"  # the log is read only when something went wrong
+    if result is None:
+        return StageOutcome(None, f"{stage} failed (exit {rc}): {last}" + (f"; {unreadable}" if unreadable else ""), wall)
+    return StageOutcome(result, None, wall, f"the {stage} process exited with code {rc} after writing its result "
+                                            f"(kept): {last}")
 
 
 _EXCEPTION_LINE = re.compile(r"^\W*(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)")
@@ -137,13 +135,16 @@ def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
     return load_recipe(original, serving=serving, text=copy.read_text())
 
 
-def reusable_result(vdir: Path, stage: str) -> Record | None:
-    """A stage result a resumed run keeps: present and complete (written atomically, so it parses)."""
+def read_result(vdir: Path, stage: str) -> tuple[Record | None, str | None]:
+    """A stage's result in its variant folder, if it is there and complete (it is written atomically, so
+    one that parses is whole), else (None, why it does not parse) or (None, None) when there is none."""
     path = vdir / f"{stage}.result.json"
+    if not path.is_file():
+        return None, None
     try:
-        return RESULT_TYPES[stage].read(path) if path.is_file() else None
-    except ValueError:
-        return None
+        return RESULT_TYPES[stage].read(path), None
+    except ValueError as e:
+        return None, f"its result file does not parse: {str(e).splitlines()[0]}"
 
 
 def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
@@ -162,13 +163,12 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     env = stage_env(plan.env)
     kept = {(stage, name): res for stage, name in plan.jobs()
-            if resume and (res := reusable_result(run_dir / "variants" / name, stage)) is not None}
+            if resume and (res := read_result(run_dir / "variants" / name, stage)[0]) is not None}
     if resume and len(kept) < len(plan.jobs()):  # something will run: can this machine serve it?
-        from suite.environments import platform_problems
-        from suite.errors import Problem, SuiteError
+        from suite.errors import SuiteError
+        from suite.recipe import serving_problems
 
-        problems = [Problem(str(loaded.path), fld, msg, fix) for fld, msg, fix in platform_problems(r)]
-        if problems:
+        if problems := serving_problems(loaded):
             raise SuiteError(problems)
     if not resume:
         (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))

@@ -36,6 +36,7 @@ class TaskInfo:
     higher_is_better: bool
     unsafe_code: bool
     subtasks: tuple[str, ...] = ()
+    data_files: tuple[str, ...] = ()  # a task's dataset_kwargs.data_files, relative to eval.data_dir
 
 
 class _Loader(yaml.SafeLoader):
@@ -78,8 +79,10 @@ def available(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskInfo]:
                                        bool(meta.get("suite_unsafe_code")), subtasks)
         elif isinstance(d.get("task"), str):
             hib = all(m.get("higher_is_better", True) for m in d.get("metric_list") or [] if isinstance(m, dict))
+            files = (d.get("dataset_kwargs") or {}).get("data_files") or {}
             out[d["task"]] = TaskInfo(d["task"], path, "task", meta.get("suite_primary_metric"), hib,
-                                      bool(d.get("unsafe_code")))
+                                      bool(d.get("unsafe_code")),
+                                      data_files=tuple(sorted(set(files.values() if isinstance(files, dict) else files))))
     return out
 
 
@@ -90,8 +93,7 @@ def data_files(task: str) -> list[str]:
         return []
     if info.kind == "group":
         return [f for sub in info.subtasks for f in data_files(sub)]
-    files = ((_merged(info.path).get("dataset_kwargs") or {}).get("data_files")) or {}
-    return sorted(set(files.values()) if isinstance(files, dict) else set(files))
+    return list(info.data_files)
 
 
 def primary_metric(task: str, override: str | None = None) -> str | None:
