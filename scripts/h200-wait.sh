@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Wait up to SECONDS for the background `suite run`s (scripts/h200-run.sh), then copy what they made to
-# $OUT: one archive per output folder /tmp/runs*/ (split into 15 MiB pieces), and the logs.
+# $OUT: one archive per output folder /tmp/runs*/ (split into 15 MiB pieces), and the logs. A run still
+# going is archived as far as it got, so that a session whose device time runs out keeps what finished.
 set -uo pipefail
 limit=${1:-540}
 start=$(date +%s)
@@ -13,16 +14,13 @@ for log in /tmp/suite-run-*.log; do
   tr '\r' '\n' < "$log" | grep -E "^[0-9:]+ (quantize|evaluate|benchmark|track) +[^ ]+ (start|ok|failed|cached|skipped)$"
   tail -n 15 "$log"
 done
-if running; then
-  echo "still running after ${limit}s"
-  exit 0
-fi
+running && echo "still running after ${limit}s"
 [ -n "${OUT:-}" ] || exit 0
 for out in /tmp/runs*/; do
   tag=$(basename "$out")
   run=$(ls -d "$out"2*/ 2>/dev/null | tail -1)
   [ -n "$run" ] || continue
-  tar czf - -C "$out" "$(basename "$run")" | split -b 15M - "$OUT/$tag.tar.gz.part-"
+  tar czf - -C "$out" --warning=no-file-changed "$(basename "$run")" | split -b 15M - "$OUT/$tag.tar.gz.part-"
 done
 tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log 2>/dev/null
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt"
