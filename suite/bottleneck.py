@@ -11,6 +11,8 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
 
 ``classify`` turns the summary into one label per point:
   ``kv-cache``      requests were preempted (or KV usage hit ~100%): capacity-bound
+  ``seq-cap``       requests queued while the batch sat at its cap (``max_num_seqs``, set or vLLM's
+                    default: 1024 on an H200) with KV space to spare: the cap, not KV or compute, held the batch
   ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit
   ``client``        the load generator used a full core: the numbers measure the client
   ``frontend``      an API-server process used a full core while the engine had no queue
@@ -171,11 +173,14 @@ def summarize(samples: list[dict]) -> ServerStats:
         vals = [s["cpu"][role] for s in active if role in s.get("cpu", {})]
         return fmean(vals) if vals else None
 
+    queued = [s for s in scraped if s.get("waiting", 0) > 0 and "running" in s]
+    running_max = peak("running")
     pre = [s["preemptions"] for s in scraped if "preemptions" in s]
     return ServerStats(
         samples=len(samples), scrape_failures=len(samples) - len(scraped),
-        running_mean=mean("running"), running_max=peak("running"),
+        running_mean=mean("running"), running_max=running_max,
         waiting_mean=mean("waiting"), waiting_max=peak("waiting"),
+        queued_at_peak_frac=(sum(s["running"] >= running_max for s in queued) / len(queued)) if queued else None,
         kv_usage_max=peak("kv_usage"), preemptions=(max(pre) - min(pre)) if pre else None,
         api_server_cpu_pct=cpu_mean("api_server"), engine_core_cpu_pct=cpu_mean("engine_core"),
         client_cpu_pct=cpu_mean("client"),
@@ -183,12 +188,26 @@ def summarize(samples: list[dict]) -> ServerStats:
 
 
 def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None) -> tuple[str, str]:
-    """(label, reason) for one load point; see the module docstring for the labels."""
+    """(label, reason) for one load point; see the module docstring for the labels.
+
+    ``max_num_seqs`` is the recipe's engine argument when it sets one. When it does not, a cap is
+    inferred from the samples: requests waited and, in at least half of those samples, the running
+    count sat at its peak (vLLM does not report its max_num_seqs; on an H200 its default is 1024).
+    """
     if stats is None or stats.samples == 0:
         return "unknown", "no server metrics were sampled during the point"
     if (stats.preemptions or 0) > 0 or (stats.kv_usage_max or 0) >= 0.95:
         return "kv-cache", (f"{stats.preemptions or 0:.0f} preemptions, KV-cache usage peaked at "
                             f"{100 * (stats.kv_usage_max or 0):.0f}%")
+    running_max = stats.running_max or 0
+    cap, source = max_num_seqs, "engine_args"
+    if cap is None and (stats.queued_at_peak_frac or 0) >= 0.5 and running_max >= 2:
+        cap, source = int(running_max), "not set by the recipe: the engine's default"
+    if cap and running_max >= cap and (stats.waiting_max or 0) >= 1:
+        return "seq-cap", (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, "
+                           f"KV cache at most {100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} "
+                           f"({source}) held the batch, not KV space; raise engine_args.max_num_seqs to "
+                           "let more requests share each step")
     if (stats.waiting_mean or 0) >= 1 or (max_num_seqs and (stats.running_max or 0) >= max_num_seqs):
         return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
                           f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")

@@ -193,6 +193,8 @@ class ServerStats(Record):
     running_max: Optional[float] = None
     waiting_mean: Optional[float] = None
     waiting_max: Optional[float] = None
+    queued_at_peak_frac: Optional[float] = Field(
+        None, description="of the samples with requests waiting, the share where running sat at its peak")
     kv_usage_max: Optional[float] = None
     preemptions: Optional[float] = None
     api_server_cpu_pct: Optional[float] = None

@@ -30,7 +30,8 @@ def test_gpu_recipe_schema_is_valid():
     from suite.recipe import Recipe
 
     for name in ("llama3-8b.yaml", "smollm2-gpu.yaml", "llama3-8b-shape.yaml", "llama3-8b-shape-lean.yaml",
-                 "llama3-8b-shape-kv.yaml", "llama3-8b-shape-dynamic-kv.yaml", "qwen2.5-coder-0.5b.yaml"):
+                 "llama3-8b-shape-kv.yaml", "llama3-8b-shape-dynamic-kv.yaml", "llama3-8b-shape-seqcap.yaml",
+                 "qwen2.5-coder-0.5b.yaml"):
         r = Recipe.model_validate(yaml.safe_load((ROOT / "recipes" / name).read_text()))
         assert r.baseline.quantization is None
     qwen = Recipe.model_validate(yaml.safe_load((ROOT / "recipes" / "qwen2.5-coder-0.5b.yaml").read_text()))

@@ -59,6 +59,25 @@ def test_classify_running_at_max_num_seqs_is_engine_bound():
     assert bottleneck.classify(point(), ServerStats(samples=0))[0] == "unknown"
 
 
+def test_classify_queue_at_the_sequence_cap_is_seq_cap():
+    # the H200 run of recipes/llama3-8b-shape-kv.yaml: 1,024 running (vLLM's default max_num_seqs there),
+    # hundreds waiting, the FP8 KV cache 42% full. Explicit cap, then the cap inferred from the samples.
+    stats = ServerStats(samples=5, waiting_mean=192, waiting_max=476, running_max=1024, kv_usage_max=0.42)
+    label, reason = bottleneck.classify(point(), stats, max_num_seqs=1024)
+    assert label == "seq-cap" and "max_num_seqs=1024 (engine_args)" in reason and "42%" in reason
+    plateau = [{"running": r, "waiting": w, "kv_usage": 0.4} for r, w in
+               [(300, 0), (900, 40), (1024, 300), (1024, 476), (1024, 200), (1000, 3), (600, 0)]]
+    label, reason = bottleneck.classify(point(), bottleneck.summarize(plateau))
+    assert label == "seq-cap" and "max_num_seqs=1024 (not set by the recipe" in reason
+    # a queue while the running count still moves (prefill budget, compute): the engine, no cap claimed
+    moving = [{"running": r, "waiting": w, "kv_usage": 0.4} for r, w in [(300, 5), (500, 9), (700, 4), (710, 2)]]
+    stats = bottleneck.summarize(moving)
+    assert stats.queued_at_peak_frac == 0.25 and bottleneck.classify(point(), stats)[0] == "engine"
+    # a cap reached with the KV cache full is KV-bound
+    full = ServerStats(samples=5, waiting_max=50, running_max=1024, kv_usage_max=0.97)
+    assert bottleneck.classify(point(), full, max_num_seqs=1024)[0] == "kv-cache"
+
+
 def test_summarize_uses_active_samples():
     samples = [{"running": 0, "waiting": 0, "cpu": {"api_server": 1.0}},
                {"running": 8, "waiting": 2, "kv_usage": 0.4, "preemptions": 1, "cpu": {"api_server": 95.0, "client": 50}},
