@@ -12,7 +12,7 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
 ``classify`` turns the summary into one label per point:
   ``kv-cache``      requests were preempted (or KV usage hit ~100%): capacity-bound
   ``seq-cap``       requests queued while the batch sat at its cap (``max_num_seqs``, set or vLLM's
-                    default: 1024 on an H200) with KV space to spare: the cap, not KV or compute, held the batch
+                    default: 1024 on an H200) with KV space to spare: the cap, not KV space, held the batch
   ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit
   ``client``        the load generator used a full core: the numbers measure the client
   ``frontend``      an API-server process used a full core while the engine had no queue
@@ -206,8 +206,8 @@ def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | No
     if cap and running_max >= cap and (stats.waiting_max or 0) >= 1:
         return "seq-cap", (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, "
                            f"KV cache at most {100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} "
-                           f"({source}) held the batch, not KV space; raise engine_args.max_num_seqs to "
-                           "let more requests share each step")
+                           f"({source}) held the batch, not KV space; raising engine_args.max_num_seqs trades "
+                           "queueing (TTFT) for per-token latency, and adds tok/s only if the GPU has compute left")
     if (stats.waiting_mean or 0) >= 1 or (max_num_seqs and (stats.running_max or 0) >= max_num_seqs):
         return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
                           f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")
