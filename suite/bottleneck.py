@@ -203,12 +203,13 @@ def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | No
     cap, source = max_num_seqs, "engine_args"
     if cap is None and (stats.queued_at_peak_frac or 0) >= 0.5 and running_max >= 2:
         cap, source = int(running_max), "not set by the recipe: the engine's default"
-    if cap and running_max >= cap and (stats.waiting_max or 0) >= 1:
+    at_cap = bool(cap) and running_max >= cap
+    if at_cap and (stats.waiting_max or 0) >= 1:
         return "seq-cap", (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, "
                            f"KV cache at most {100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} "
                            f"({source}) held the batch, not KV space; raising engine_args.max_num_seqs trades "
                            "queueing (TTFT) for per-token latency, and adds tok/s only if the GPU has compute left")
-    if (stats.waiting_mean or 0) >= 1 or (max_num_seqs and (stats.running_max or 0) >= max_num_seqs):
+    if (stats.waiting_mean or 0) >= 1 or at_cap:  # at an inferred cap something waited: seq-cap above
         return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
                           f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")
     if (stats.client_cpu_pct or 0) >= BUSY_CORE:
