@@ -52,3 +52,12 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
     || echo "setup: chromium not installed (the report screenshot test will be skipped)" >&2
 fi
 echo "setup: ready in $(( $(date +%s) - start )) s (.venv, .venv-quantize, models/smollm2-135m-instruct)"
+# The tests and the demo write checkpoints, run folders and vLLM caches under the temp folder and here;
+# a full disk shows up as a quantize stage's "No space left on device", far from its cause.
+tmp=${TMPDIR:-/tmp}
+free_gb=$(df -P -BG "$tmp" | awk 'NR==2 {sub("G", "", $4); print $4}')
+if [ "${free_gb:-0}" -lt 5 ]; then
+  echo "setup: warning: only ${free_gb} GB free in $tmp; the tests need about 5 GB there (fix: free space or set TMPDIR)" >&2
+else
+  echo "setup: ${free_gb} GB free in $tmp"
+fi
