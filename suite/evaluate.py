@@ -40,6 +40,12 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     if config.allow_code_execution:
         os.environ["SUITE_ALLOW_CODE_EXECUTION"] = "1"
         os.environ["HF_ALLOW_CODE_EVAL"] = "1"
+        os.environ["SUITE_CODE_SANDBOX"] = config.code_sandbox
+        from suite import sandbox
+        from suite import tasks as code_tasks
+
+        if any(code_tasks.needs_code_execution(t.name) for t in config.tasks):
+            sandbox.ensure_available(config.code_sandbox)  # refuse before the model loads, not after generating
 
     from suite.environments import install_vllm_version_alias, package_versions
 
@@ -97,7 +103,16 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         wall_s=time.perf_counter() - start, engine_load_s=engine_load_s, versions=package_versions(),
         config_hash={"task_hashes": merged.get("task_hashes", {}),
                      "chat_template_sha256": merged["chat_template_sha256"]},
+        code_sandbox=_code_sandbox(),
     )
+
+
+def _code_sandbox() -> str | None:
+    import sys
+
+    mod = sys.modules.get("suite.sandbox")  # imported only if code ran (or was allowed)
+    modes = mod.used_modes() if mod is not None else []
+    return ",".join(modes) or None
 
 
 def _limit(limit: float | None):

@@ -2,31 +2,48 @@
 
 lm-eval's stderr is the sampling error of one model's score. Two variants scored on the same items are
 paired, and the delta's uncertainty is much smaller than the two stderrs suggest. For each task:
-the mean per-item delta, its 95% confidence interval by paired bootstrap (resampling items, seeded),
-how many items flipped each way, and for 0/1 scores McNemar's exact test (two-sided binomial test on
-the discordant pairs).
+the mean per-item delta over the items both scored (``n``, always stated), its 95% confidence interval
+by bootstrap over items (``scipy.stats.bootstrap``, BCa, 2,000 resamples, seeded), how many items
+flipped each way, and for 0/1 scores McNemar's exact test (``scipy.stats.binomtest``, two-sided, on the
+discordant pairs).
+
+Where the bootstrap has nothing to say, the result says so instead of inventing an interval:
+- fewer than 2 common items: delta (n = 0) and interval are NaN, ``ci_method`` 'none' (scipy refuses
+  such a sample; the summary records the count and ``suite gate`` refuses a CI gate on it);
+- every per-item delta equal (e.g. identical models): the interval is that value exactly ('constant';
+  BCa divides by zero there and scipy returns NaN);
+- BCa undefined on other degenerate resamples (scipy's DegenerateDataWarning): the percentile interval
+  of the same seeded resamples ('percentile').
+Cost and effect, measured on 14,042 MMLU-sized 0/1 items (4% flipped, 2 cores): BCa 0.5 s a comparison
+(the percentile interval 0.1 s: BCa adds a jackknife over the items); its bounds moved by -0.7e-4 and
+-1.4e-4 against the percentile interval this module computed before (width 66e-4); on 1,319 items by
+-15e-4 / -8e-4 (width 272e-4). scipy's percentile interval with the same seed is the old one to the bit.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+N_BOOT = 2000
 
 
 @dataclass
 class PairedComparison:
     task: str
     metric: str
-    n: int
+    n: int  # items both scored: the delta and its interval are over these
     delta: float
     ci_low: float
     ci_high: float
     gained: int  # items the variant gets right and the baseline wrong (binary scores)
     lost: int
-    mcnemar_p: float | None  # None when scores are not all 0/1
+    mcnemar_p: float | None  # None when scores are not all 0/1, or there are no items
     confidence: float = 0.95
+    ci_method: str = "BCa"  # BCa, percentile, constant, or none (fewer than 2 items)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -45,42 +62,49 @@ def item_scores(samples_file: str | Path, metric: str) -> dict[tuple[str, int], 
 
 
 def mcnemar_exact_p(gained: int, lost: int) -> float:
+    """McNemar's exact test: two-sided binomial test of min(gained, lost) of the discordant pairs at p = 1/2."""
+    from scipy.stats import binomtest
+
     n = gained + lost
     if n == 0:
-        return 1.0
-    k = min(gained, lost)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
+        return 1.0  # no discordant pair: no evidence of a difference
+    return float(binomtest(min(gained, lost), n, 0.5, alternative="two-sided").pvalue)
 
 
-def bootstrap_ci(diffs: list[float], confidence: float, n_boot: int, seed: int) -> tuple[float, float]:
+def bootstrap_ci(diffs, confidence: float = 0.95, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, str]:
+    """(low, high, method): the bootstrap interval of the mean of ``diffs`` (see the module docstring)."""
     import numpy as np
+    from scipy import stats
 
     d = np.asarray(diffs, dtype=float)
-    n = len(d)
-    if n == 0:
-        return 0.0, 0.0
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    step = max(1, 4_000_000 // n)  # bounded memory for full-size benchmarks
-    for start in range(0, n_boot, step):
-        rows = min(step, n_boot - start)
-        means[start:start + rows] = d[rng.integers(0, n, size=(rows, n))].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+    if d.size < 2:
+        return math.nan, math.nan, "none"
+    if np.ptp(d) == 0:
+        return float(d[0]), float(d[0]), "constant"
+    batch = max(1, 4_000_000 // d.size)  # bounded memory (resamples and BCa's jackknife) on full-size benchmarks
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ci = stats.bootstrap((d,), np.mean, n_resamples=n_boot, confidence_level=confidence, method=method,
+                                 vectorized=True, batch=batch, rng=np.random.default_rng(seed)).confidence_interval
+        low, high = float(ci.low), float(ci.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high, method
+    return math.nan, math.nan, "none"
 
 
 def compare(task: str, metric: str, base: dict, variant: dict, confidence: float = 0.95,
-            n_boot: int = 2000, seed: int = 0) -> PairedComparison:
+            n_boot: int = N_BOOT, seed: int = 0) -> PairedComparison:
     keys = sorted(set(base) & set(variant))
     diffs = [variant[k] - base[k] for k in keys]
-    delta = sum(diffs) / len(diffs) if diffs else 0.0
-    low, high = bootstrap_ci(diffs, confidence, n_boot, seed)
-    binary = all(base[k] in (0.0, 1.0) and variant[k] in (0.0, 1.0) for k in keys)
+    delta = sum(diffs) / len(diffs) if diffs else math.nan  # no common item: no delta (not 0)
+    low, high, method = bootstrap_ci(diffs, confidence, n_boot, seed)
+    binary = bool(keys) and all(base[k] in (0.0, 1.0) and variant[k] in (0.0, 1.0) for k in keys)
     gained = sum(1 for k in keys if variant[k] > base[k])
     lost = sum(1 for k in keys if variant[k] < base[k])
     return PairedComparison(task, metric, len(keys), delta, low, high, gained, lost,
-                            mcnemar_exact_p(gained, lost) if binary else None, confidence)
+                            mcnemar_exact_p(gained, lost) if binary else None, confidence, method)
 
 
 def compare_variant(base_eval, variant_eval, seed: int = 0) -> list[PairedComparison]:

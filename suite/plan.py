@@ -16,7 +16,15 @@ from suite.recipe import LoadedRecipe, VariantSpec
 from suite.results import (BenchmarkConfig, EngineConfig, EvaluateConfig, QuantizeConfig, TaskRun)
 from suite.tasks import TASKS_DIR
 
-QUANTIZER_VERSION = "llmcompressor==0.14.0.1"
+# what builds a checkpoint, as the quantize environment has it (asked of its interpreter, never of this one)
+QUANTIZER_PACKAGES = ("llmcompressor", "compressed-tensors", "transformers", "torch")
+
+
+def quantizer_versions() -> dict[str, str | None]:
+    from suite.environments import quantize_versions
+
+    versions = quantize_versions()
+    return {d: versions.get(d) for d in QUANTIZER_PACKAGES}
 
 
 @dataclass
@@ -73,8 +81,9 @@ def weights_fingerprint(model_path: str) -> str:
 
 
 def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, weights: str = "pretrained",
-                   calibration_sha256: str | None = None) -> str:
-    """Content key of a checkpoint; ``calibration_sha256``: ``calibration.content_hash`` of its data."""
+                   calibration_sha256: str | None = None, quantizer: dict[str, str | None] | None = None) -> str:
+    """Content key of a checkpoint; ``calibration_sha256``: ``calibration.content_hash`` of its data;
+    ``quantizer``: the quantize environment's versions of what builds it (default: asked of it)."""
     q = variant.quantization
     assert q is not None
     parts = {
@@ -82,7 +91,7 @@ def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, 
         "revision": revision,
         "quantization": q.model_dump(),
         "calibration": calibration_sha256,
-        "quantizer": QUANTIZER_VERSION,
+        "quantizer": quantizer if quantizer is not None else quantizer_versions(),
     }
     if weights != "pretrained":
         parts["weights"] = weights
@@ -101,6 +110,19 @@ def absolute_calibration(loaded: LoadedRecipe, calib):
     return [{"set": fix(ref), "weight": w} for ref, w in calibration.mix_parts(calib)]
 
 
+def engine_args_as_vllm_takes_them(engine_args: dict) -> dict:
+    """The recipe's engine arguments typed as the serve environment's EngineArgs declares them, so that
+    ``LLM(...)`` (evaluate) gets what ``vllm serve``'s parser would make of the same flags (benchmark):
+    ``kv_cache_dtype_skip_layers: [0, 1]`` -> ['0', '1'], a list[str] field. Names and types were checked
+    by ``suite validate`` (recipe.serving_problems); anything it would refuse is passed on unchanged."""
+    if not engine_args:
+        return {}
+    from suite.environments import check_engine_args, engine_args_facts
+
+    typed, _ = check_engine_args(engine_args, engine_args_facts())
+    return {k: typed.get(k, v) for k, v in engine_args.items()}
+
+
 def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None = None) -> Plan:
     from suite import calibration
 
@@ -111,6 +133,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
     tasks = [TaskRun(name=t.name, metric=t.metric,
                      num_fewshot=t.num_fewshot if t.num_fewshot is not None else r.eval.num_fewshot,
                      limit=t.limit if t.limit is not None else r.eval.limit) for t in r.eval.tasks]
+    quantizer = quantizer_versions() if any(v.quantization for v in r.variants) else None
     for variant in r.all_variants():
         is_baseline = variant is r.baseline
         q = variant.quantization
@@ -119,7 +142,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         if q is not None:
             calib = absolute_calibration(loaded, q.calibration)
             calib_sha = calibration.content_hash(calib) if calib else None  # reads the data once: key + provenance
-            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib_sha)
+            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib_sha, quantizer)
             # named by content, not by variant: two variants with the same quantization share one checkpoint
             model_path = str(checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{'-kv' if q.kv_cache else ''}-{key}")
             quantize = QuantizeConfig(
@@ -130,9 +153,9 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                 max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
                 provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
                             "model": r.model.model_dump(),
-                            "calibration_sha256": calib_sha},
+                            "calibration_sha256": calib_sha, "quantizer": quantizer},
             )
-        engine_args = dict(variant.engine_args)
+        engine_args = engine_args_as_vllm_takes_them(variant.engine_args)
         if q is None and r.model.weights == "random":
             engine_args.setdefault("load_format", "dummy")  # config.json only: vLLM fills random weights
         engine = EngineConfig(model=model_path, dtype=r.model.dtype if q is None else "auto",
@@ -142,7 +165,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         evaluate = None if not tasks else EvaluateConfig(
             engine=engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
             include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
-            allow_code_execution=r.eval.allow_code_execution, max_gen_toks=r.eval.max_gen_toks,
+            allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
+            max_gen_toks=r.eval.max_gen_toks,
             seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
         )
         benchmark = None  # an accuracy-only recipe has no throughput section

@@ -98,10 +98,45 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     (tmp / "provenance.json").write_text(json.dumps(provenance, indent=2))
     result.write(tmp / "quantize_result.json")
     (tmp / COMPLETE_MARK).write_text(config.key)
-    if final.exists():  # a stale, incomplete folder (no COMPLETE_MARK)
-        shutil.rmtree(final)
-    tmp.rename(final)
+    if not finalize(tmp, final):  # another process finished the same checkpoint first: use it
+        kept = QuantizeResult.read(final / "quantize_result.json")
+        return kept.model_copy(update={"cache_hit": True, "wall_s": result.wall_s, "calibration_s": calibration_s})
     return result
+
+
+def is_complete(folder: Path) -> bool:
+    return (folder / COMPLETE_MARK).is_file()
+
+
+def finalize(tmp: Path, final: Path) -> bool:
+    """Put the complete checkpoint ``tmp`` at ``final`` with one atomic rename. A complete checkpoint
+    already at ``final`` is never deleted or replaced (a reader may be loading it; the key is the
+    content's, so it is the same checkpoint): ``tmp`` is discarded and False returned. An incomplete
+    leftover at ``final`` (a crash before the rename of an older layout) is moved aside first."""
+    for _ in range(5):
+        try:
+            os.rename(tmp, final)  # atomic; fails while a (non-empty) folder is there
+            return True
+        except OSError:
+            pass
+        if is_complete(final):  # a concurrent or earlier writer of the same content got there first
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        # an incomplete leftover (only a crash of an older layout makes one: this one renames only
+        # complete folders, and readers need COMPLETE_MARK): move it out of the way and try again
+        aside = final.with_name(f"{final.name}.stale-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            os.rename(final, aside)
+        except OSError:
+            continue
+        if is_complete(aside):  # completed in between by another writer: put it back
+            try:
+                os.rename(aside, final)
+                continue
+            except OSError:
+                pass
+        shutil.rmtree(aside, ignore_errors=True)
+    raise RuntimeError(f"could not put the checkpoint at {final}: it keeps changing under us")
 
 
 def load_model(config: QuantizeConfig):

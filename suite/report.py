@@ -60,10 +60,11 @@ def gate_section(s: RunSummary) -> str:
     result = gate.run(gate.GateConfig(s, policy))
     if not result.checks and not result.missing:
         return "<p class=muted>The recipe sets no gates.</p>"
-    verdict = ('<p class="pass">PASS</p>' if result.passed else '<p class="fail">FAIL</p>')
+    verdict = ('<p class="fail">NO VERDICT (the run cannot be judged: see below)</p>' if result.problems else
+               '<p class="pass">PASS</p>' if result.passed else '<p class="fail">FAIL</p>')
     rows = [[esc(c.variant), esc(c.gate), fmt(c.measured), fmt(c.threshold), fmt(c.margin, "{:+.4f}"),
              '<span class="pass">pass</span>' if c.passed else '<span class="fail">FAIL</span>'] for c in result.checks]
-    missing = "".join(f"<li>missing metric {esc(m)}</li>" for m in result.missing)
+    missing = "".join(f"<li>{esc(m)}</li>" for m in result.missing)
     return verdict + table(["variant", "gate", "measured", "threshold", "margin", "result"], rows, 2) + (
         f"<ul class=fail>{missing}</ul>" if missing else "")
 
@@ -199,6 +200,10 @@ def provenance_section(s: RunSummary) -> str:
                      esc(", ".join(q.ignored_modules) if q else "-"), fmt(q.wall_s if q else None, "{:.0f}"),
                      f"<code>{esc(v.model_path)}</code>", esc("; ".join(v.errors)) or "-"])
     out = table(["variant", "scheme", "KV dtype", "checkpoint key", "kept in BF16", "quantize s", "model", "errors"], rows)
+    sandboxes = [[esc(v.name), esc(v.evaluate.code_sandbox)] for v in s.variants
+                 if v.evaluate is not None and getattr(v.evaluate, "code_sandbox", None)]
+    if sandboxes:  # HumanEval's programs: namespaces (contained) or process (weaker, asked for by the recipe)
+        out += table(["variant", "code sandbox"], sandboxes)
     out += table(["package", "version"], [[esc(k), esc(val)] for k, val in sorted(s.versions.items())])
     out += table(["stage", "wall s"], [[esc(k), f"{val:.1f}"] for k, val in s.stage_wall_s.items()])
     return out

@@ -115,6 +115,7 @@ class EvaluateConfig(Record):
     include_path: str
     apply_chat_template: bool = False
     allow_code_execution: bool = False
+    code_sandbox: str = "namespaces"
     max_gen_toks: Optional[int] = None
     seed: int = 1234
     output_dir: str
@@ -139,6 +140,8 @@ class EvaluateResult(Record):
     engine_load_s: float
     versions: dict[str, str] = Field(default_factory=dict)
     config_hash: dict[str, Any] = Field(default_factory=dict, description="lm-eval task hashes / chat template")
+    code_sandbox: Optional[str] = Field(None, description="the suite.sandbox mode model-written code ran under "
+                                        "(None: no code ran)")
 
 
 # ------------------------------------------------------------------ benchmark

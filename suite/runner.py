@@ -4,8 +4,8 @@ Data flows one way: recipe -> plan -> stage results (JSON files in the run folde
 frontier.png, MLflow, gate. A failed stage does not stop the run: the variant records the error (and
 its log's tail), its later stages are skipped, and the other variants go on.
 
-Run folder layout (``<output_dir>/<timestamp>-<recipe>/``):
-  recipe.yaml, plan.json, summary.json, frontier.png
+Run folder layout (``<output_dir>/<timestamp>-<recipe>[-N]/``):
+  recipe.yaml, plan.json, summary.json, frontier.png, run.lock (while a run of it is alive: suite.procs)
   variants/<name>/{quantize,evaluate,benchmark}.{config.json,result.json,log}
   variants/<name>/evaluate/  lm_eval_results.json, samples_<task>.jsonl
   variants/<name>/benchmark/ bench-<point>.json, server.log
@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 from suite import __version__
-from suite.environments import package_versions, quantize_python, serve_python, vllm_platform
+from suite.environments import quantize_python, run_versions, serve_python, vllm_platform
 from suite.plan import Plan, VariantPlan, make_plan
 from suite.recipe import LoadedRecipe
 from suite.results import (BenchmarkResult, EvaluateResult, QuantizeResult, Record, RunSummary, SensitivityResult,
@@ -36,9 +35,20 @@ RESULT_TYPES = {"quantize": QuantizeResult, "evaluate": EvaluateResult, "benchma
 Reporter = Callable[[str, str, str], None]  # (stage, variant, event) with event in start|ok|failed|skipped
 
 
+# Credentials a stage never needs (tracking and object-store logins are the parent's business): they are
+# not handed to stage processes, so that nothing a stage runs (model-written code included) can read them.
+# Hugging Face's tokens stay: hub model downloads need them.
+_CREDENTIAL = re.compile(r"(_PASSWORD|_PASSWD|_PASS|_SECRET|_TOKEN|_API_KEY|_ACCESS_KEY|_ACCESS_KEY_ID|_SESSION_TOKEN"
+                         r"|_USERNAME|_PRIVATE_KEY|_CREDENTIALS)$", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"://[^/@\s:]*:[^/@\s]+@")  # e.g. MLFLOW_TRACKING_URI=http://user:pw@host
+_STAGE_CREDENTIALS_KEPT = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
+
+
 def stage_env(recipe_env: dict[str, str]) -> dict[str, str]:
-    """The environment of a stage process: ours, the recipe's runtime.env, and this checkout on PYTHONPATH."""
-    env = dict(os.environ)
+    """The environment of a stage process: ours without credentials, the recipe's runtime.env, and this
+    checkout on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items()
+           if k in _STAGE_CREDENTIALS_KEPT or not (_CREDENTIAL.search(k) or _URL_PASSWORD.search(v))}
     env.update(recipe_env)
     repo = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -53,64 +63,69 @@ class StageOutcome(NamedTuple):
     note: str | None = None  # something the user should hear about a stage that did succeed
 
 
-def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str]) -> StageOutcome:
-    """Run one stage process; what it left behind in its process group is killed when it ends.
+def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=None) -> StageOutcome:
+    """Run one stage process under ``suite.procs.supervised``: it dies with us (even with a ``kill -9``
+    of ``suite run``), and every process it left behind (an engine core, a server) is killed when it ends.
 
     A stage that wrote its result and then died (on the H200, vLLM's engine teardown at interpreter exit
     aborted every evaluate process with 'terminate called without an active exception', exit -6, after
     lm-eval had finished and the result was written) succeeded: the result is kept, with a note. The
     result file is removed before the stage starts and written atomically, so one that is there and
-    parses is this stage's complete result."""
+    parses is this stage's complete result. ``lock`` (the run's ``procs.RunLock``) records the stage
+    process while it runs, and its token lets the stage write its result only while the run owns the
+    folder."""
+    from suite import procs
+
     python = quantize_python() if stage in ("quantize", "sensitivity") else serve_python()
     cfg_path, res_path, log_path = (vdir / f"{stage}.config.json", vdir / f"{stage}.result.json", vdir / f"{stage}.log")
     config.write(cfg_path)
     res_path.unlink(missing_ok=True)
+    if lock is not None:
+        env = {**env, **lock.env()}
     start = time.perf_counter()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([python, "-m", "suite.stages", stage, str(cfg_path), str(res_path)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = procs.supervised([python, "-m", "suite.stages", stage, str(cfg_path), str(res_path)], stdout=log,
+                                env=env)
         try:
+            if lock is not None:
+                lock.set_stage(stage, vdir.name, proc.pid)
             rc = proc.wait()
-        except BaseException:  # Ctrl-C: take the stage's whole process group down with us
-            import signal
-
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
-            raise
-        finally:
-            from suite.sandbox import kill_group
-
-            kill_group(proc)  # an engine core or worker that outlived the stage would hold GPU memory
+        finally:  # Ctrl-C or an error here: the supervisor takes the stage's whole tree down
+            procs.stop(proc, grace_s=10)
+            if lock is not None:
+                lock.set_stage(None)
     wall = time.perf_counter() - start
     result, unreadable = read_result(vdir, stage)
     if rc == 0 and result is not None:
         return StageOutcome(result, None, wall)
     last = f"{failure_line(log_path)} [log: {log_path}]"  # the log is read only when something went wrong
     if result is None:
-        return StageOutcome(None, f"{stage} failed (exit {rc}): {last}" + (f"; {unreadable}" if unreadable else ""), wall)
+        return StageOutcome(None, f"{stage} failed (exit {rc}): {last}"
+                            + (f"; {unreadable}" if unreadable else ""), wall)
     return StageOutcome(result, None, wall, f"the {stage} process exited with code {rc} after writing its result "
                                             f"(kept): {last}")
 
 
-_EXCEPTION_LINE = re.compile(r"^\W*(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)")
-
-
 def failure_line(log_path: Path) -> str:
     """The last 'SomeError: message' line of a stage log (the exception that ended it), else its last line."""
-    lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        m = _EXCEPTION_LINE.match(ln)
-        if m:
-            return m.group(1)[:400]
-    return lines[-1][:400] if lines else "(empty log)"
+    from suite.procs import failure_line as line
+
+    return line(log_path)
 
 
 def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
+    """``<timestamp>-<recipe>``, or with ``-2``, ``-3``... when runs of the recipe start in the same second
+    (``mkdir`` is atomic: two processes never get one folder)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = out_root / f"{stamp}-{loaded.recipe.name}"
-    run_dir.mkdir(parents=True, exist_ok=False)
-    return run_dir
+    out_root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        run_dir = out_root / (f"{stamp}-{loaded.recipe.name}" + (f"-{n}" if n > 1 else ""))
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free run folder name for {stamp}-{loaded.recipe.name} in {out_root}")
 
 
 def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
@@ -150,7 +165,8 @@ def read_result(vdir: Path, stage: str) -> tuple[Record | None, str | None]:
 def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
             track: bool = True, force: bool = False, resume: Path | None = None) -> RunSummary:
     """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
-    results already there are kept (event 'resumed'), the other jobs run."""
+    results already there are kept (event 'resumed'), the other jobs run. The folder is locked
+    (``run.lock``) for as long as this runs: a resume refuses while a run of it, or a stage of one, is alive."""
     report = report or (lambda stage, variant, event: None)
     r = loaded.recipe
     if resume:
@@ -159,7 +175,31 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     else:
         out_root = out_root or loaded.resolve(r.output_dir)
         run_dir = new_run_dir(loaded, out_root)
-        shutil.copy(loaded.path, run_dir / "recipe.yaml")
+    lock = acquire_run_lock(run_dir)
+    try:
+        if not resume:
+            shutil.copy(loaded.path, run_dir / "recipe.yaml")
+        return _execute(loaded, run_dir, out_root, lock, report, track, force, resume)
+    finally:
+        lock.release()
+
+
+def acquire_run_lock(run_dir: Path):
+    """The run folder's lock (suite.procs.RunLock), or a clear error while another run of it is alive."""
+    from suite.errors import Problem, SuiteError
+    from suite.procs import RunLock, RunLockedError
+
+    try:
+        return RunLock(run_dir).acquire()
+    except RunLockedError as e:
+        raise SuiteError(Problem(str(run_dir), "run.lock", str(e),
+                                 "wait for that run to end, or stop it first (kill its pid); a lock whose "
+                                 "processes are gone, or from another boot or host, is taken over by itself")) from None
+
+
+def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
+             resume: Path | None) -> RunSummary:
+    r = loaded.recipe
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     env = stage_env(plan.env)
     kept = {(stage, name): res for stage, name in plan.jobs()
@@ -179,7 +219,8 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         recipe=r.model_dump(mode="json"), run_dir=str(run_dir),
         # a resumed run keeps where and with what its stages ran (the kept results came from there)
         started=earlier.started if earlier else _now(), platform=earlier.platform if earlier else vllm_platform(),
-        versions=earlier.versions if earlier else package_versions(), tasks=[t.name for t in r.eval.tasks],
+        versions=earlier.versions if earlier else run_versions(quantize=any(vp.quantize for vp in plan.variants)),
+        tasks=[t.name for t in r.eval.tasks],
         variants=[VariantSummary(name=vp.variant.name, is_baseline=vp.is_baseline,
                                  scheme=vp.variant.quantization.scheme if vp.variant.quantization else None,
                                  kv_cache=vp.variant.quantization.kv_cache if vp.variant.quantization else None,
@@ -187,6 +228,10 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
                                  model_path=vp.model_path) for vp in plan.variants],
         artifacts={"recipe": str(run_dir / "recipe.yaml")},
     )
+    if lock.taken_over:
+        t = lock.taken_over
+        summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
+                                "(no longer running here); results its stages may still write are refused")
     by_name = {v.name: v for v in summary.variants}
     plans = {vp.variant.name: vp for vp in plan.variants}
     totals: dict[str, float] = {}
@@ -207,9 +252,10 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         report(stage, name, "start")
         if stage == "evaluate":
             result, error, wall, note = evaluate_cached(vp, vs, out_root / "eval-cache", run_dir / "variants" / name,
-                                                        env, force)
+                                                        env, force, lock)
         else:
-            result, error, wall, note = run_stage(stage, stage_config(vp, stage), run_dir / "variants" / name, env)
+            result, error, wall, note = run_stage(stage, stage_config(vp, stage), run_dir / "variants" / name, env,
+                                                  lock)
         totals[stage] = totals.get(stage, 0.0) + wall
         if note:
             summary.warnings.append(f"{name}: {note}")
@@ -220,6 +266,10 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         setattr(vs, stage, result)
         report(stage, name, "cached" if getattr(result, "cache_hit", False) else "ok")
 
+    summary.versions = run_versions(summary.variants, quantize=any(vp.quantize for vp in plan.variants))
+    summary.warnings += [f"{v.name}: model-written code ran in the weaker 'process' sandbox (eval.code_sandbox: "
+                         "process): no network, file-system or process isolation" for v in summary.variants
+                         if v.evaluate is not None and v.evaluate.code_sandbox == "process"]
     for v in summary.variants:
         v.metrics = variant_metrics(v, r.throughput.headline if r.throughput else "max")
     if any(v.is_baseline and v.metrics for v in summary.variants):
@@ -271,16 +321,16 @@ def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: 
 
 
 def evaluate_cached(vp: VariantPlan, vs: VariantSummary, cache_dir: Path, vdir: Path, env: dict[str, str],
-                    force: bool) -> StageOutcome:
+                    force: bool, lock=None) -> StageOutcome:
     """The evaluate stage through suite.eval_cache: reuse a finished evaluation of the same thing."""
     from suite import eval_cache
     from suite.plan import weights_fingerprint
 
     identity = vs.quantize.key if vs.quantize else weights_fingerprint(vp.model_path)
-    key = eval_cache.cache_key(vp.evaluate, identity, package_versions())
+    key = eval_cache.cache_key(vp.evaluate, identity)
     if not force and (hit := eval_cache.lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
-    outcome = run_stage("evaluate", vp.evaluate, vdir, env)
+    outcome = run_stage("evaluate", vp.evaluate, vdir, env, lock)
     if outcome.result is not None:
         outcome = outcome._replace(result=eval_cache.store(cache_dir, key, outcome.result.model_copy(update={"cache_key": key})))
     return outcome

@@ -9,6 +9,7 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
                               at the headline load point (recipe throughput.headline)
   acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired-bootstrap interval of the delta
   acc.<task>.items_gained, acc.<task>.items_lost      items that flipped right / wrong against the baseline
+  acc.<task>.items_paired     items both the variant and the baseline scored (the n of the paired delta)
   acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)
   tput.output_tok_s.min/.max  spread of the headline point over its repetitions
   tput.hbm_tb_s, tput.hbm_frac, tput.tensor_tflops, tput.tensor_frac   roofline of the headline point
@@ -111,8 +112,11 @@ def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
         if v.is_baseline or not v.evaluate:
             continue
         for c in compare_variant(base.evaluate, v.evaluate, seed=seed):
-            v.paired.append(c.as_dict())
             key = metric_name("acc", c.task)
+            v.metrics[f"{key}.items_paired"] = float(c.n)  # every delta states its n; 0 and 1 are recorded too
+            if c.n < 2:  # no interval over 0 or 1 items: no CI metrics (`suite gate` refuses a CI gate here)
+                continue
+            v.paired.append(c.as_dict())
             v.metrics.update({f"{key}.delta_ci_low": c.ci_low, f"{key}.delta_ci_high": c.ci_high,
                               f"{key}.items_gained": float(c.gained), f"{key}.items_lost": float(c.lost)})
             if c.mcnemar_p is not None:

@@ -112,21 +112,6 @@ def needs_code_execution(task: str) -> bool:
     return task in STANDARD_CODE_TASKS
 
 
-@lru_cache(maxsize=1)
-def _standard_names() -> frozenset[str] | None:
-    try:
-        from lm_eval.tasks import TaskManager  # indexes lm-eval's bundled YAMLs (a few seconds)
-    except ImportError:
-        return None
-    return frozenset(TaskManager().all_tasks)
-
-
-def is_standard_name(name: str) -> bool:
-    """True for a task or group that lm-eval ships (looked up only when a name is not local)."""
-    names = _standard_names()
-    return name in STANDARD_PRIMARY_METRIC if names is None else name in names
-
-
 def suggest(name: str, choices) -> str | None:
     near = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return near[0] if near else None

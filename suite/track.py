@@ -7,8 +7,16 @@ run's output folder, with artifacts beside it, so nothing has to be started.
 
 Offline first: ``log_or_defer`` checks that an HTTP tracking server answers before logging; when it
 does not (or logging fails), the run keeps everything in its folder, ``summary.json`` says
-``tracking_pending``, and ``suite sync RUN_DIR`` logs it later. A run folder is logged once: a finished
-parent run tagged with the same ``suite.run_dir`` is found and reused, never duplicated.
+``tracking_pending``, and ``suite sync RUN_DIR`` logs it later.
+
+Every HTTP call is bounded (``HTTP_LIMITS``: MLflow's request timeout, retries and backoff, unless the
+environment sets them), so a server that dies mid-sync fails the sync in seconds, not minutes.
+
+A run folder has one parent run whatever happens: the parent tagged with its ``suite.run_dir`` is looked
+up first (in any state). A finished one is reused as it is; one left RUNNING or FAILED by a crash or a
+lost server is resumed: its variant runs are found by their ``suite.variant`` tag, those already closed
+are kept, the others (or missing ones) are logged again (same params, so MLflow accepts them), and the
+parent is closed FINISHED.
 """
 
 from __future__ import annotations
@@ -24,6 +32,17 @@ from suite.summary import metric_name
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAM_VALUE = 6000
+# per request: 10 s timeout, 2 retries with 1 s backoff: a dead server fails a call in < 30 s (MLflow's
+# defaults, 120 s and 7 retries with backoff 2, made `suite sync` hang for 8 minutes)
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+
+
+def bound_http_calls() -> None:
+    import os
+
+    for k, v in HTTP_LIMITS.items():
+        os.environ.setdefault(k, v)
 
 
 @dataclass
@@ -76,17 +95,30 @@ def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]
         return None, f"logging to {config.uri} failed: {type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
+def find_parents(client, config: "TrackConfig", exp_id: str) -> list:
+    """Parent runs tagged with this run folder (any state), a finished one first, then the oldest."""
+    runs = client.search_runs([exp_id], filter_string=f"tags.`suite.run_dir` = '{config.summary.run_dir}'")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    return sorted(parents, key=lambda r: (r.info.status != "FINISHED", r.info.start_time or 0))
+
+
+def children_of(client, exp_id: str, parent_id: str) -> dict[str, object]:
+    """The variant runs of a parent by their ``suite.variant`` tag (a closed one preferred)."""
+    kids = client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    out: dict[str, object] = {}
+    for r in sorted(kids, key=lambda r: (r.info.status not in ("FINISHED", "FAILED"), r.info.start_time or 0)):
+        out.setdefault(r.data.tags.get("suite.variant", r.info.run_id), r)
+    return out
+
+
 def find_logged(client, config: "TrackConfig", exp_id: str) -> TrackingInfo | None:
     """The finished parent run (and its children) already logged for this run folder, if any."""
-    run_dir = config.summary.run_dir
-    parents = [r for r in client.search_runs([exp_id], filter_string=f"tags.`suite.run_dir` = '{run_dir}'")
-               if "mlflow.parentRunId" not in r.data.tags and r.info.status == "FINISHED"]
+    parents = [r for r in find_parents(client, config, exp_id) if r.info.status == "FINISHED"]
     if not parents:
         return None
     pid = parents[0].info.run_id
-    kids = client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{pid}'")
     return TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id, parent_run_id=pid,
-                        variant_run_ids={r.data.tags.get("suite.variant", r.info.run_id): r.info.run_id for r in kids})
+                        variant_run_ids={k: r.info.run_id for k, r in children_of(client, exp_id, pid).items()})
 
 
 def default_uri(out_root: Path) -> str:
@@ -112,6 +144,8 @@ def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str
     if v.quantize:
         p["quantize.ignore"] = v.quantize.ignored_modules
         p["quantize.key"] = v.quantize.key
+    if v.evaluate is not None and v.evaluate.code_sandbox:  # how HumanEval's programs were contained
+        p["eval.code_sandbox"] = v.evaluate.code_sandbox
     p.update({f"version.{k}": val for k, val in versions.items()})
     p.update({f"tokenizer.{k}": val for k, val in v.tokenizer.items() if k in
               ("bos_token", "encodes_bos", "add_bos_token", "chat_template_sha256")})
@@ -171,6 +205,7 @@ def run(config: TrackConfig) -> TrackResult:
     from mlflow.tracking import MlflowClient
 
     s = config.summary
+    bound_http_calls()
     client = MlflowClient(tracking_uri=config.uri)
     exp = client.get_experiment_by_name(config.experiment)
     if exp is None:
@@ -181,35 +216,55 @@ def run(config: TrackConfig) -> TrackResult:
     logged = find_logged(client, config, exp_id)
     if logged is not None:
         return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
-    parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
-                               tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
-                                     "suite.version": s.suite_version, "suite.platform": s.platform})
-    pid = parent.info.run_id
-    child_ids: dict[str, str] = {}
+    earlier = find_parents(client, config, exp_id)  # left RUNNING or FAILED by a sync that did not finish
+    if earlier:
+        pid = earlier[0].info.run_id
+        client.update_run(pid, status="RUNNING")
+        done = {k: r for k, r in children_of(client, exp_id, pid).items() if r.info.status in ("FINISHED", "FAILED")}
+        resumable = {k: r for k, r in children_of(client, exp_id, pid).items() if k not in done}
+    else:
+        parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
+                                   tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
+                                         "suite.version": s.suite_version, "suite.platform": s.platform})
+        pid, done, resumable = parent.info.run_id, {}, {}
+    child_ids: dict[str, str] = {k: r.info.run_id for k, r in done.items()}
     status = "FAILED"
     try:
         _log(client, pid, _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
                                    "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()}}),
              {f"time.{k}_s": v for k, v in s.stage_wall_s.items()}, {})
         for v in s.variants:
-            child = client.create_run(exp_id, run_name=v.name, tags={
-                "mlflow.parentRunId": pid, "suite.recipe": s.recipe_name, "suite.variant": v.name,
-                "suite.baseline": str(v.is_baseline).lower()})
-            child_ids[v.name] = child.info.run_id
-            _log(client, child.info.run_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
-            _artifacts(client, child.info.run_id, variant_artifacts(v))
-            client.set_terminated(child.info.run_id, "FAILED" if v.errors else "FINISHED")
+            if v.name in done:
+                continue
+            if v.name in resumable:
+                child_id = resumable[v.name].info.run_id
+            else:
+                child_id = client.create_run(exp_id, run_name=v.name, tags={
+                    "mlflow.parentRunId": pid, "suite.recipe": s.recipe_name, "suite.variant": v.name,
+                    "suite.baseline": str(v.is_baseline).lower()}).info.run_id
+            child_ids[v.name] = child_id
+            _log(client, child_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
+            _artifacts(client, child_id, variant_artifacts(v))
+            client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
                             parent_run_id=pid, variant_run_ids=child_ids)
-        s.tracking = info
-        s.tracking_pending = None
-        s.write(config.summary_path)
-        _artifacts(client, pid, [(str(config.summary_path), ""), (s.artifacts.get("frontier_png", ""), ""),
-                                 (s.artifacts.get("report_html", ""), ""),
-                                 (s.artifacts.get("recipe", ""), "")])
+        import tempfile
+
+        logged = s.model_copy(update={"tracking": info, "tracking_pending": None})
+        with tempfile.TemporaryDirectory(prefix="suite-track-") as tmp:  # the run folder's copy says "logged"
+            copy = logged.write(Path(tmp) / "summary.json")  # only once the parent is closed (below)
+            _artifacts(client, pid, [(str(copy), ""), (s.artifacts.get("frontier_png", ""), ""),
+                                     (s.artifacts.get("report_html", ""), ""),
+                                     (s.artifacts.get("recipe", ""), "")])
         status = "FINISHED"
     finally:
-        client.set_terminated(pid, status)
+        try:
+            client.set_terminated(pid, status)
+        except Exception:  # noqa: BLE001 - the server is gone: the next sync resumes this parent
+            if status == "FINISHED":
+                raise
+    s.tracking, s.tracking_pending = info, None
+    s.write(config.summary_path)
     return TrackResult(info=info, wall_s=time.perf_counter() - start)
 
 
@@ -219,7 +274,8 @@ class GateRecord:
     registered: list[tuple[str, str]]  # (registered model name, version) given the 'candidate' alias
 
 
-def record_gate(summary: RunSummary, result, alias: str = "candidate") -> GateRecord:
+def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: str = "recipe",
+                policy_sha256: str | None = None, looser: list[str] | None = None) -> GateRecord:
     """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` / ``gate.failed`` on the parent
     and each variant run; when every gate passed, each quantized variant's checkpoint (its run's
     ``checkpoint`` artifacts: config.json and provenance.json) becomes a new version of the registered
@@ -228,10 +284,15 @@ def record_gate(summary: RunSummary, result, alias: str = "candidate") -> GateRe
     from mlflow.tracking import MlflowClient
 
     info = summary.tracking
+    bound_http_calls()
     client = MlflowClient(tracking_uri=info.uri)
     verdict = "pass" if result.passed else "fail"
     tagged, registered = [], []
+    policy_tags = {"gate.policy": policy, **({"gate.policy_sha256": policy_sha256} if policy_sha256 else {}),
+                   **({"gate.policy_looser_than_recipe": "; ".join(looser)[:5000]} if looser else {})}
     client.set_tag(info.parent_run_id, "gate.result", verdict)
+    for k, val in policy_tags.items():  # which gates gave this verdict (a --policy replaces the recipe's)
+        client.set_tag(info.parent_run_id, k, val)
     tagged.append(info.parent_run_id)
     for v in summary.variants:
         run_id = info.variant_run_ids.get(v.name)
@@ -253,7 +314,7 @@ def record_gate(summary: RunSummary, result, alias: str = "candidate") -> GateRe
                 raise
         tags = {metric_name("gate", c.gate): f"{c.measured:.6g} (threshold {c.threshold:.6g})" for c in checks}
         tags.update({"checkpoint_path": v.quantize.checkpoint, "checkpoint_key": v.quantize.key,
-                     "suite.run_dir": summary.run_dir})
+                     "suite.run_dir": summary.run_dir, **policy_tags})
         mv = client.create_model_version(name, f"runs:/{run_id}/checkpoint", run_id=run_id, tags=tags)
         client.set_registered_model_alias(name, alias, mv.version)
         registered.append((name, str(mv.version)))

@@ -14,7 +14,7 @@ DEMO_MODEL = ROOT / "models" / "smollm2-135m-instruct"
 
 
 def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "suite_mmlu"), gates=None,
-                 run_dir="/tmp/run"):
+                 run_dir="/tmp/run", n_items=100):
     """A RunSummary with the given per-variant metrics; the first variant is the baseline."""
     import yaml
 
@@ -24,11 +24,30 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
     recipe = yaml.safe_load(DEMO_RECIPE.read_text())
     recipe["gates"] = gates or {}
     recipe["eval"]["tasks"] = [{"name": t} for t in tasks]
+    names = list(metrics)  # the recipe's variants are the summary's (`suite gate` checks they agree)
+    recipe["baseline"]["name"] = names[0]
+    if len(names) > 1:
+        recipe["variants"] = [{**recipe["variants"][0], "name": n} for n in names[1:]]
     Recipe.model_validate(recipe)
-    variants = [VariantSummary(name=name, is_baseline=(i == 0), model_path="/m", metrics=dict(m))
+    from suite.results import EvaluateResult, TaskScore
+
+    def evaluate(m):  # the evaluate record the acc.<task> metrics came from (`suite gate` checks they agree)
+        scores = [TaskScore(task=t, metric="acc,none", value=m[f"acc.{t}"], n=n_items) for t in tasks
+                  if isinstance(m.get(f"acc.{t}"), (int, float))]
+        return EvaluateResult(scores=scores, results_file="r", wall_s=1, engine_load_s=1) if scores else None
+
+    def paired(m):  # the paired records the CI metrics came from (`suite gate` checks they agree)
+        return [{"task": t, "metric": "acc,none", "n": int(m.get(f"acc.{t}.items_paired", n_items)),
+                 "delta": m.get(f"acc.{t}.delta", 0.0), "ci_low": m[f"acc.{t}.delta_ci_low"],
+                 "ci_high": m.get(f"acc.{t}.delta_ci_high", m[f"acc.{t}.delta_ci_low"]), "gained": 0, "lost": 0,
+                 "mcnemar_p": None, "confidence": 0.95}
+                for t in tasks if isinstance(m.get(f"acc.{t}.delta_ci_low"), (int, float))]
+
+    variants = [VariantSummary(name=name, is_baseline=(i == 0), model_path="/m", metrics=dict(m), evaluate=evaluate(m),
+                               paired=paired(m))
                 for i, (name, m) in enumerate(metrics.items())]
     return RunSummary(suite_version="test", recipe_name=recipe["name"], recipe_path="r.yaml", recipe_sha256="0",
-                      recipe=recipe, run_dir=run_dir, started="now", platform="cpu", tasks=list(tasks),
+                      recipe=recipe, run_dir=run_dir, started="now", finished="now", platform="cpu", tasks=list(tasks),
                       variants=variants)
 
 

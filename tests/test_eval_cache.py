@@ -49,17 +49,56 @@ def test_store_then_lookup_survives_the_run_folder(tmp_path):
 
 
 def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy, tmp_path, monkeypatch):
-    from suite.environments import package_versions
+    import sys
+
     from suite.plan import weights_fingerprint
     from suite.results import VariantSummary
 
     vp = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0]
     vs = VariantSummary(name="bf16", is_baseline=True, model_path=vp.model_path)
-    key = eval_cache.cache_key(vp.evaluate, weights_fingerprint(vp.model_path), package_versions())
+    key = eval_cache.cache_key(vp.evaluate, weights_fingerprint(vp.model_path))  # the serve environment's versions
     eval_cache.store(tmp_path / "cache", key, finished_evaluation(tmp_path / "earlier"))
     result, error, wall, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=False)
     assert error is None and result.cache_hit and wall == 0.0 and not (tmp_path / "v").exists()
-    # --force: the stage process is started (an interpreter that exits at once stands in for it here)
-    monkeypatch.setenv("SUITE_SERVE_PYTHON", "/bin/false")
+    # --force: the stage process is started (an interpreter that answers the version probe and fails
+    # every stage at once stands in for it here)
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("SUITE_SERVE_PYTHON", str(fake))
     result, error, _, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=True)
     assert result is None and error.startswith("evaluate failed (exit 1)") and (tmp_path / "v" / "evaluate.log").is_file()
+
+
+def test_key_follows_data_contents_not_sizes(demo_recipe_copy, tmp_path):
+    import shutil
+
+    from conftest import ROOT
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tasks" / "data", data)
+    cfg = make_plan(load_recipe(demo_recipe_copy(eval__data_dir=str(data))), tmp_path / "run").variants[0].evaluate
+    key = eval_cache.cache_key(cfg, "model-a", VERSIONS)
+    f = data / "gsm8k" / "test.jsonl"
+    text = f.read_text()
+    i = text.index("0")
+    f.write_text(text[:i] + "1" + text[i + 1:])  # same size, other content
+    assert eval_cache.cache_key(cfg, "model-a", VERSIONS) != key
+    f.write_text(text)
+    assert eval_cache.cache_key(cfg, "model-a", VERSIONS) == key
+
+
+def test_key_uses_the_serve_environments_versions(demo_recipe_copy, tmp_path, monkeypatch):
+    """Asked of the serve interpreter (SUITE_SERVE_PYTHON), not taken from this process."""
+    from conftest import ROOT
+    from suite.environments import interpreter_versions
+
+    cfg = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0].evaluate
+    serve = ROOT / ".venv" / "bin" / "python"
+    monkeypatch.setenv("SUITE_SERVE_PYTHON", str(serve))
+    key = eval_cache.cache_key(cfg, "model-a")
+    assert key == eval_cache.cache_key(cfg, "model-a", interpreter_versions(str(serve)))
+    other = ROOT / ".venv-quantize" / "bin" / "python"  # another environment: other transformers, no lm-eval
+    if other.exists():
+        monkeypatch.setenv("SUITE_SERVE_PYTHON", str(other))
+        assert eval_cache.cache_key(cfg, "model-a") != key

@@ -48,3 +48,45 @@ def test_item_scores_reads_one_filter(tmp_path):
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert item_scores(f, "exact_match,strict-match") == {("g", 0): 1.0, ("g", 1): 0.0}
     assert item_scores(f, "exact_match,flexible-extract") == {("g", 0): 0.0}
+
+
+def test_mcnemar_agrees_with_the_exact_binomial_sum():
+    """scipy's binomtest against the two-sided sum written out: 2 * P(X <= min) for X ~ Bin(g + l, 1/2)."""
+    import math
+
+    for g, lost in ((40, 80), (7, 7), (0, 1), (13, 30), (250, 300)):
+        n, k = g + lost, min(g, lost)
+        by_hand = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
+        assert mcnemar_exact_p(g, lost) == pytest.approx(by_hand, rel=1e-9)
+
+
+@pytest.mark.parametrize("base, var, n", [
+    ({("t", i): 1.0 for i in range(5)}, {("t", i): 0.0 for i in range(5, 9)}, 0),   # no item in common
+    ({("t", 0): 1.0, ("t", 1): 1.0}, {("t", 1): 0.0, ("t", 2): 1.0}, 1),          # one
+    ({}, {}, 0),
+])
+def test_too_few_common_items_give_no_interval(base, var, n):
+    """The old code returned delta 0 with CI [0, 0] over zero items (and non-inferiority passed)."""
+    import math
+
+    r = compare("t", "acc,none", base, var)
+    assert r.n == n and r.ci_method == "none" and math.isnan(r.ci_low) and math.isnan(r.ci_high)
+    assert math.isnan(r.delta) if n == 0 else r.delta == -1.0
+    assert r.mcnemar_p is None if n == 0 else r.mcnemar_p == 1.0
+
+
+def test_interval_is_bca_and_close_to_the_normal_one_on_many_items():
+    """On 4,000 items the bootstrap interval is the normal-theory one, delta +- 1.96 sd / sqrt(n), to 10%
+    (resampling noise)."""
+    import random
+
+    rnd = random.Random(7)
+    base = {("t", i): float(rnd.random() < 0.6) for i in range(4000)}
+    var = {k: (1 - v if rnd.random() < 0.05 else v) for k, v in base.items()}
+    r = compare("t", "acc,none", base, var)
+    diffs = [var[k] - base[k] for k in base]
+    sd = (sum((d - r.delta) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
+    half = 1.96 * sd / len(diffs) ** 0.5
+    assert r.ci_method == "BCa" and r.ci_low < r.delta < r.ci_high
+    assert r.ci_low == pytest.approx(r.delta - half, abs=0.1 * half)
+    assert r.ci_high == pytest.approx(r.delta + half, abs=0.1 * half)

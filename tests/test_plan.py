@@ -74,3 +74,26 @@ def test_model_fingerprint_follows_content_not_file_times(tmp_path):
         fh.write(b"b")
     assert weights_fingerprint(str(src)) != a
     assert weights_fingerprint("org/name") == "org/name"
+
+
+def test_checkpoint_key_uses_the_quantize_environments_versions(demo_recipe_copy, tmp_path, monkeypatch):
+    """Not a hard-coded 'llmcompressor==0.14.0.1': the versions the quantize interpreter really has (read
+    here from its dist-info folders), and another quantize environment gives another key."""
+    import glob
+    import re
+
+    import pytest
+
+    qpy = ROOT / ".venv-quantize" / "bin" / "python"
+    if not qpy.exists():
+        pytest.skip("no .venv-quantize (scripts/setup.sh)")
+    monkeypatch.setenv("SUITE_QUANTIZE_PYTHON", str(qpy))
+    path = demo_recipe_copy()
+    q = make_plan(load_recipe(path), tmp_path).variants[1].quantize
+    (dist,) = glob.glob(str(ROOT / ".venv-quantize" / "lib" / "python*" / "site-packages" / "llmcompressor-*.dist-info"))
+    assert q.provenance["quantizer"]["llmcompressor"] == re.search(r"llmcompressor-(.+)\.dist-info", dist).group(1)
+    (ct,) = glob.glob(str(ROOT / ".venv-quantize" / "lib" / "python*" / "site-packages" / "compressed_tensors-*.dist-info"))
+    assert q.provenance["quantizer"]["compressed-tensors"] == re.search(r"tensors-(.+)\.dist-info", ct).group(1)
+    monkeypatch.setenv("SUITE_QUANTIZE_PYTHON", str(ROOT / ".venv" / "bin" / "python"))  # other versions there
+    other = make_plan(load_recipe(path), tmp_path).variants[1].quantize
+    assert other.key != q.key and other.provenance["quantizer"]["llmcompressor"] is None

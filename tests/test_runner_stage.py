@@ -28,6 +28,8 @@ def fake_stage(tmp_path: Path, body: str) -> str:
     script = tmp_path / "stage-python"
     script.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""
         import os, subprocess, sys
+        if sys.argv[1:2] == ["-c"]:  # the suite asking the interpreter about itself (versions, engine args)
+            os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
         result_json, out = {result!r}, sys.argv[-1]
         def write_result():
             with open(out + ".tmp", "w") as f:
@@ -145,3 +147,20 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
     assert resumed.variants[1].metrics["acc.suite_mmlu.delta"] == 0.0
     assert resumed.stage_wall_s["quantize"] == 3.0  # the kept result's own time
     assert (run_dir / "summary.json").is_file() and (run_dir / "report.html").is_file()
+
+
+def test_stage_processes_get_no_tracking_or_cloud_credentials(monkeypatch):
+    """The evaluate stage runs model-written code: nothing it runs may find the tracking password in its
+    environment (issue 13), and no stage needs one (tracking is the parent's)."""
+    from suite.runner import stage_env
+
+    secrets = {"MLFLOW_TRACKING_PASSWORD": "pw", "MLFLOW_TRACKING_USERNAME": "me", "MLFLOW_TRACKING_TOKEN": "t",
+               "AWS_SECRET_ACCESS_KEY": "s", "AWS_ACCESS_KEY_ID": "id", "OPENAI_API_KEY": "k", "MY_SECRET": "x",
+               "MLFLOW_TRACKING_URI": "http://admin:hunter2@tracking:5000", "DB_PASS": "p", "MYSQL_PASSWD": "p",
+               "GOOGLE_APPLICATION_CREDENTIALS": "/k.json"}
+    for k, v in {**secrets, "HF_TOKEN": "hub", "SUITE_SERVE_PYTHON": "/x/python"}.items():
+        monkeypatch.setenv(k, v)
+    env = stage_env({"VLLM_CPU_KVCACHE_SPACE": "1"})
+    assert not set(secrets) & set(env)
+    assert env["HF_TOKEN"] == "hub" and env["SUITE_SERVE_PYTHON"] == "/x/python"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"

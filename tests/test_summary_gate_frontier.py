@@ -104,7 +104,8 @@ def test_pareto_front_and_png(tmp_path):
 def _paired(ci_low, ci_high=0.01, **extra):
     return {**BASE, "acc.suite_gsm8k": 0.49, "acc.suite_gsm8k.delta_ci_low": ci_low,
             "acc.suite_gsm8k.delta_ci_high": ci_high, "acc.suite_mmlu.delta_ci_low": 0.0,
-            "tput.output_tok_s.ratio": 1.3, "tput.ttft_p99_ms": 150.0,
+            "acc.suite_gsm8k.items_paired": 1319.0, "acc.suite_mmlu.items_paired": 14042.0,
+            "tput.output_tok_s": 130.0, "tput.output_tok_s.ratio": 1.3, "tput.ttft_p99_ms": 150.0,
             "tput.tpot_p99_ms": 30.0, **extra}
 
 

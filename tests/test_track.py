@@ -82,3 +82,97 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
     assert tags["gate.result"] == "fail" and "max drop suite_gsm8k" in tags["gate.failed"]
     assert client.get_run(s["tracking"]["parent_run_id"]).data.tags["gate.result"] == "fail"
     assert client.get_model_version_by_alias("demo-cpu-fp8", "candidate").version == mv.version  # unchanged
+
+
+def test_a_sync_that_broke_half_way_is_resumed_into_the_same_parent(tmp_path, monkeypatch):
+    """The tracking server 'dies' while the second variant's artifacts go up (every call fails from then
+    on, so the parent is left RUNNING); the next sync resumes it: one parent, one run per variant."""
+    from mlflow.tracking import MlflowClient
+
+    s = make_summary({"bf16": {"acc.mean": 0.5}, "fp8": {"acc.mean": 0.45}}, run_dir=str(tmp_path / "run"))
+    (tmp_path / "a.txt").write_text("artifact")
+    s.artifacts["recipe"] = str(tmp_path / "a.txt")
+    for v in s.variants:
+        v.tokenizer = {"bos_token": "<s>"}
+    uri = track.default_uri(tmp_path)
+    cfg = track.TrackConfig(s, tmp_path / "summary.json", uri, "crash", tmp_path / "artifacts")
+    real_log_artifact, real_terminate = MlflowClient.log_artifact, MlflowClient.set_terminated
+    dead = {"now": False}
+
+    def log_artifact(self, run_id, path, artifact_path=None):
+        if dead["now"] or self.get_run(run_id).data.tags.get("suite.variant") == "fp8":
+            dead["now"] = True
+            raise ConnectionError("the tracking server went away")
+        return real_log_artifact(self, run_id, path, artifact_path)
+
+    def set_terminated(self, run_id, status=None, end_time=None):
+        if dead["now"]:
+            raise ConnectionError("the tracking server went away")
+        return real_terminate(self, run_id, status, end_time)
+
+    monkeypatch.setattr(track, "variant_artifacts", lambda v: [(str(tmp_path / "a.txt"), "x")])
+    monkeypatch.setattr(MlflowClient, "log_artifact", log_artifact)
+    monkeypatch.setattr(MlflowClient, "set_terminated", set_terminated)
+    result, error = track.log_or_defer(cfg)
+    assert result is None and "went away" in error
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("crash")
+    (parent,) = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status == "RUNNING"  # what a crash leaves
+
+    monkeypatch.setattr(MlflowClient, "log_artifact", real_log_artifact)  # the server is back
+    monkeypatch.setattr(MlflowClient, "set_terminated", real_terminate)
+    result, error = track.log_or_defer(cfg)
+    assert error is None and result.info.parent_run_id == parent.info.run_id
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [p.info.status for p in parents] == ["FINISHED"]
+    assert sorted(r.data.tags["suite.variant"] for r in runs if r not in parents) == ["bf16", "fp8"]
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert track.log_or_defer(cfg)[0].already_logged  # and a third sync adds nothing
+    assert len(client.search_runs([exp.experiment_id])) == 3
+
+
+def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
+    """/health answered, then the server is gone (connections refused): MLflow's own retries would take
+    minutes per call; the suite bounds them."""
+    import json
+    import subprocess
+    import sys
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from conftest import ROOT
+
+    class Dying(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/health"):
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"OK")
+                return
+            self.server.socket.close()  # the server dies: this connection drops, later ones are refused
+            self.close_connection = True
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Dying)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    s = make_summary({"bf16": {"acc.mean": 0.5}, "fp8": {"acc.mean": 0.45}}, run_dir=str(run_dir))
+    s.recipe["tracking"] = {"uri": uri, "experiment": "dead"}
+    s.write(run_dir / "summary.json")
+    start = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "suite", "sync", str(run_dir)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=90)
+    took = time.monotonic() - start
+    assert res.returncode == 2 and f"logging to {uri} failed" in res.stderr, res.stderr[-2000:]
+    assert took < 30, f"sync took {took:.0f} s against a dead server"
+    assert "failed" in json.loads((run_dir / "summary.json").read_text())["tracking_pending"]

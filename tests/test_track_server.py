@@ -134,3 +134,53 @@ def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, m
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tmp_path):
+    """The tracking server is SIGKILLed while `suite sync` uploads the parent's artifacts: the sync fails
+    within 30 s (exit 2), and once the server is back the next sync resumes the same parent (left
+    RUNNING) instead of making a second one."""
+    import os
+    import signal
+
+    from mlflow.tracking import MlflowClient
+
+    from conftest import ROOT
+
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    run_dir = tmp_path / "runs" / "20261130-000000-demo-cpu"
+    run_dir.mkdir(parents=True)
+    s = make_summary({"bf16": {"acc.mean": 0.5}, "fp8": {"acc.mean": 0.45}}, run_dir=str(run_dir))
+    s.recipe["tracking"] = {"uri": uri, "experiment": "killed"}
+    big = tmp_path / "report.html"
+    with open(big, "wb") as f:
+        f.truncate(200 << 20)  # an upload that takes a while
+    s.artifacts["report_html"] = str(big)
+    s.write(run_dir / "summary.json")
+    server = start_mlflow_server(tmp_path, port)
+    try:
+        sync = subprocess.Popen([sys.executable, "-m", "suite", "sync", str(run_dir)], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and not list((tmp_path / "art").glob("*/*/artifacts/summary.json")):
+            assert sync.poll() is None, sync.communicate()
+            time.sleep(0.02)
+        os.killpg(server.pid, signal.SIGKILL)  # the parent's artifacts are going up
+        server.wait()
+        killed_at = time.monotonic()
+        _, err = sync.communicate(timeout=90)
+        assert sync.returncode == 2 and "failed" in err, err
+        assert time.monotonic() - killed_at < 30
+        server = start_mlflow_server(tmp_path, port)
+        res = run_cli("sync", str(run_dir))
+        assert res.returncode == 0, res.stdout + res.stderr
+        client = MlflowClient(tracking_uri=uri)
+        runs = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
+        parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+        assert [p.info.status for p in parents] == ["FINISHED"] and len(runs) == 3
+        assert json.loads((run_dir / "summary.json").read_text())["tracking"]["parent_run_id"] == parents[0].info.run_id
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)

@@ -29,6 +29,11 @@ def main(argv: list[str]) -> int:
     module_name, config_cls = STAGES[stage]
     config = getattr(results, config_cls).read(Path(cfg_path))
     result = importlib.import_module(module_name).run(config)
+    from suite.procs import result_allowed
+
+    if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
+        print(f"RuntimeError: result not written: {refused}", file=sys.stderr)
+        return 3
     result.write(Path(out_path))
     return 0
 

