@@ -238,7 +238,7 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
     checked = False
     for stage, name in plan.jobs():
         if stage != "quantize" and not checked:  # every checkpoint exists now: same prompts for all?
-            summary.warnings += preflight_tokenizers(summary.variants)
+            summary.warnings += preflight_tokenizers(summary.variants) + preflight_kv(summary.variants)
             checked = True
         vs, vp = by_name[name], plans[name]
         if vs.errors:
@@ -290,28 +290,32 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
     if track:
         report("track", "mlflow", "start")
         t0 = time.perf_counter()
-        error = track_summary(summary, summary_path, out_root)
+        error = track_summary(summary, summary_path, out_root, resumed=resume is not None)
         summary.stage_wall_s["track"] = time.perf_counter() - t0
         summary.write(summary_path)
         report("track", "mlflow", "failed" if error else "ok")
     return summary
 
 
-def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None):
+def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
+                 resumed: bool = False):
     from suite import track as tracking
     from suite.recipe import Recipe
 
     r = Recipe.model_validate(summary.recipe)
     uri = uri or r.tracking.uri or tracking.default_uri(out_root)
     return tracking.TrackConfig(summary, summary_path, uri, r.tracking.experiment or r.name,
-                                artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None)
+                                artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None,
+                                resumed=resumed)
 
 
-def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None) -> str | None:
-    """Log the run to MLflow, or keep it pending in summary.json (``suite sync`` logs it later)."""
+def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
+                  resumed: bool = False) -> str | None:
+    """Log the run to MLflow, or keep it pending in summary.json (``suite sync`` logs it later);
+    ``resumed``: a ``suite run --resume``, whose variants that failed before are logged again."""
     from suite import track as tracking
 
-    result, error = tracking.log_or_defer(track_config(summary, summary_path, out_root, uri))
+    result, error = tracking.log_or_defer(track_config(summary, summary_path, out_root, uri, resumed))
     if error:
         summary.tracking_pending = error
     elif result is not None:
@@ -345,6 +349,16 @@ def preflight_tokenizers(variants: list[VariantSummary]) -> list[str]:
             v.tokenizer = preflight.tokenizer_facts(v.model_path)
     return [w for v in variants if not v.is_baseline and v.tokenizer
             for w in preflight.compare(base.name, base.tokenizer, v.name, v.tokenizer)]
+
+
+def preflight_kv(variants: list[VariantSummary]) -> list[str]:
+    """Warnings for variants with an FP8 KV cache on a model whose k/v_proj biases stand out (read from
+    the safetensors headers, no model load): per-tensor FP8 KV scales are risky there (issue 18)."""
+    from suite import kvcheck
+
+    return [w for v in variants if not v.errors and str(v.kv_cache_dtype).startswith("fp8")
+            and Path(v.model_path).is_dir()
+            for w in kvcheck.preflight_warnings(v.name, v.model_path, calibrated=bool(v.kv_cache))]
 
 
 def stage_config(vp: VariantPlan, stage: str) -> Record:

@@ -52,6 +52,7 @@ class TrackConfig:
     uri: str
     experiment: str
     artifact_root: Path | None = None  # for a local store: where artifacts go
+    resumed: bool = False  # a `suite run --resume`: variants whose runs FAILED before are logged again
 
 
 @dataclass
@@ -107,7 +108,8 @@ def children_of(client, exp_id: str, parent_id: str) -> dict[str, object]:
     kids = client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
     out: dict[str, object] = {}
     for r in sorted(kids, key=lambda r: (r.info.status not in ("FINISHED", "FAILED"), r.info.start_time or 0)):
-        out.setdefault(r.data.tags.get("suite.variant", r.info.run_id), r)
+        if r.data.tags.get("suite.superseded") != "true":  # replaced by a resumed run's new variant run
+            out.setdefault(r.data.tags.get("suite.variant", r.info.run_id), r)
     return out
 
 
@@ -214,14 +216,22 @@ def run(config: TrackConfig) -> TrackResult:
     else:
         exp_id = exp.experiment_id
     logged = find_logged(client, config, exp_id)
-    if logged is not None:
+    if logged is not None and not config.resumed:
         return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
     earlier = find_parents(client, config, exp_id)  # left RUNNING or FAILED by a sync that did not finish
     if earlier:
         pid = earlier[0].info.run_id
         client.update_run(pid, status="RUNNING")
-        done = {k: r for k, r in children_of(client, exp_id, pid).items() if r.info.status in ("FINISHED", "FAILED")}
-        resumable = {k: r for k, r in children_of(client, exp_id, pid).items() if k not in done}
+        kids = children_of(client, exp_id, pid)
+        # a sync that broke off: closed variant runs are kept. A resumed run (`suite run --resume`) reran
+        # what had failed: a variant whose run FAILED is logged again as a new run under the same parent
+        # (the old one tagged superseded); variants that finished kept their results and their runs.
+        closed = ("FINISHED",) if config.resumed else ("FINISHED", "FAILED")
+        done = {k: r for k, r in kids.items() if r.info.status in closed}
+        for k, r in kids.items():
+            if config.resumed and r.info.status == "FAILED":
+                client.set_tag(r.info.run_id, "suite.superseded", "true")
+        resumable = {k: r for k, r in kids.items() if k not in done and r.info.status != "FAILED"}
     else:
         parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
                                    tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,

@@ -184,3 +184,32 @@ def test_attention_error_is_flagged_against_the_ideal_scale_of_the_same_layer():
             attn(1, "dynamic", 0.05), attn(1, "calibrated", 0.06)]
     kvcheck.flag_rows(rows)
     assert [(r.layer, r.option) for r in rows if r.flags] == [(0, "calibrated")]
+
+
+def test_the_run_warns_about_fp8_kv_on_a_model_with_outlier_biases(tmp_path):
+    """suite run's pre-flight (before any evaluation): a variant with an FP8 KV cache on a model whose
+    k_proj bias stands out is named, with calibrated scales called the riskiest choice; BF16 KV and a
+    model without such biases say nothing; nothing imports torch for it."""
+    import subprocess
+    import sys
+
+    from suite.results import VariantSummary
+    from suite.runner import preflight_kv
+
+    (tmp_path / "outlier").mkdir()
+    (tmp_path / "plain").mkdir()
+    ckpt = _fake_checkpoint(tmp_path / "outlier", [10, 11, 9, 12, 200, 10, 10.5, 9.5])
+    plain = _fake_checkpoint(tmp_path / "plain", [10, 11, 9, 12])
+    vs = [VariantSummary(name="bf16", is_baseline=True, model_path=str(ckpt)),
+          VariantSummary(name="fp8kv-cal", is_baseline=False, model_path=str(ckpt), kv_cache="fp8", kv_cache_dtype="fp8"),
+          VariantSummary(name="fp8kv-unit", is_baseline=False, model_path=str(ckpt), kv_cache_dtype="fp8"),
+          VariantSummary(name="other", is_baseline=False, model_path=str(plain), kv_cache_dtype="fp8")]
+    warnings = preflight_kv(vs)
+    assert len(warnings) == 2
+    assert warnings[0].startswith("fp8kv-cal: FP8 KV cache") and "layer(s) 4 (k_proj bias 20x" in warnings[0]
+    assert "calibrated per-tensor k/v scales are the riskiest" in warnings[0]
+    assert warnings[1].startswith("fp8kv-unit:") and "calibrated" not in warnings[1]
+    probe = ("import sys; from suite import kvcheck; kvcheck.preflight_warnings('v', sys.argv[1], True); "
+             "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, str(ckpt)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -176,3 +176,37 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
     assert res.returncode == 2 and f"logging to {uri} failed" in res.stderr, res.stderr[-2000:]
     assert took < 30, f"sync took {took:.0f} s against a dead server"
     assert "failed" in json.loads((run_dir / "summary.json").read_text())["tracking_pending"]
+
+
+def test_a_resumed_run_logs_the_variants_that_failed_before_into_the_same_parent(tmp_path):
+    """`suite run --resume` after a failed stage: the parent logged by the first attempt is reused (one
+    parent per run folder), the variant that failed gets a new run with its results, the old one is
+    tagged superseded; a variant that had finished keeps its run. (Before, the finished parent was
+    returned as it was and the resumed results never reached MLflow.)"""
+    from mlflow.tracking import MlflowClient
+
+    metrics = {"bf16": {"acc.suite_gsm8k": 0.5, "acc.mean": 0.5}, "fp8": {}}
+    s = make_summary(metrics, tasks=("suite_gsm8k",), run_dir=str(tmp_path / "run"))
+    s.variants[1].errors = ["evaluate failed (exit 1): RuntimeError: CUDA error [log: x]"]
+    uri = track.default_uri(tmp_path)
+    first = track.run(track.TrackConfig(s, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
+    client = MlflowClient(tracking_uri=uri)
+    old_fp8 = first.info.variant_run_ids["fp8"]
+    assert client.get_run(old_fp8).info.status == "FAILED"
+
+    s2 = make_summary({**metrics, "fp8": {"acc.suite_gsm8k": 0.48, "acc.mean": 0.48}}, tasks=("suite_gsm8k",),
+                      run_dir=str(tmp_path / "run"))
+    again = track.run(track.TrackConfig(s2, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts",
+                                        resumed=True))
+    assert again.info.parent_run_id == first.info.parent_run_id and not again.already_logged
+    assert again.info.variant_run_ids["bf16"] == first.info.variant_run_ids["bf16"]
+    new_fp8 = again.info.variant_run_ids["fp8"]
+    assert new_fp8 != old_fp8 and client.get_run(new_fp8).data.metrics["acc.suite_gsm8k"] == 0.48
+    assert client.get_run(old_fp8).data.tags["suite.superseded"] == "true"
+    assert client.get_run(first.info.parent_run_id).info.status == "FINISHED"
+    parents = [r for r in client.search_runs([again.info.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    # resumed once more with nothing new: nothing is logged again
+    third = track.run(track.TrackConfig(s2, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts",
+                                        resumed=True))
+    assert third.info.variant_run_ids == again.info.variant_run_ids
