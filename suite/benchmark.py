@@ -139,7 +139,12 @@ def wait_healthy(proc: subprocess.Popen, port: int, timeout_s: float, log_path: 
                     raise ServerError(f"the server on port {port} refused this run's API key on /v1/models "
                                       f"(HTTP {status}): it is not the vllm serve this stage started")
                 if status == 200:
-                    served = [m.get("id") for m in json.loads(body or b"{}").get("data", [])]
+                    listing = json.loads(body or b"{}")
+                    data = listing.get("data") if isinstance(listing, dict) else None
+                    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+                        raise ServerError(f"the server on port {port} answered /v1/models with no model list: it "
+                                          "is not the vllm serve this stage started")
+                    served = [m.get("id") for m in data]
                     if model not in served:
                         raise ServerError(f"the server on port {port} serves {served}, not {model!r}: it is not "
                                           "the vllm serve this stage started")
@@ -209,7 +214,8 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
     failed = int(d.get("failed", d.get("num_prompts", completed) - completed) or 0)
     return LoadPoint(
         label=label, request_rate=rate, max_concurrency=concurrency, ok=completed > 0 and failed == 0,
-        error=None if failed == 0 else f"{failed} requests failed", completed=completed, failed=failed,
+        error=(f"{failed} requests failed" if failed else None if completed else "no request completed"),
+        completed=completed, failed=failed,
         duration_s=float(d.get("duration", 0.0)), output_tok_s=float(d.get("output_throughput", 0.0)),
         input_tok_s=d["total_input_tokens"] / d["duration"] if d.get("total_input_tokens") and d.get("duration") else None,
         mean_input_len=d["total_input_tokens"] / completed if d.get("total_input_tokens") and completed else None,
@@ -296,6 +302,7 @@ class LoadRunner:
         self.runs += 1
         filename = f"bench-{self.tag}{label}-r{rep}.json"
         client_log = self.out_dir / f"bench-{self.tag}{label}-r{rep}.log"
+        (self.out_dir / filename).unlink(missing_ok=True)  # an earlier attempt's file is not this one's result
         dataset = None
         if self.config.workload == "tasks":
             n = num_prompts + self.config.warmup_requests

@@ -55,6 +55,10 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _preexec(group: bool, parent_pid: int, deathsig: int | None):
+    global _libc
+    if deathsig and _libc is None:  # dlopen here, in the parent: not in the child between fork and exec
+        _libc = ctypes.CDLL(None, use_errno=True)
+
     def apply():  # runs in the child between fork and exec: no locks, no allocation-heavy work
         if group:
             os.setpgid(0, 0)
@@ -118,7 +122,10 @@ def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True
     popen = proc if isinstance(proc, subprocess.Popen) else None
 
     def members() -> list:
-        found = {p.pid: p for p in tree(pid)}
+        # a reaped process's pid may already be someone else's: then only its group is ours to signal
+        # (the kernel does not hand out a process-group id as a pid while the group has members)
+        reaped = popen is not None and popen.returncode is not None
+        found = {} if reaped else {p.pid: p for p in tree(pid)}
         if group:
             found.update({p.pid: p for p in _group_members(pid)})
         found.pop(os.getpid(), None)

@@ -38,8 +38,8 @@ Reporter = Callable[[str, str, str], None]  # (stage, variant, event) with event
 # Credentials a stage never needs (tracking and object-store logins are the parent's business): they are
 # not handed to stage processes, so that nothing a stage runs (model-written code included) can read them.
 # Hugging Face's tokens stay: hub model downloads need them.
-_CREDENTIAL = re.compile(r"(_PASSWORD|_PASSWD|_PASS|_SECRET|_TOKEN|_API_KEY|_ACCESS_KEY|_ACCESS_KEY_ID|_SESSION_TOKEN"
-                         r"|_USERNAME|_PRIVATE_KEY|_CREDENTIALS)$", re.IGNORECASE)
+_CREDENTIAL = re.compile(r"(PASSWORD|PASSWD|_PASS|_SECRET|_TOKEN|_API_KEY|_ACCESS_KEY|_ACCESS_KEY_ID|_SESSION_TOKEN"
+                         r"|_USERNAME|_PRIVATE_KEY|_CREDENTIALS|_CONNECTION_STRING)$", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"://[^/@\s:]*:[^/@\s]+@")  # e.g. MLFLOW_TRACKING_URI=http://user:pw@host
 _STAGE_CREDENTIALS_KEPT = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
 

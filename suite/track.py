@@ -216,8 +216,14 @@ def run(config: TrackConfig) -> TrackResult:
     else:
         exp_id = exp.experiment_id
     logged = find_logged(client, config, exp_id)
-    if logged is not None and not config.resumed:
-        return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
+    relog = config.resumed
+    if logged is not None:
+        # logged already, but from this summary? A parent records which summary it holds (its `finished`
+        # time); a resumed run has a newer one, also when it reaches MLflow later through `suite sync`
+        held = client.get_run(logged.parent_run_id).data.tags.get("suite.summary_finished")
+        if not config.resumed and (held is None or held == s.finished):
+            return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
+        relog = True
     earlier = find_parents(client, config, exp_id)  # left RUNNING or FAILED by a sync that did not finish
     if earlier:
         pid = earlier[0].info.run_id
@@ -226,10 +232,10 @@ def run(config: TrackConfig) -> TrackResult:
         # a sync that broke off: closed variant runs are kept. A resumed run (`suite run --resume`) reran
         # what had failed: a variant whose run FAILED is logged again as a new run under the same parent
         # (the old one tagged superseded); variants that finished kept their results and their runs.
-        closed = ("FINISHED",) if config.resumed else ("FINISHED", "FAILED")
+        closed = ("FINISHED",) if relog else ("FINISHED", "FAILED")
         done = {k: r for k, r in kids.items() if r.info.status in closed}
         for k, r in kids.items():
-            if config.resumed and r.info.status == "FAILED":
+            if relog and r.info.status == "FAILED":
                 client.set_tag(r.info.run_id, "suite.superseded", "true")
         resumable = {k: r for k, r in kids.items() if k not in done and r.info.status != "FAILED"}
     else:
@@ -240,11 +246,18 @@ def run(config: TrackConfig) -> TrackResult:
     child_ids: dict[str, str] = {k: r.info.run_id for k, r in done.items()}
     status = "FAILED"
     try:
-        _log(client, pid, _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
-                                   "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()}}),
-             {f"time.{k}_s": v for k, v in s.stage_wall_s.items()}, {})
+        params = _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
+                          "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()}})
+        had = client.get_run(pid).data.params if earlier else {}
+        # MLflow params cannot change: a resumed run whose environment moved keeps the first values and
+        # says what moved in tags
+        moved = {f"suite.resume.{k}": f"{had[k]} -> {v}"[:5000] for k, v in params.items() if k in had and had[k] != v}
+        _log(client, pid, {k: v for k, v in params.items() if k not in had},
+             {f"time.{k}_s": v for k, v in s.stage_wall_s.items()}, moved)
         for v in s.variants:
             if v.name in done:
+                if relog:  # kept results, but deltas and ratios may be new (a baseline that ran only now)
+                    _log(client, done[v.name].info.run_id, {}, v.metrics, variant_tags(v))
                 continue
             if v.name in resumable:
                 child_id = resumable[v.name].info.run_id
@@ -266,6 +279,7 @@ def run(config: TrackConfig) -> TrackResult:
             _artifacts(client, pid, [(str(copy), ""), (s.artifacts.get("frontier_png", ""), ""),
                                      (s.artifacts.get("report_html", ""), ""),
                                      (s.artifacts.get("recipe", ""), "")])
+        client.set_tag(pid, "suite.summary_finished", s.finished or "")
         status = "FINISHED"
     finally:
         try:

@@ -157,7 +157,7 @@ def test_stage_processes_get_no_tracking_or_cloud_credentials(monkeypatch):
     secrets = {"MLFLOW_TRACKING_PASSWORD": "pw", "MLFLOW_TRACKING_USERNAME": "me", "MLFLOW_TRACKING_TOKEN": "t",
                "AWS_SECRET_ACCESS_KEY": "s", "AWS_ACCESS_KEY_ID": "id", "OPENAI_API_KEY": "k", "MY_SECRET": "x",
                "MLFLOW_TRACKING_URI": "http://admin:hunter2@tracking:5000", "DB_PASS": "p", "MYSQL_PASSWD": "p",
-               "GOOGLE_APPLICATION_CREDENTIALS": "/k.json"}
+               "GOOGLE_APPLICATION_CREDENTIALS": "/k.json", "PGPASSWORD": "p", "AZURE_STORAGE_CONNECTION_STRING": "c"}
     for k, v in {**secrets, "HF_TOKEN": "hub", "SUITE_SERVE_PYTHON": "/x/python"}.items():
         monkeypatch.setenv(k, v)
     env = stage_env({"VLLM_CPU_KVCACHE_SPACE": "1"})

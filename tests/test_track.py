@@ -206,6 +206,17 @@ def test_a_resumed_run_logs_the_variants_that_failed_before_into_the_same_parent
     assert client.get_run(first.info.parent_run_id).info.status == "FINISHED"
     parents = [r for r in client.search_runs([again.info.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 1
+    assert client.get_run(again.info.parent_run_id).data.tags["suite.summary_finished"] == s2.finished
+    # resumed while the server was down, logged later by `suite sync` (no resume flag: the parent's
+    # summary_finished tag tells it holds an older summary): fp8's delta, new now, reaches its run too
+    s3 = make_summary({**metrics, "fp8": {"acc.suite_gsm8k": 0.48, "acc.mean": 0.48, "acc.suite_gsm8k.delta": -0.02}},
+                      tasks=("suite_gsm8k",), run_dir=str(tmp_path / "run"))
+    s3.finished = "later"
+    synced = track.run(track.TrackConfig(s3, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
+    assert not synced.already_logged and synced.info.parent_run_id == first.info.parent_run_id
+    assert client.get_run(new_fp8).data.metrics["acc.suite_gsm8k.delta"] == -0.02
+    s2 = s3
+    again = synced
     # resumed once more with nothing new: nothing is logged again
     third = track.run(track.TrackConfig(s2, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts",
                                         resumed=True))
