@@ -92,34 +92,11 @@ class GateResult:
 # Reading a policy file
 
 
-def _unique_key_loader():
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def mapping(loader, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            try:
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-                seen.add(key)
-            except TypeError:  # an unhashable key: construct_mapping says so
-                pass
-        return loader.construct_mapping(node, deep)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return Loader
-
-
 def load_policy(path: str) -> GateSpec:
     """A ``--policy`` file (a recipe's ``gates:`` block) as a GateSpec; every problem a SuiteError."""
-    import yaml
     from pydantic import ValidationError
 
-    from suite.recipe import validation_problems
+    from suite.recipe import load_yaml, validation_problems
 
     fix_yaml = "write the recipe's gates: block as YAML (`suite schema` lists the gates)"
     try:
@@ -133,13 +110,7 @@ def load_policy(path: str) -> GateSpec:
     except UnicodeDecodeError as e:
         raise SuiteError(Problem(path, "", f"not UTF-8 text (byte {e.start} is {raw[e.start]:#04x})",
                                  "save the policy as UTF-8")) from None
-    try:
-        data = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SuiteError(Problem(path, where, f"not valid YAML: {what}", "fix the YAML syntax")) from None
+    data = load_yaml(text, path)  # the recipe's reader: duplicate keys refused, errors name the line
     if data is None:
         raise SuiteError(Problem(path, "", "the policy is empty: it gates nothing", fix_yaml))
     if not isinstance(data, dict):

@@ -266,15 +266,6 @@ def listeners(port: int) -> list[int]:
                    and c.pid})
 
 
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
 # ------------------------------------------------------------------ the run lock
 
 
@@ -357,16 +348,21 @@ class RunLock:
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.path)
 
-    def owned(self) -> bool:
+    def _ours(self) -> dict | None:
+        """The lock's record while this lock holds it (its token), else None."""
         held = self.read(self.path)
-        return bool(held) and held.get("token") == self.token
+        return held if held and held.get("token") == self.token else None
+
+    def owned(self) -> bool:
+        return self._ours() is not None
 
     def set_stage(self, stage: str | None, variant: str | None = None, pid: int | None = None) -> None:
         """Record the stage process now running (or none), so that a resume can see it is alive."""
-        if not self.owned():
+        held = self._ours()  # read once: whether it is ours, and what of it to keep
+        if held is None:
             return
         extra = {"stage": f"{stage} {variant}", "stage_pid": pid, "stage_create_time": create_time(pid)} if pid else {}
-        self._write({**self.read(self.path), **{"stage": None, "stage_pid": None, "stage_create_time": None}, **extra})
+        self._write({**held, **{"stage": None, "stage_pid": None, "stage_create_time": None}, **extra})
 
     def release(self) -> None:
         if self.owned():

@@ -27,7 +27,7 @@ KV_CACHE_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynami
 
 def run(config: QuantizeConfig) -> QuantizeResult:
     final = Path(config.checkpoint_dir)
-    if (final / COMPLETE_MARK).is_file():
+    if is_complete(final):
         cached = QuantizeResult.read(final / "quantize_result.json")
         return cached.model_copy(update={"cache_hit": True, "wall_s": 0.0, "calibration_s": 0.0})
 

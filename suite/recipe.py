@@ -496,10 +496,6 @@ def _walk(root, loc: tuple) -> tuple[str, object]:
     return out, t
 
 
-def _field_path(loc: tuple, root=None) -> str:
-    return _walk(root or Recipe, loc)[0]
-
-
 def _show(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

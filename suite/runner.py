@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple
 from suite import __version__
 from suite.environments import quantize_python, run_versions, serve_python, vllm_platform
 from suite.plan import Plan, VariantPlan, make_plan
-from suite.recipe import LoadedRecipe
+from suite.recipe import URL_PASSWORD, LoadedRecipe
 from suite.results import (BenchmarkResult, EvaluateResult, QuantizeResult, Record, RunSummary, SensitivityResult,
                            VariantSummary)
 from suite.summary import add_deltas, add_paired, variant_metrics
@@ -40,7 +40,6 @@ Reporter = Callable[[str, str, str], None]  # (stage, variant, event) with event
 # Hugging Face's tokens stay: hub model downloads need them.
 _CREDENTIAL = re.compile(r"(PASSWORD|PASSWD|_PASS|_SECRET|_TOKEN|_API_KEY|_ACCESS_KEY|_ACCESS_KEY_ID|_SESSION_TOKEN"
                          r"|_USERNAME|_PRIVATE_KEY|_CREDENTIALS|_CONNECTION_STRING)$", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"://[^/@\s:]*:[^/@\s]+@")  # e.g. MLFLOW_TRACKING_URI=http://user:pw@host
 _STAGE_CREDENTIALS_KEPT = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
 
 
@@ -48,7 +47,7 @@ def stage_env(recipe_env: dict[str, str]) -> dict[str, str]:
     """The environment of a stage process: ours without credentials, the recipe's runtime.env, and this
     checkout on PYTHONPATH."""
     env = {k: v for k, v in os.environ.items()
-           if k in _STAGE_CREDENTIALS_KEPT or not (_CREDENTIAL.search(k) or _URL_PASSWORD.search(v))}
+           if k in _STAGE_CREDENTIALS_KEPT or not (_CREDENTIAL.search(k) or URL_PASSWORD.search(v))}
     env.update(recipe_env)
     repo = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -267,7 +267,7 @@ POLICY_TAMPERS = [
     ("per-task-threshold-inf", "max_drop: {suite_gsm8k: .inf}\n", "finite number"),
     ("min-gain-inf", "min_throughput_gain: .inf\n", "finite number"),
     ("min-gain-negative-inf", "min_throughput_gain: -.inf\n", "min_throughput_gain"),
-    ("duplicate-key", "default_max_drop: 0.5\ndefault_max_drop: 0.01\n", "duplicate key 'default_max_drop'"),
+    ("duplicate-key", "default_max_drop: 0.5\ndefault_max_drop: 0.01\n", "key 'default_max_drop' appears twice (lines 1 and 2)"),
     ("scalar-for-mapping", "max_drop: 0.02\n", "max_drop"),
     ("word-for-number", "max_drop: {suite_gsm8k: lots}\n", "max_drop.suite_gsm8k"),
     ("python-tag", "default_max_drop: !!python/object/apply:os.getpid []\n", "not valid YAML"),
