@@ -22,7 +22,7 @@ if [ "$cmd" = start ]; then
   cd /tmp/proj
   export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
   t0=$(date +%s)
-  PYTHONPATH=/tmp/envs/quantize:/tmp/proj python3 -m suite.models convert-gguf --gguf /tmp/q.gguf \
+  PYTHONPATH=/tmp/envs/quantize:/tmp/proj python3 -m tools.models convert-gguf --gguf /tmp/q.gguf \
     --out /tmp/proj/models/qwen2.5-coder-0.5b-instruct > $W/convert.log 2>&1 || { tail -5 $W/convert.log; exit 2; }
   echo "converted in $(( $(date +%s) - t0 )) s"
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv > $W/gpu.txt

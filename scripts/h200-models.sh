@@ -7,6 +7,6 @@ for dir in /tmp/gguf/*/; do
   name=$(basename "$dir")
   [ -f "models/$name/.complete" ] && continue
   cat "$dir"part.* > "/tmp/$name.gguf"
-  PYTHONPATH=/tmp/envs/quantize:$(pwd) python3 -m suite.models convert-gguf --gguf "/tmp/$name.gguf" \
+  PYTHONPATH=/tmp/envs/quantize:$(pwd) python3 -m tools.models convert-gguf --gguf "/tmp/$name.gguf" \
     --out "models/$name" || exit 2
 done

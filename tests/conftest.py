@@ -19,7 +19,7 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
     import yaml
 
     from suite.recipe import Recipe
-    from suite.results import RunSummary, VariantSummary
+    from suite.analysis.records import RunSummary, VariantSummary
 
     recipe = yaml.safe_load(DEMO_RECIPE.read_text())
     recipe["gates"] = gates or {}
@@ -29,7 +29,7 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
     if len(names) > 1:
         recipe["variants"] = [{**recipe["variants"][0], "name": n} for n in names[1:]]
     Recipe.model_validate(recipe)
-    from suite.results import EvaluateResult, TaskScore
+    from suite.stages.evaluate.records import EvaluateResult, TaskScore
 
     def evaluate(m):  # the evaluate record the acc.<task> metrics came from (`suite gate` checks they agree)
         scores = [TaskScore(task=t, metric="acc,none", value=m[f"acc.{t}"], n=n_items) for t in tasks

@@ -1,0 +1,60 @@
+"""The run's summary (summary.json): each variant's stage results, metrics and errors, and where MLflow has them."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import Field
+
+from suite.stages.benchmark.records import BenchmarkResult
+from suite.stages.evaluate.records import EvaluateResult
+from suite.stages.quantize.records import QuantizeResult
+from suite.stages.records import Record
+
+
+class VariantSummary(Record):
+    name: str
+    is_baseline: bool
+    scheme: Optional[str] = None
+    kv_cache: Optional[str] = None
+    kv_cache_dtype: str = "auto"
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+    model_path: str
+    quantize: Optional[QuantizeResult] = None
+    evaluate: Optional[EvaluateResult] = None
+    benchmark: Optional[BenchmarkResult] = None
+    metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
+    paired: list[dict[str, Any]] = Field(default_factory=list, description="per-task paired comparison with the baseline")
+    tokenizer: dict[str, Any] = Field(default_factory=dict, description="BOS handling and chat template (suite.stages.evaluate.preflight)")
+    errors: list[str] = Field(default_factory=list)
+
+
+class TrackingInfo(Record):
+    uri: str
+    experiment: str
+    experiment_id: str
+    parent_run_id: str
+    variant_run_ids: dict[str, str]
+
+
+class RunSummary(Record):
+    suite_version: str
+    recipe_name: str
+    recipe_path: str
+    recipe_sha256: str
+    recipe: dict[str, Any]
+    run_dir: str
+    started: str
+    finished: Optional[str] = None
+    platform: str
+    versions: dict[str, str] = Field(default_factory=dict)
+    tasks: list[str] = Field(default_factory=list)
+    variants: list[VariantSummary]
+    stage_wall_s: dict[str, float] = Field(default_factory=dict)
+    artifacts: dict[str, str] = Field(default_factory=dict)
+    tracking: Optional[TrackingInfo] = None
+    tracking_pending: Optional[str] = Field(None, description="why MLflow logging was deferred (`suite sync`)")
+    warnings: list[str] = Field(default_factory=list, description="pre-flight findings (suite.stages.evaluate.preflight) and notes on stages that succeeded oddly")
+
+    def baseline(self) -> VariantSummary:
+        return next(v for v in self.variants if v.is_baseline)

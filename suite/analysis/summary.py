@@ -1,0 +1,166 @@
+"""Stage results -> the flat metrics every consumer reads (summary.json, MLflow, gate, frontier).
+
+Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . / `` and spaces):
+  acc.<task>                  the task's headline metric (e.g. acc,none for MMLU)
+  acc.<task>.<metric>.<filter>  every other lm-eval metric of the task ('@' written as '_at_')
+  acc.<task>.delta            variant minus baseline (0 for the baseline)
+  acc.mean, acc.mean.delta    mean of the headline metrics over tasks
+  tput.output_tok_s, tput.req_s, tput.ttft_p99_ms, tput.tpot_p99_ms, tput.ttft_p50_ms, tput.tpot_p50_ms
+                              at the headline load point (recipe throughput.headline)
+  acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired-bootstrap interval of the delta
+  acc.<task>.items_gained, acc.<task>.items_lost      items that flipped right / wrong against the baseline
+  acc.<task>.items_paired     items both the variant and the baseline scored (the n of the paired delta)
+  acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)
+  tput.output_tok_s.min/.max  spread of the headline point over its repetitions
+  tput.hbm_tb_s, tput.hbm_frac, tput.tensor_tflops, tput.tensor_frac   roofline of the headline point
+  tput.ceiling_fraction       headline output tok/s / the offline engine's on the same workload
+  tput.point.<label>.<k>      output_tok_s, req_s, ttft_p99_ms, tpot_p99_ms of every load point
+  tput.kv_cache_tokens        KV-cache capacity that vLLM reported at start-up
+  tput.peak_concurrency       KV tokens / (input_len + output_len): requests that fit at once
+  tput.offline_tok_s          offline LLM.generate output tok/s (throughput.offline_ceiling)
+  tput.sustainable_rate, tput.sustainable_output_tok_s   highest Poisson rate meeting the SLO
+  tput.<k>.ratio              variant / baseline (output_tok_s, sustainable_rate, kv_cache_tokens, offline_tok_s)
+  time.<stage>_s              wall time of each stage for the variant
+"""
+
+from __future__ import annotations
+
+import re
+
+from suite.analysis.records import RunSummary, VariantSummary
+from suite.stages.benchmark.records import BenchmarkResult, LoadPoint
+
+_ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def metric_name(*parts: str) -> str:
+    name = ".".join(p.replace(",", ".").replace("@", "_at_") for p in parts if p)
+    return _ILLEGAL.sub("_", name)
+
+
+def headline_point(bench: BenchmarkResult, rule: str) -> LoadPoint | None:
+    ok = [p for p in bench.points if p.ok]
+    if not ok:
+        return None
+    return max(ok, key=lambda p: p.output_tok_s) if rule == "max" else ok[-1]
+
+
+def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
+    m: dict[str, float] = {}
+    if v.evaluate:
+        for s in v.evaluate.scores:
+            m[metric_name("acc", s.task)] = s.value
+            for k, val in s.all_metrics.items():
+                if k != s.metric and k != "alias":
+                    m[metric_name("acc", s.task, k)] = val
+        if v.evaluate.scores:
+            m["acc.mean"] = sum(s.value for s in v.evaluate.scores) / len(v.evaluate.scores)
+        m["time.evaluate_s"] = v.evaluate.wall_s
+        m["time.engine_load_s"] = v.evaluate.engine_load_s
+    if v.benchmark:
+        p = headline_point(v.benchmark, headline_rule)
+        if p:
+            m.update({"tput.output_tok_s": p.output_tok_s, "tput.req_s": p.req_s,
+                      "tput.ttft_p50_ms": p.ttft_p50_ms, "tput.ttft_p99_ms": p.ttft_p99_ms,
+                      "tput.tpot_p50_ms": p.tpot_p50_ms, "tput.tpot_p99_ms": p.tpot_p99_ms})
+            if p.output_tok_s_min is not None:
+                m["tput.output_tok_s.min"], m["tput.output_tok_s.max"] = p.output_tok_s_min, p.output_tok_s_max
+            for k in ("hbm_tb_s", "hbm_frac", "tensor_tflops", "tensor_frac"):
+                if k in p.roofline:
+                    m[f"tput.{k}"] = p.roofline[k]
+            if p.ceiling_fraction is not None:
+                m["tput.ceiling_fraction"] = p.ceiling_fraction
+        for q in v.benchmark.points:
+            if q.ok:
+                for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms"):
+                    m[metric_name("tput.point", q.label, k)] = getattr(q, k)
+        b = v.benchmark
+        for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.peak_concurrency", b.peak_concurrency),
+                           ("tput.offline_tok_s", b.offline_tok_s)):
+            if value is not None:
+                m[key] = float(value)
+        if b.slo and b.slo.sustainable_rate is not None:
+            m["tput.sustainable_rate"] = b.slo.sustainable_rate
+            m["tput.sustainable_output_tok_s"] = b.slo.output_tok_s or 0.0
+        m["time.benchmark_s"] = v.benchmark.wall_s
+        m["time.server_start_s"] = v.benchmark.server_start_s
+    if v.quantize:
+        m["time.quantize_s"] = v.quantize.wall_s
+    return m
+
+
+def add_deltas(variants: list[VariantSummary]) -> None:
+    """acc.*.delta (variant minus baseline) for every accuracy metric, and the throughput ratio."""
+    base = next(v for v in variants if v.is_baseline)
+    acc_keys = [k for k in base.metrics if k.startswith("acc.") and not k.endswith(".delta")]
+    for v in variants:
+        for key in acc_keys:
+            if key in v.metrics:
+                v.metrics[key + ".delta"] = v.metrics[key] - base.metrics[key]
+        for key in ("tput.output_tok_s", "tput.sustainable_rate", "tput.kv_cache_tokens", "tput.offline_tok_s"):
+            if base.metrics.get(key) and key in v.metrics:
+                v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
+
+
+def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
+    """Item-by-item comparison of each variant with the baseline (suite.analysis.paired), as metrics too."""
+    from suite.analysis.paired import compare_variant
+
+    base = next(v for v in variants if v.is_baseline)
+    if not base.evaluate:
+        return
+    for v in variants:
+        if v.is_baseline or not v.evaluate:
+            continue
+        for c in compare_variant(base.evaluate, v.evaluate, seed=seed):
+            key = metric_name("acc", c.task)
+            v.metrics[f"{key}.items_paired"] = float(c.n)  # every delta states its n; 0 and 1 are recorded too
+            if c.n < 2:  # no interval over 0 or 1 items: no CI metrics (`suite gate` refuses a CI gate here)
+                continue
+            v.paired.append(c.as_dict())
+            v.metrics.update({f"{key}.delta_ci_low": c.ci_low, f"{key}.delta_ci_high": c.ci_high,
+                              f"{key}.items_gained": float(c.gained), f"{key}.items_lost": float(c.lost)})
+            if c.mcnemar_p is not None:
+                v.metrics[f"{key}.mcnemar_p"] = c.mcnemar_p
+
+
+def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlier: RunSummary | None = None,
+          started: str | None = None) -> RunSummary:
+    """The run's summary before any stage ran: one ``VariantSummary`` per planned variant (``plan``: a
+    ``Plan``), from its recipe section. ``earlier``: the summary of the run a resume continues (it keeps
+    where and with what its stages ran: the kept results came from there)."""
+    from suite import __version__
+
+    r = loaded.recipe
+    return RunSummary(
+        suite_version=__version__, recipe_name=r.name, recipe_path=str(loaded.path), recipe_sha256=loaded.sha256,
+        recipe=r.model_dump(mode="json"), run_dir=str(run_dir),
+        started=earlier.started if earlier else started, platform=earlier.platform if earlier else platform,
+        versions=earlier.versions if earlier else versions,
+        tasks=[t.name for t in r.eval.tasks],
+        variants=[variant_summary(vp) for vp in plan.variants],
+        artifacts={"recipe": str(run_dir / "recipe.yaml")},
+    )
+
+
+def variant_summary(vp) -> VariantSummary:
+    """A planned variant (``VariantPlan``) as the summary records it, before its stages ran."""
+    v, q = vp.variant, vp.variant.quantization
+    return VariantSummary(name=v.name, is_baseline=vp.is_baseline, scheme=q.scheme if q else None,
+                          kv_cache=q.kv_cache if q else None, kv_cache_dtype=v.kv_cache_dtype,
+                          engine_args=dict(v.engine_args), model_path=vp.model_path)
+
+
+def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: dict[str, float]) -> None:
+    """After the last stage: versions, the weak-sandbox warnings, every variant's metrics, and (with a
+    baseline that has metrics) the deltas and paired comparisons against it."""
+    summary.versions = versions
+    summary.warnings += [f"{v.name}: model-written code ran in the weaker 'process' sandbox (eval.code_sandbox: "
+                         "process): no network, file-system or process isolation" for v in summary.variants
+                         if v.evaluate is not None and v.evaluate.code_sandbox == "process"]
+    for v in summary.variants:
+        v.metrics = variant_metrics(v, recipe.throughput.headline if recipe.throughput else "max")
+    if any(v.is_baseline and v.metrics for v in summary.variants):
+        add_deltas(summary.variants)
+        add_paired(summary.variants, seed=recipe.eval.seed)
+    summary.stage_wall_s = stage_wall_s

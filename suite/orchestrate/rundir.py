@@ -1,0 +1,92 @@
+"""The run folder: its name, its lock, the recipe copy and plan.json it holds, and what a resume keeps of it."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from suite.errors import Problem, SuiteError
+from suite.recipe import LoadedRecipe, load_recipe, serving_problems
+
+
+def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
+    """``<timestamp>-<recipe>``, or with ``-2``, ``-3``... when runs of the recipe start in the same second
+    (``mkdir`` is atomic: two processes never get one folder)."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        run_dir = out_root / (f"{stamp}-{loaded.recipe.name}" + (f"-{n}" if n > 1 else ""))
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free run folder name for {stamp}-{loaded.recipe.name} in {out_root}")
+
+
+def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
+    """The recipe a run folder was made from: its copy (recipe.yaml), placed where the original was
+    (plan.json or summary.json say), so that its relative paths resolve as they did."""
+    copy = run_dir / "recipe.yaml"
+    if not copy.is_file():
+        raise SuiteError(Problem(str(run_dir), "", "not a run folder (no recipe.yaml)", "give a folder `suite run` made"))
+    original = None
+    for name in ("plan.json", "summary.json"):  # a plan.json written before --resume existed has none
+        f = run_dir / name
+        if f.is_file() and (original := json.loads(f.read_text()).get("recipe_path")):
+            break
+    if not original:
+        raise SuiteError(Problem(str(run_dir / "plan.json"), "recipe_path", "where the recipe was is not recorded",
+                                 "start a new run with `suite run RECIPE`"))
+    return load_recipe(original, serving=serving, text=copy.read_text())
+
+
+def acquire_run_lock(run_dir: Path):
+    """The run folder's lock (suite.orchestrate.lock.RunLock), or a clear error while another run of it is alive."""
+    from suite.orchestrate.lock import RunLock, RunLockedError
+
+    try:
+        return RunLock(run_dir).acquire()
+    except RunLockedError as e:
+        raise SuiteError(Problem(str(run_dir), "run.lock", str(e),
+                                 "wait for that run to end, or stop it first (kill its pid); a lock whose "
+                                 "processes are gone, or from another boot or host, is taken over by itself")) from None
+
+
+def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
+    """The run's plan (checkpoints under ``out_root``) and the results a resume keeps; a new run's
+    plan is written to plan.json."""
+    from suite.plan.planner import make_plan
+
+    plan = make_plan(loaded, run_dir, out_root / "checkpoints")
+    kept = kept_results(loaded, plan, run_dir, resume)
+    if not resume:
+        (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
+    return plan, kept
+
+
+def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> dict:
+    """{(stage, variant): result} a resumed run keeps (none for a new run); when a resume still has
+    jobs to run, a SuiteError if this machine cannot serve the recipe."""
+    from suite.orchestrate.jobs import read_result
+
+    kept = {(stage, name): res for stage, name in plan.jobs()
+            if resume and (res := read_result(run_dir / "variants" / name, stage)[0]) is not None}
+    if resume and len(kept) < len(plan.jobs()):  # something will run: can this machine serve it?
+        if problems := serving_problems(loaded):
+            raise SuiteError(problems)
+    return kept
+
+
+def plan_json(plan, recipe_path: Path | None = None) -> str:
+    """plan.json: the run folder, the recipe's path, the stage environment, the jobs and every config."""
+    from suite.stages.registry import RUN_ORDER
+
+    return json.dumps({
+        "run_dir": str(plan.run_dir), "recipe_path": str(recipe_path) if recipe_path else None,
+        "env": plan.env, "jobs": plan.jobs(),
+        "variants": {vp.variant.name: {"model_path": vp.model_path,
+                                       **{s: (c.model_dump() if (c := vp.config(s)) else None) for s in RUN_ORDER}}
+                     for vp in plan.variants},
+    }, indent=2)

@@ -1,0 +1,369 @@
+"""Track stage: a finished run's summary -> MLflow (one parent run, one nested run per variant).
+
+Uses ``MlflowClient`` with explicit run ids (never the fluent "active run"). Params are written once,
+at creation; metrics go through ``log_batch`` within MLflow's limits; every run is closed with
+``set_terminated`` (FAILED if logging broke half-way). The default store is a SQLite file in the
+run's output folder, with artifacts beside it, so nothing has to be started.
+
+Offline first: ``log_or_defer`` checks that an HTTP tracking server answers before logging; when it
+does not (or logging fails), the run keeps everything in its folder, ``summary.json`` says
+``tracking_pending``, and ``suite sync RUN_DIR`` logs it later.
+
+Every HTTP call is bounded (``HTTP_LIMITS``: MLflow's request timeout, retries and backoff, unless the
+environment sets them), so a server that dies mid-sync fails the sync in seconds, not minutes.
+
+A run folder has one parent run whatever happens: the parent tagged with its ``suite.run_dir`` is looked
+up first (in any state). A finished one is reused as it is; one left RUNNING or FAILED by a crash or a
+lost server is resumed: its variant runs are found by their ``suite.variant`` tag, those already closed
+are kept, the others (or missing ones) are logged again (same params, so MLflow accepts them), and the
+parent is closed FINISHED.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.analysis.records import RunSummary, TrackingInfo, VariantSummary
+from suite.analysis.summary import metric_name
+
+MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAM_VALUE = 6000
+# per request: 10 s timeout, 2 retries with 1 s backoff: a dead server fails a call in < 30 s (MLflow's
+# defaults, 120 s and 7 retries with backoff 2, made `suite sync` hang for 8 minutes)
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+
+
+def bound_http_calls() -> None:
+    import os
+
+    for k, v in HTTP_LIMITS.items():
+        os.environ.setdefault(k, v)
+
+
+@dataclass
+class TrackConfig:
+    summary: RunSummary
+    summary_path: Path
+    uri: str
+    experiment: str
+    artifact_root: Path | None = None  # for a local store: where artifacts go
+    resumed: bool = False  # a `suite run --resume`: variants whose runs FAILED before are logged again
+
+
+@dataclass
+class TrackResult:
+    info: TrackingInfo
+    wall_s: float
+    already_logged: bool = False
+
+
+def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
+    """Why an HTTP tracking server cannot be used now (None: it answers, or the store is local)."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError as e:  # it answered (an auth-protected /health still means "up")
+        return None if e.code in (401, 403) else f"{uri}/health answered HTTP {e.code}"
+    except (urllib.error.URLError, OSError) as e:
+        return f"tracking server {uri} unreachable: {getattr(e, 'reason', e)}"
+
+
+def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]:
+    """Log now, or say why not (the results stay in the run folder for `suite sync`)."""
+    why = unreachable(config.uri)
+    if why:
+        return None, why
+    try:
+        return run(config), None
+    except Exception as e:  # noqa: BLE001 - any logging failure defers; the run's results are safe on disk
+        text = str(e)
+        if "401" in text or "Unauthorized" in text or "UNAUTHENTICATED" in text:
+            return None, (f"the tracking server {config.uri} refused the credentials (HTTP 401): set "
+                          "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials); "
+                          "never put them in a recipe")
+        if "403" in text or "PERMISSION_DENIED" in text:
+            return None, f"the tracking server {config.uri} denied this user write access (HTTP 403)"
+        return None, f"logging to {config.uri} failed: {type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def find_parents(client, config: "TrackConfig", exp_id: str) -> list:
+    """Parent runs tagged with this run folder (any state), a finished one first, then the oldest."""
+    runs = client.search_runs([exp_id], filter_string=f"tags.`suite.run_dir` = '{config.summary.run_dir}'")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    return sorted(parents, key=lambda r: (r.info.status != "FINISHED", r.info.start_time or 0))
+
+
+def children_of(client, exp_id: str, parent_id: str) -> dict[str, object]:
+    """The variant runs of a parent by their ``suite.variant`` tag (a closed one preferred)."""
+    kids = client.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    out: dict[str, object] = {}
+    for r in sorted(kids, key=lambda r: (r.info.status not in ("FINISHED", "FAILED"), r.info.start_time or 0)):
+        if r.data.tags.get("suite.superseded") != "true":  # replaced by a resumed run's new variant run
+            out.setdefault(r.data.tags.get("suite.variant", r.info.run_id), r)
+    return out
+
+
+def find_logged(client, config: "TrackConfig", exp_id: str) -> TrackingInfo | None:
+    """The finished parent run (and its children) already logged for this run folder, if any."""
+    parents = [r for r in find_parents(client, config, exp_id) if r.info.status == "FINISHED"]
+    if not parents:
+        return None
+    pid = parents[0].info.run_id
+    return TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id, parent_run_id=pid,
+                        variant_run_ids={k: r.info.run_id for k, r in children_of(client, exp_id, pid).items()})
+
+
+def default_uri(out_root: Path) -> str:
+    return f"sqlite:///{(out_root / 'mlflow.db').resolve()}"
+
+
+def _params(d: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_params(v, key + "."))
+        else:
+            text = json.dumps(v) if isinstance(v, (list, bool)) or v is None else str(v)
+            out[key] = text[:MAX_PARAM_VALUE]
+    return out
+
+
+def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str]:
+    p = {"variant": v.name, "baseline": v.is_baseline, "scheme": v.scheme or "none",
+         "kv_cache": v.kv_cache or "none", "kv_cache_dtype": v.kv_cache_dtype, "model_path": v.model_path}
+    p.update({f"engine.{k}": val for k, val in v.engine_args.items()})
+    if v.quantize:
+        p["quantize.ignore"] = v.quantize.ignored_modules
+        p["quantize.key"] = v.quantize.key
+    if v.evaluate is not None and v.evaluate.code_sandbox:  # how HumanEval's programs were contained
+        p["eval.code_sandbox"] = v.evaluate.code_sandbox
+    p.update({f"version.{k}": val for k, val in versions.items()})
+    p.update({f"tokenizer.{k}": val for k, val in v.tokenizer.items() if k in
+              ("bos_token", "encodes_bos", "add_bos_token", "chat_template_sha256")})
+    return _params(p)
+
+
+def _log(client, run_id: str, params: dict[str, str], metrics: dict[str, float], tags: dict[str, str]) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+
+    now = int(time.time() * 1000)
+    items = list(params.items())
+    for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=[Param(k, v) for k, v in items[i:i + MAX_PARAMS_PER_BATCH]])
+    mitems = list(metrics.items())
+    for i in range(0, len(mitems), MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in mitems[i:i + MAX_METRICS_PER_BATCH]])
+    if tags:
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def _artifacts(client, run_id: str, files: list[tuple[str, str]]) -> None:
+    for path, folder in files:
+        if path and Path(path).is_file():
+            client.log_artifact(run_id, path, artifact_path=folder or None)
+
+
+def variant_tags(v: VariantSummary) -> dict[str, str]:
+    """Errors, and what bounded each load point (suite.stages.benchmark.bottleneck), as run tags."""
+    tags = {"suite.errors": "; ".join(v.errors)[:5000]} if v.errors else {}
+    if v.benchmark:
+        for p in v.benchmark.points:
+            if p.bottleneck:
+                tags[metric_name("bottleneck", p.label)] = p.bottleneck
+    return tags
+
+
+def variant_artifacts(v: VariantSummary) -> list[tuple[str, str]]:
+    files = []
+    if v.evaluate:
+        files.append((v.evaluate.results_file, "lm_eval"))
+        files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
+    if v.benchmark:
+        for p in v.benchmark.points:
+            files += [(r.get("result_file"), "benchmark") for r in p.repetitions] or [(p.result_file, "benchmark")]
+        files.append((v.benchmark.server_log, "benchmark"))
+        out = Path(v.benchmark.server_log).parent
+        files += [(str(f), "benchmark") for f in sorted(out.glob("bench-slo-*.json"))]
+        files.append((str(out / "offline.json"), "benchmark"))
+    if v.quantize:
+        files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
+        files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))
+    return files
+
+
+def run(config: TrackConfig) -> TrackResult:
+    start = time.perf_counter()
+    from mlflow.tracking import MlflowClient
+
+    s = config.summary
+    bound_http_calls()
+    client = MlflowClient(tracking_uri=config.uri)
+    exp = client.get_experiment_by_name(config.experiment)
+    if exp is None:
+        location = config.artifact_root.resolve().as_uri() if config.artifact_root else None
+        exp_id = client.create_experiment(config.experiment, artifact_location=location)
+    else:
+        exp_id = exp.experiment_id
+    logged = find_logged(client, config, exp_id)
+    relog = config.resumed
+    if logged is not None:
+        # logged already, but from this summary? A parent records which summary it holds (its `finished`
+        # time); a resumed run has a newer one, also when it reaches MLflow later through `suite sync`
+        held = client.get_run(logged.parent_run_id).data.tags.get("suite.summary_finished")
+        if not config.resumed and (held is None or held == s.finished):
+            return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
+        relog = True
+    earlier = find_parents(client, config, exp_id)  # left RUNNING or FAILED by a sync that did not finish
+    if earlier:
+        pid = earlier[0].info.run_id
+        client.update_run(pid, status="RUNNING")
+        kids = children_of(client, exp_id, pid)
+        # a sync that broke off: closed variant runs are kept. A resumed run (`suite run --resume`) reran
+        # what had failed: a variant whose run FAILED is logged again as a new run under the same parent
+        # (the old one tagged superseded); variants that finished kept their results and their runs.
+        closed = ("FINISHED",) if relog else ("FINISHED", "FAILED")
+        done = {k: r for k, r in kids.items() if r.info.status in closed}
+        for k, r in kids.items():
+            if relog and r.info.status == "FAILED":
+                client.set_tag(r.info.run_id, "suite.superseded", "true")
+        resumable = {k: r for k, r in kids.items() if k not in done and r.info.status != "FAILED"}
+    else:
+        parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
+                                   tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
+                                         "suite.version": s.suite_version, "suite.platform": s.platform})
+        pid, done, resumable = parent.info.run_id, {}, {}
+    child_ids: dict[str, str] = {k: r.info.run_id for k, r in done.items()}
+    status = "FAILED"
+    try:
+        params = _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
+                          "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()}})
+        had = client.get_run(pid).data.params if earlier else {}
+        # MLflow params cannot change: a resumed run whose environment moved keeps the first values and
+        # says what moved in tags
+        moved = {f"suite.resume.{k}": f"{had[k]} -> {v}"[:5000] for k, v in params.items() if k in had and had[k] != v}
+        _log(client, pid, {k: v for k, v in params.items() if k not in had},
+             {f"time.{k}_s": v for k, v in s.stage_wall_s.items()}, moved)
+        for v in s.variants:
+            if v.name in done:
+                if relog:  # kept results, but deltas and ratios may be new (a baseline that ran only now)
+                    _log(client, done[v.name].info.run_id, {}, v.metrics, variant_tags(v))
+                continue
+            if v.name in resumable:
+                child_id = resumable[v.name].info.run_id
+            else:
+                child_id = client.create_run(exp_id, run_name=v.name, tags={
+                    "mlflow.parentRunId": pid, "suite.recipe": s.recipe_name, "suite.variant": v.name,
+                    "suite.baseline": str(v.is_baseline).lower()}).info.run_id
+            child_ids[v.name] = child_id
+            _log(client, child_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
+            _artifacts(client, child_id, variant_artifacts(v))
+            client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")
+        info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
+                            parent_run_id=pid, variant_run_ids=child_ids)
+        import tempfile
+
+        logged = s.model_copy(update={"tracking": info, "tracking_pending": None})
+        with tempfile.TemporaryDirectory(prefix="suite-track-") as tmp:  # the run folder's copy says "logged"
+            copy = logged.write(Path(tmp) / "summary.json")  # only once the parent is closed (below)
+            _artifacts(client, pid, [(str(copy), ""), (s.artifacts.get("frontier_png", ""), ""),
+                                     (s.artifacts.get("report_html", ""), ""),
+                                     (s.artifacts.get("recipe", ""), "")])
+        client.set_tag(pid, "suite.summary_finished", s.finished or "")
+        status = "FINISHED"
+    finally:
+        try:
+            client.set_terminated(pid, status)
+        except Exception:  # noqa: BLE001 - the server is gone: the next sync resumes this parent
+            if status == "FINISHED":
+                raise
+    s.tracking, s.tracking_pending = info, None
+    s.write(config.summary_path)
+    return TrackResult(info=info, wall_s=time.perf_counter() - start)
+
+
+@dataclass
+class GateRecord:
+    tagged_runs: list[str]
+    registered: list[tuple[str, str]]  # (registered model name, version) given the 'candidate' alias
+
+
+def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: str = "recipe",
+                policy_sha256: str | None = None, looser: list[str] | None = None) -> GateRecord:
+    """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` / ``gate.failed`` on the parent
+    and each variant run; when every gate passed, each quantized variant's checkpoint (its run's
+    ``checkpoint`` artifacts: config.json and provenance.json) becomes a new version of the registered
+    model ``<recipe>-<variant>`` with the alias ``candidate`` and the gate results as tags."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    info = summary.tracking
+    bound_http_calls()
+    client = MlflowClient(tracking_uri=info.uri)
+    verdict = "pass" if result.passed else "fail"
+    tagged, registered = [], []
+    policy_tags = {"gate.policy": policy, **({"gate.policy_sha256": policy_sha256} if policy_sha256 else {}),
+                   **({"gate.policy_looser_than_recipe": "; ".join(looser)[:5000]} if looser else {})}
+    client.set_tag(info.parent_run_id, "gate.result", verdict)
+    for k, val in policy_tags.items():  # which gates gave this verdict (a --policy replaces the recipe's)
+        client.set_tag(info.parent_run_id, k, val)
+    tagged.append(info.parent_run_id)
+    for v in summary.variants:
+        run_id = info.variant_run_ids.get(v.name)
+        checks = [c for c in result.checks if c.variant == v.name]
+        if not run_id or not checks:
+            continue
+        failed = [f"{c.gate}: {c.measured:.4g} vs {c.threshold:.4g}" for c in checks if not c.passed]
+        client.set_tag(run_id, "gate.result", "fail" if failed else "pass")
+        if failed:
+            client.set_tag(run_id, "gate.failed", "; ".join(failed)[:5000])
+        tagged.append(run_id)
+        if not result.passed or v.is_baseline or not v.quantize:
+            continue
+        name = metric_name(f"{summary.recipe_name}-{v.name}")
+        try:
+            client.create_registered_model(name, description=f"FP8 checkpoints of {summary.recipe_name} / {v.name}")
+        except MlflowException as e:
+            if "RESOURCE_ALREADY_EXISTS" not in str(e.error_code if hasattr(e, "error_code") else e):
+                raise
+        tags = {metric_name("gate", c.gate): f"{c.measured:.6g} (threshold {c.threshold:.6g})" for c in checks}
+        tags.update({"checkpoint_path": v.quantize.checkpoint, "checkpoint_key": v.quantize.key,
+                     "suite.run_dir": summary.run_dir, **policy_tags})
+        mv = client.create_model_version(name, f"runs:/{run_id}/checkpoint", run_id=run_id, tags=tags)
+        client.set_registered_model_alias(name, alias, mv.version)
+        registered.append((name, str(mv.version)))
+    return GateRecord(tagged, registered)
+
+
+def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
+                 resumed: bool = False) -> TrackConfig:
+    """Where and as what a run is logged: the recipe's tracking section, else the run root's own store."""
+    from suite.recipe import Recipe
+
+    r = Recipe.model_validate(summary.recipe)
+    uri = uri or r.tracking.uri or default_uri(out_root)
+    return TrackConfig(summary, summary_path, uri, r.tracking.experiment or r.name,
+                       artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None, resumed=resumed)
+
+
+def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
+                  resumed: bool = False) -> str | None:
+    """Log the run to MLflow, or keep it pending in summary.json (``suite sync`` logs it later);
+    ``resumed``: a ``suite run --resume``, whose variants that failed before are logged again."""
+    result, error = log_or_defer(track_config(summary, summary_path, out_root, uri, resumed))
+    if error:
+        summary.tracking_pending = error
+    elif result is not None:
+        summary.tracking, summary.tracking_pending = result.info, None
+    summary.write(summary_path)
+    return error

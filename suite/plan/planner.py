@@ -1,0 +1,145 @@
+"""The planner: a validated recipe -> the stage jobs of one run, in order, with their typed configs.
+
+Nothing here runs a model. ``make_plan`` decides, per variant, which checkpoint it is served from
+(the base model, or a content-addressed quantized checkpoint: ``suite.plan.keys``), and builds the
+configs that the stage processes will read. The runner executes the plan; ``suite plan`` prints it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite.recipe import LoadedRecipe, VariantSpec
+from suite.stages.benchmark.records import BenchmarkConfig
+from suite.stages.records import EngineConfig
+from suite.stages.evaluate.records import EvaluateConfig, TaskRun
+from suite.stages.quantize.records import QuantizeConfig
+from suite.plan.keys import checkpoint_key, quantizer_versions
+from suite.stages.evaluate.tasks import TASKS_DIR
+from suite.stages.registry import RUN_ORDER
+
+@dataclass
+class VariantPlan:
+    variant: VariantSpec
+    is_baseline: bool
+    model_path: str
+    quantize: QuantizeConfig | None
+    evaluate: EvaluateConfig | None
+    benchmark: BenchmarkConfig | None
+
+    def config(self, stage: str):
+        """The config of ``stage`` for this variant (None: the variant does not run it)."""
+        return getattr(self, stage)
+
+
+@dataclass
+class Plan:
+    run_dir: Path
+    checkpoints_dir: Path
+    variants: list[VariantPlan] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def jobs(self) -> list[tuple[str, str]]:
+        """(stage, variant) in execution order (the registry's RUN_ORDER): all quantize jobs first, then
+        evaluate, then benchmark."""
+        return [(stage, v.variant.name) for stage in RUN_ORDER for v in self.variants if v.config(stage)]
+
+
+def absolute_calibration(loaded: LoadedRecipe, calib):
+    """Set YAML paths in a recipe's calibration made absolute (they are relative to the recipe)."""
+    from suite.stages.quantize import calibration
+
+    if calib is None:
+        return None
+    fix = lambda ref: str(loaded.resolve(ref)) if calibration.is_file_ref(ref) else ref  # noqa: E731
+    if isinstance(calib, str):
+        return fix(calib)
+    return [{"set": fix(ref), "weight": w} for ref, w in calibration.mix_parts(calib)]
+
+
+def engine_args_as_vllm_takes_them(engine_args: dict) -> dict:
+    """The recipe's engine arguments typed as the serve environment's EngineArgs declares them, so that
+    ``LLM(...)`` (evaluate) gets what ``vllm serve``'s parser would make of the same flags (benchmark):
+    ``kv_cache_dtype_skip_layers: [0, 1]`` -> ['0', '1'], a list[str] field. Names and types were checked
+    by ``suite validate`` (recipe.serving_problems); anything it would refuse is passed on unchanged."""
+    if not engine_args:
+        return {}
+    from suite.orchestrate.envs import check_engine_args, engine_args_facts
+
+    typed, _ = check_engine_args(engine_args, engine_args_facts())
+    return {k: typed.get(k, v) for k, v in engine_args.items()}
+
+
+def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None = None) -> Plan:
+    from suite.stages.quantize import calibration
+
+    r = loaded.recipe
+    base_model = loaded.model_path()
+    checkpoints_dir = checkpoints_dir or loaded.resolve(r.output_dir) / "checkpoints"
+    plan = Plan(run_dir=run_dir, checkpoints_dir=checkpoints_dir, env=dict(r.runtime.env))
+    tasks = [TaskRun(name=t.name, metric=t.metric,
+                     num_fewshot=t.num_fewshot if t.num_fewshot is not None else r.eval.num_fewshot,
+                     limit=t.limit if t.limit is not None else r.eval.limit) for t in r.eval.tasks]
+    quantizer = quantizer_versions() if any(v.quantization for v in r.variants) else None
+    for variant in r.all_variants():
+        is_baseline = variant is r.baseline
+        q = variant.quantization
+        quantize = None
+        model_path = base_model
+        if q is not None:
+            calib = absolute_calibration(loaded, q.calibration)
+            calib_sha = calibration.content_hash(calib) if calib else None  # reads the data once: key + provenance
+            key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib_sha, quantizer)
+            # named by content, not by variant: two variants with the same quantization share one checkpoint
+            model_path = str(checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{'-kv' if q.kv_cache else ''}-{key}")
+            quantize = QuantizeConfig(
+                model=base_model, revision=r.model.revision, random_weights=r.model.weights == "random",
+                scheme=q.scheme, ignore=q.ignore,
+                kv_cache=q.kv_cache, calibration=calib, smoothing_strength=q.smoothing_strength,
+                num_calibration_samples=q.num_calibration_samples,
+                max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
+                provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
+                            "model": r.model.model_dump(),
+                            "calibration_sha256": calib_sha, "quantizer": quantizer},
+            )
+        engine_args = engine_args_as_vllm_takes_them(variant.engine_args)
+        if q is None and r.model.weights == "random":
+            engine_args.setdefault("load_format", "dummy")  # config.json only: vLLM fills random weights
+        engine = EngineConfig(model=model_path, dtype=r.model.dtype if q is None else "auto",
+                              max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
+                              engine_args=engine_args)
+        vdir = run_dir / "variants" / variant.name
+        evaluate = None if not tasks else EvaluateConfig(
+            engine=engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
+            include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
+            allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
+            max_gen_toks=r.eval.max_gen_toks,
+            seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
+        )
+        benchmark = None  # an accuracy-only recipe has no throughput section
+        if (t := r.throughput) is not None:
+            benchmark = benchmark_config(t, engine, data_dir=str(loaded.resolve(r.eval.data_dir)),
+                                         chat_template=r.model.chat_template, output_dir=str(vdir / "benchmark"))
+        plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark))
+    return plan
+
+
+# ThroughputSpec field -> BenchmarkConfig field, written out: a field renamed on one side fails
+# tests/plan/test_plan.py (every ThroughputSpec field is mapped or in THROUGHPUT_NOT_PASSED) instead of
+# being dropped silently
+THROUGHPUT_TO_BENCHMARK = {
+    "input_len": "input_len", "output_len": "output_len", "num_prompts": "num_prompts", "workload": "workload",
+    "request_rates": "request_rates", "concurrencies": "concurrencies", "api_server_count": "api_server_count",
+    "max_api_server_count": "max_api_server_count", "repetitions": "repetitions",
+    "warmup_requests": "warmup_requests", "slo": "slo", "offline_ceiling": "offline_ceiling",
+    "metrics_interval_s": "metrics_interval_s", "point_timeout_s": "point_timeout_s", "gpu": "gpu", "seed": "seed",
+    "server_timeout_s": "server_timeout_s",
+}
+THROUGHPUT_NOT_PASSED = {"headline": "which load point the summary reports (suite.analysis.summary), not a stage setting"}
+
+
+def benchmark_config(t, engine: EngineConfig, **rest) -> BenchmarkConfig:
+    """The benchmark stage's config from the recipe's throughput section (``t``) through THROUGHPUT_TO_BENCHMARK."""
+    dumped = t.model_dump()
+    return BenchmarkConfig(engine=engine, **{dst: dumped[src] for src, dst in THROUGHPUT_TO_BENCHMARK.items()}, **rest)

@@ -1,0 +1,317 @@
+"""The recipe: a YAML file naming a model, its BF16 baseline, FP8 variants, and how to judge them.
+
+Every model is pydantic with ``extra="forbid"`` (an unknown key is an error, not a silent no-op, the
+way llmcompressor's modifiers behave). ``load_recipe`` turns every problem into a ``SuiteError`` that
+names the file, the field, what is allowed and the fix, before any model is loaded.
+
+Relative paths in a recipe are relative to the recipe file's folder.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from suite.recipe.base import _NAME, SECRET_ENV, SEED_MAX, URL_PASSWORD, EngineValue, Strict, bad
+from suite.recipe.throughput import ThroughputSpec
+
+# llmcompressor's preset scheme names (compressed_tensors.quantization.quant_scheme.PRESET_SCHEMES)
+# that this suite supports, and what each means. "FP8" is static per-tensor weights and activations.
+SCHEMES = {
+    "FP8": "static per-tensor FP8 weights and activations, calibrated (needs a calibration set)",
+    "FP8_DYNAMIC": "per-channel FP8 weights, dynamic per-token FP8 activations (no data)",
+    "FP8_BLOCK": "128x128 block FP8 weights, dynamic per-group activations (no data)",
+}
+SCHEMES_NEEDING_DATA = {"FP8"}
+
+
+class ModelSpec(Strict):
+    """The model under test, as the baseline is served."""
+
+    id: str = Field(description="Hugging Face model id (org/name) or a local folder (relative to the recipe)")
+    revision: str | None = Field(None, description="hub revision (commit, tag or branch) for a hub id")
+    dtype: Literal["bfloat16", "float16", "auto"] = Field("bfloat16", description="unquantized weights' dtype")
+    max_model_len: int = Field(4096, gt=0, description="vLLM max_model_len for evaluation and serving")
+    chat_template: bool = Field(
+        False, description="apply the tokenizer's chat template in evaluation (lm-eval apply_chat_template)"
+    )
+    weights: Literal["pretrained", "random"] = Field(
+        "pretrained",
+        description="'random': the folder holds config.json + tokenizer only; the baseline is served with vLLM's "
+        "dummy loader and quantized variants are built from a randomly initialised model (throughput studies "
+        "at a scale you have no weights for; accuracy tasks are refused)",
+    )
+
+
+class CalibrationMix(Strict):
+    set: str = Field(description="a set name from calibration/ or a set YAML (relative to the recipe)")
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False,
+                          description="share of num_calibration_samples, relative to the others")
+
+
+class QuantizationSpec(Strict):
+    """How llmcompressor builds the variant's checkpoint (oneshot + QuantizationModifier)."""
+
+    scheme: str | None = Field(
+        None,
+        description="weight/activation preset (absent: weights stay BF16): "
+        + ", ".join(f"{k} ({v})" for k, v in SCHEMES.items()),
+    )
+    ignore: list[str] = Field(
+        default_factory=lambda: ["lm_head"],
+        description="modules kept in BF16: module names, 're:' patterns or class names (as llmcompressor's "
+        "ignore), and the shorthands 'first: N' / 'last: N' (decoder layers)",
+    )
+    kv_cache: Literal["fp8"] | None = Field(
+        None, description="'fp8': calibrate per-tensor FP8 KV-cache scales into the checkpoint (kv_cache_scheme)"
+    )
+    calibration: Union[str, list[CalibrationMix], None] = Field(
+        None,
+        description="calibration data (required by FP8 static and kv_cache): a set name from calibration/, a set "
+        "YAML of your own (path ending .yaml, relative to the recipe), or a mix [{set: ..., weight: ...}, ...]",
+    )
+    smoothing_strength: float | None = Field(
+        None, gt=0, lt=1, allow_inf_nan=False, description="run llmcompressor's SmoothQuantModifier with this strength before static FP8 "
+        "(moves activation outliers into the weights; e.g. 0.8)",
+    )
+    num_calibration_samples: int = Field(512, gt=0, description="calibration rows used")
+    max_seq_length: int = Field(2048, gt=0, description="calibration rows are cut to this many tokens")
+
+    @field_validator("scheme")
+    @classmethod
+    def _known_scheme(cls, v: str | None) -> str | None:
+        if v is not None and v not in SCHEMES:
+            raise bad(f"unsupported scheme {v!r}", f"use one of: {', '.join(SCHEMES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _data_when_needed(self) -> "QuantizationSpec":
+        if self.scheme is None and self.kv_cache is None:
+            raise bad("nothing to quantize", "give 'scheme', 'kv_cache: fp8', or both; or remove 'quantization'")
+        if (self.scheme in SCHEMES_NEEDING_DATA or self.kv_cache) and not self.calibration:
+            why = f"scheme {self.scheme}" if self.scheme in SCHEMES_NEEDING_DATA else "kv_cache: fp8"
+            raise bad(f"{why} needs calibration data",
+                      "set 'calibration' to a set in calibration/ (e.g. chat-demo) or a set YAML of your own")
+        if self.smoothing_strength is not None and self.scheme != "FP8":
+            raise bad("smoothing_strength (SmoothQuant) only helps static activation scales",
+                      "use scheme FP8 or remove smoothing_strength")
+        return self
+
+
+class VariantSpec(Strict):
+    """One served configuration of the model. The baseline has no quantization."""
+
+    name: str = Field(pattern=_NAME, description="short name, used in run names and metric tags")
+    quantization: QuantizationSpec | None = Field(None, description="absent: serve the model as it is")
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        "auto", description="vLLM kv_cache_dtype (fp8 reads calibrated scales from the checkpoint when present)"
+    )
+    engine_args: dict[str, EngineValue] = Field(
+        default_factory=dict,
+        description="extra vLLM engine arguments, snake_case (enforce_eager, gpu_memory_utilization, "
+        "kv_cache_dtype_skip_layers: [0, 1], compilation_config: {...}); names and types are checked against "
+        "the EngineArgs of the serve environment's vLLM",
+    )
+
+
+def _check_limit(v: float | None) -> float | None:
+    """lm-eval's ``limit``: below 1.0 a fraction of each (sub)task's rows, else a row count (int(limit))."""
+    if v is not None and not (0 < v < 1 or (v >= 1 and float(v).is_integer())):
+        raise bad(f"{v!r} is neither a row count (an integer >= 1) nor a fraction of the rows (0 < x < 1)",
+                  f"write {math.floor(v)} rows or a fraction such as 0.5" if v > 1 else "write an integer >= 1 "
+                  "or a fraction 0 < x < 1")
+    return v
+
+
+Limit = Annotated[Union[float, None], Field(allow_inf_nan=False)]
+
+
+class TaskSpec(Strict):
+    name: str = Field(description="task or group name: one of tasks/ or a standard lm-eval task")
+    metric: str | None = Field(None, description="headline 'metric,filter' (default: the task's primary metric)")
+    num_fewshot: int | None = Field(None, ge=0, le=1000, description="overrides the task's default")
+    limit: Limit = Field(None, description="rows per (sub)task: an integer count >= 1 or a fraction 0 < x < 1")
+
+    @field_validator("limit")
+    @classmethod
+    def _limit(cls, v):
+        return _check_limit(v)
+
+
+class EvalSpec(Strict):
+    tasks: list[TaskSpec] = Field(
+        default_factory=list, description="tasks scored on every variant (empty: a throughput-only recipe)"
+    )
+    num_fewshot: int | None = Field(None, ge=0, le=1000,
+                                    description="default n-shot for every task (else the task's own)")
+    limit: Limit = Field(None, description="default rows per (sub)task (None: all): a count >= 1 or a fraction 0 < x < 1")
+    batch_size: Union[Annotated[int, Field(ge=1)], Literal["auto"]] = Field("auto", description="lm-eval batch size")
+    data_dir: str = Field(
+        "../tasks/data",
+        description="folder the tasks/ YAMLs read (layout of ../shared/data); relative to the recipe",
+    )
+    allow_code_execution: bool = Field(
+        False, description="required for HumanEval: runs model-written code in a sandboxed subprocess"
+    )
+    code_sandbox: Literal["namespaces", "process"] = Field(
+        "namespaces", description="how model-written code runs: namespaces (fresh PID/net/mount/IPC/UTS "
+        "namespaces, uid 65534, read-only system, capped scratch, cgroup memory/pids limits; refuses to run where "
+        "the kernel does not allow it) or process (weaker: own session and rlimits only, no network, file or "
+        "process isolation). Recorded in the evaluate result, the report and MLflow"
+    )
+    max_gen_toks: int | None = Field(None, gt=0, description="cap on generated tokens per request")
+    seed: int = Field(1234, ge=0, le=SEED_MAX, description="lm-eval's random, numpy, torch and few-shot seeds")
+
+    @field_validator("limit")
+    @classmethod
+    def _limit(cls, v):
+        return _check_limit(v)
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _strings_are_names(cls, v):
+        return [{"name": t} if isinstance(t, str) else t for t in v] if isinstance(v, list) else v
+
+    @field_validator("tasks")
+    @classmethod
+    def _each_task_once(cls, v):
+        names = [t.name for t in v]
+        if dup := sorted({n for n in names if names.count(n) > 1}):
+            raise bad(f"task(s) listed twice: {', '.join(dup)} (one evaluation would overwrite the other's samples)",
+                      "list each task once")
+        return v
+
+
+Drop = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Ratio = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+# the gates that name tasks, and their defaults for tasks not named (suite.analysis.gate reads the same lists)
+PER_TASK = ("max_drop", "max_relative_drop", "non_inferiority_margin", "min_recovery_lower_bound")
+DEFAULTS = ("default_max_drop", "default_max_relative_drop", "default_non_inferiority_margin")
+
+
+class GateSpec(Strict):
+    max_drop: dict[str, Drop] = Field(
+        default_factory=dict,
+        description="task -> largest allowed accuracy drop (baseline minus variant, in metric units, e.g. 0.02)",
+    )
+    default_max_drop: Drop | None = Field(None, description="for tasks not named in max_drop")
+    min_throughput_gain: Ratio | None = Field(
+        None, description="smallest allowed variant/baseline output tok/s ratio (e.g. 1.2)"
+    )
+    max_relative_drop: dict[str, Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]] = Field(
+        default_factory=dict, description="task -> largest allowed drop as a share of the baseline (0.01 = 1%)"
+    )
+    default_max_relative_drop: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
+        None, description="for tasks not named in max_relative_drop")
+    non_inferiority_margin: dict[str, Drop] = Field(
+        default_factory=dict,
+        description="task -> margin m: passes when the lower bound of the paired 95% CI of the delta is >= -m "
+        "(non-inferiority shown by the data, not just a small point estimate)",
+    )
+    default_non_inferiority_margin: Drop | None = Field(None, description="for tasks not named above")
+    min_recovery_lower_bound: dict[str, Ratio] = Field(
+        default_factory=dict,
+        description="task -> smallest allowed lower bound of recovery, (baseline + CI low) / baseline (e.g. 0.99)",
+    )
+    max_ttft_p99_ms: Ratio | None = Field(None, description="largest allowed p99 TTFT at the headline point")
+    max_tpot_p99_ms: Ratio | None = Field(None, description="largest allowed p99 TPOT at the headline point")
+    min_sustainable_rate_gain: Ratio | None = Field(
+        None, description="smallest allowed variant/baseline ratio of the sustainable rate under the SLO"
+    )
+
+
+class TrackingSpec(Strict):
+    uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite file in the run folder)")
+    experiment: str | None = Field(None, description="MLflow experiment (default: the recipe name)")
+
+    @field_validator("uri")
+    @classmethod
+    def _no_credentials(cls, v: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if v and "://" in v and urlsplit(v).password is not None:
+            raise bad("the URI holds a password; recipes end up in MLflow and in logs",
+                      "remove it from the URI and set MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD "
+                      "(or ~/.mlflow/credentials) instead")
+        return v
+
+
+class RuntimeSpec(Strict):
+    env: dict[str, str] = Field(
+        default_factory=dict, description="environment variables for stage processes (no credentials: names "
+        "ending in _PASSWORD, _SECRET, _TOKEN, _API_KEY, _ACCESS_KEY and HF_TOKEN are refused; set them in the "
+        "environment that runs `suite`, which the stages inherit)")
+
+    @field_validator("env", mode="before")  # before the types: a secret of the wrong type is still refused
+    @classmethod
+    def _no_secrets(cls, v):
+        for name in v if isinstance(v, dict) else ():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise bad(f"{name!r} is not an environment variable name", "use letters, digits and '_' only")
+            if SECRET_ENV.search(name):  # the value is never repeated: it is the secret
+                raise bad(f"{name} looks like a credential; a recipe is copied into the run folder, logged to "
+                          "MLflow and printed by `suite plan`",
+                          f"remove it here and export {name} in the environment that runs `suite` "
+                          "(stage processes get only Hugging Face's tokens from there)")
+            if isinstance(v[name], str) and URL_PASSWORD.search(v[name]):
+                raise bad(f"{name} holds a URL with a password in it; a recipe is copied into the run folder, "
+                          "logged to MLflow and printed by `suite plan`",
+                          "remove the password from the URL and give it through the tool's own credential "
+                          "variable, exported in the environment that runs `suite`")
+        return v
+
+
+class Recipe(Strict):
+    schema_version: Literal[1] = 1
+    name: str = Field(pattern=_NAME, description="recipe name: MLflow experiment and tag suite.recipe")
+    description: str = ""
+    model: ModelSpec
+    baseline: VariantSpec
+    variants: list[VariantSpec] = Field(min_length=1)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+    throughput: ThroughputSpec | None = Field(
+        None, description="the serving workload (absent: an accuracy-only recipe, no benchmark stage)"
+    )
+    gates: GateSpec = Field(default_factory=GateSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    output_dir: str = Field("../runs", description="run folders are made under this (relative to the recipe)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Recipe":
+        if self.baseline.quantization is not None:
+            raise bad("baseline: the baseline is the unquantized model", "remove baseline.quantization")
+        names = [self.baseline.name] + [v.name for v in self.variants]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise bad(f"variant names must be unique; repeated: {', '.join(dupes)}", "rename one of them")
+        t, m = self.throughput, self.model
+        if t is not None and t.workload == "random" and t.input_len + t.output_len > m.max_model_len:
+            raise bad(f"throughput.input_len + output_len = {t.input_len + t.output_len} tokens exceed "
+                      f"model.max_model_len {m.max_model_len}: vLLM refuses every request",
+                      "shorten input_len/output_len or raise model.max_model_len")
+        if t is not None and t.output_len >= m.max_model_len:
+            raise bad(f"throughput.output_len {t.output_len} leaves no room for a prompt in model.max_model_len "
+                      f"{m.max_model_len}", "lower output_len or raise model.max_model_len")
+        if self.eval.max_gen_toks is not None and self.eval.max_gen_toks >= m.max_model_len:
+            raise bad(f"eval.max_gen_toks {self.eval.max_gen_toks} leaves no room for a prompt in model.max_model_len "
+                      f"{m.max_model_len}", "lower eval.max_gen_toks or raise model.max_model_len")
+        if self.throughput is None:
+            if not self.eval.tasks:
+                raise bad("nothing to measure", "give eval.tasks, a throughput section, or both")
+            g = self.gates
+            serving_gates = [n for n, v in [("min_throughput_gain", g.min_throughput_gain),
+                                            ("max_ttft_p99_ms", g.max_ttft_p99_ms),
+                                            ("max_tpot_p99_ms", g.max_tpot_p99_ms),
+                                            ("min_sustainable_rate_gain", g.min_sustainable_rate_gain)] if v is not None]
+            if serving_gates:
+                raise bad(f"gates.{serving_gates[0]} needs a throughput section (this recipe has none)",
+                          "add one or remove the gate")
+        return self
+
+    def all_variants(self) -> list[VariantSpec]:
+        return [self.baseline, *self.variants]

@@ -1,0 +1,116 @@
+"""The recipe's throughput section: the serving workload, its load points and the latency SLO search."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from suite.recipe.base import SEED_MAX, Strict, bad
+
+
+class SloSpec(BaseModel):
+    """A latency SLO and how to search the highest Poisson rate that meets it (stages.benchmark.slo).
+
+    Not ``Strict``: as before the move, its numbers are validated the lax way (it was a stage record)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttft_p99_ms: Optional[float] = Field(None, gt=0, description="largest allowed p99 time to first token")
+    tpot_p99_ms: Optional[float] = Field(None, gt=0, description="largest allowed p99 time per output token")
+    keep_up: Optional[float] = Field(
+        None, gt=0, le=1, description="also require served req/s >= this share of the offered rate (long probes only: "
+        "a short probe's served rate is diluted by its last requests' latency)")
+    start_rate: float = Field(4.0, gt=0, description="first rate probed (req/s)")
+    min_rate: float = Field(0.25, gt=0, description="lowest rate probed when even the start fails")
+    max_rate: float = Field(256.0, gt=0, description="highest rate probed")
+    tolerance: float = Field(0.1, gt=0, lt=1, description="stop when the bracket is this narrow (relative)")
+    max_probes: int = Field(7, ge=1, description="at most this many probes")
+    num_prompts: Optional[int] = Field(None, gt=0, description="prompts per probe (default: throughput.num_prompts)")
+
+
+class ThroughputSpec(Strict):
+    """The serving workload, as `vllm bench serve` runs it (random dataset, ignore_eos)."""
+
+    input_len: int = Field(512, gt=0, description="--random-input-len")
+    output_len: int = Field(256, gt=0, description="--random-output-len")
+    num_prompts: int = Field(1000, gt=0, description="--num-prompts per load point")
+    workload: Literal["random", "tasks"] = Field(
+        "random",
+        description="'random': random token prompts of exactly input_len tokens; 'tasks': the accuracy tasks' own "
+        "prompts from eval.data_dir (GSM8K, HumanEval, MMLU, C-Eval), output_len tokens each",
+    )
+    request_rates: list[Union[float, Literal["inf"]]] = Field(
+        default_factory=list, description="Poisson request rates (req/s) to run, each > 0; 'inf' sends all at once"
+    )
+    concurrencies: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=list, description="--max-concurrency values to run, each >= 1")
+    api_server_count: int = Field(1, ge=1, description="vllm serve --api-server-count")
+    max_api_server_count: int | None = Field(
+        None, ge=1, description="when a point is frontend-bound (suite.stages.benchmark.bottleneck), restart the server with twice the "
+        "API servers, up to this many, and measure again (the earlier points are kept in scaled_from)",
+    )
+    repetitions: int = Field(3, ge=1, description="runs per load point; the median is reported, with the spread")
+    warmup_requests: int = Field(16, ge=0, description="vllm bench serve --num-warmups before each run")
+    slo: SloSpec | None = Field(
+        None, description="latency SLO (p99 TTFT/TPOT): search the highest sustainable Poisson rate under it"
+    )
+    offline_ceiling: bool = Field(
+        False, description="also run the workload through offline LLM.generate (one more engine start) as a ceiling"
+    )
+    metrics_interval_s: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                      description="how often /metrics and CPU use are sampled")
+    point_timeout_s: int = Field(1800, gt=0, description="a load point still running after this fails")
+    gpu: str | None = Field(None, description="GPU for the roofline (H100, H200, ...; default: nvidia-smi's)")
+    headline: Literal["max", "last"] = Field(
+        "max", description="which load point's numbers become tput.* metrics: the best output tok/s, or the last"
+    )
+    server_timeout_s: int = Field(900, gt=0, description="time allowed for vllm serve to become healthy")
+    seed: int = Field(0, ge=0, le=SEED_MAX, description="vllm bench serve --seed of the first run")
+
+    @field_validator("request_rates", mode="before")
+    @classmethod
+    def _positive_rates(cls, v):
+        if not isinstance(v, list):
+            return v
+        for i, rate in enumerate(v):
+            if rate == "inf" or (isinstance(rate, float) and rate == math.inf):
+                continue
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 or not math.isfinite(rate):
+                raise bad(f"[{i}] = {rate!r}: a Poisson rate is a number of requests per second > 0",
+                          "give rates > 0, or 'inf' to send every request at once")
+        return ["inf" if r == math.inf else r for r in v]
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _slo_numbers(cls, v):
+        for key, value in (v or {}).items() if isinstance(v, dict) else ():
+            if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
+                raise bad(f"{key} = {value!r} is not a finite number", "give a number")
+        return v
+
+    @model_validator(mode="after")
+    def _some_load(self) -> "ThroughputSpec":
+        for name in ("request_rates", "concurrencies"):
+            values = getattr(self, name)
+            if len(set(map(str, values))) != len(values):
+                raise bad(f"{name} lists a load point twice: {values}", "list each load point once")
+        if not self.request_rates and not self.concurrencies:
+            raise bad("no load point: both request_rates and concurrencies are empty",
+                      "give at least one of request_rates (e.g. [inf]) or concurrencies (e.g. [8])")
+        if self.max_api_server_count is not None and self.max_api_server_count < self.api_server_count:
+            raise bad(f"max_api_server_count {self.max_api_server_count} is below api_server_count "
+                      f"{self.api_server_count}", f"make it >= {self.api_server_count}, or remove it")
+        if self.slo is not None:
+            s = self.slo
+            if s.ttft_p99_ms is None and s.tpot_p99_ms is None:
+                raise bad("slo sets no latency limit: every rate would meet it",
+                          "set slo.ttft_p99_ms, slo.tpot_p99_ms or both")
+            if s.min_rate > s.max_rate:
+                raise bad(f"slo.min_rate {s.min_rate:g} is above slo.max_rate {s.max_rate:g}",
+                          "make min_rate <= start_rate <= max_rate")
+            if not s.min_rate <= s.start_rate <= s.max_rate:
+                raise bad(f"slo.start_rate {s.start_rate:g} is outside [min_rate {s.min_rate:g}, max_rate {s.max_rate:g}]",
+                          "make min_rate <= start_rate <= max_rate")
+        return self

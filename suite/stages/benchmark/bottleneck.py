@@ -1,0 +1,237 @@
+"""What bounded a load point: watch the server's ``/metrics`` and the processes' CPU while it runs.
+
+A throughput number means nothing until you know what bounds it. On the project's H200 one vLLM
+API-server process capped BF16 and FP8 alike at ~9,000 tok/s: the engine's queue was empty and the
+API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
+
+- the engine's Prometheus gauges (``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
+  ``vllm:kv_cache_usage_perc``) and counter (``vllm:num_preemptions``): running, waiting and
+  preemptions summed over engines (one series per ``engine`` label), KV usage the max over engines
+  (each engine has its own KV cache: two at 60% are 60% full, not 120%);
+- the CPU use of each process of the server's group by role (API server, engine core, workers; vLLM
+  names them with ``setproctitle``) and of the benchmark client.
+
+``classify`` turns the summary into one label per point:
+  ``kv-cache``      requests were preempted (or KV usage hit ~100%): capacity-bound
+  ``seq-cap``       requests queued while the batch sat at its cap (``max_num_seqs``, set or vLLM's
+                    default: 1024 on an H200) with KV space to spare: the cap, not KV space, held the batch
+  ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit
+  ``client``        the load generator used a full core: the numbers measure the client
+  ``frontend``      an API-server process used a full core while the engine had no queue
+                    (and ``engine`` again when only the engine-core process is busy)
+  ``offered-load``  a finite Poisson rate and no queue anywhere: the load was the limit
+  ``unsaturated``   none of the above: no queue and no busy process (look at the logs)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.error
+import urllib.request
+from statistics import fmean
+
+from suite.stages.benchmark.records import LoadPoint, ServerStats
+
+GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_usage",
+    "vllm:gpu_cache_usage_perc": "kv_usage",  # the name in older vLLM releases
+}
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+BUSY_CORE = 90.0  # CPU percent of one core that counts as "saturated"
+
+
+MAX_OVER_SERIES = {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format (prometheus-client's parser) -> {sample name: value over its label sets}:
+    the max for KV-cache usage (a share per engine), the sum for everything else (counts)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name, value = sample.name, float(sample.value)
+            if name in out:
+                out[name] = max(out[name], value) if name in MAX_OVER_SERIES else out[name] + value
+            else:
+                out[name] = value
+    return out
+
+
+def process_role(cmdline: str, is_root: bool) -> str:
+    for marker, role in (("APIServer", "api_server"), ("EngineCore", "engine_core"), ("Worker", "worker"),
+                         ("DPCoordinator", "coordinator")):
+        if marker in cmdline:
+            return role
+    return "api_server" if is_root else "other"
+
+
+class ServerMonitor:
+    """Background sampler of one server (and, while attached, one benchmark client)."""
+
+    def __init__(self, port: int, server_pid: int, interval_s: float = 1.0):
+        import psutil
+
+        self._psutil = psutil
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.server_pid = server_pid
+        self.interval_s = interval_s
+        self.samples: list[dict] = []
+        self._procs: dict[int, object] = {}
+        self._client = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- control
+    def start(self, client_pid: int | None = None) -> "ServerMonitor":
+        self.samples = []
+        self._client = None
+        if client_pid is not None:
+            try:
+                self._client = self._psutil.Process(client_pid)
+                self._client.cpu_percent(None)
+            except self._psutil.Error:
+                self._client = None
+        self._stop.clear()
+        self._cpu_by_role()  # prime cpu_percent counters
+        self._thread = threading.Thread(target=self._loop, name="server-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> ServerStats:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+        return summarize(self.samples)
+
+    # -- sampling
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.samples.append(self.sample())
+
+    def sample(self) -> dict:
+        s: dict = {"t": time.time()}
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as r:
+                metrics = parse_prometheus(r.read().decode("utf-8", "replace"))
+            for name, key in GAUGES.items():
+                if name in metrics:
+                    s[key] = metrics[name]
+            for name in PREEMPTIONS:
+                if name in metrics:
+                    s["preemptions"] = metrics[name]
+                    break
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):  # ValueError: bad text
+            s["scrape_failed"] = True
+        s["cpu"] = self._cpu_by_role()
+        if self._client is not None:
+            try:
+                s["cpu"]["client"] = self._client.cpu_percent(None)
+            except self._psutil.Error:
+                pass
+        return s
+
+    def _cpu_by_role(self) -> dict[str, float]:
+        """Busiest process per role, in percent of one core, since the previous call."""
+        ps = self._psutil
+        try:
+            root = ps.Process(self.server_pid)
+            procs = [root, *root.children(recursive=True)]
+        except ps.Error:
+            return {}
+        out: dict[str, float] = {}
+        for p in procs:
+            known = self._procs.get(p.pid)
+            if known is None:
+                self._procs[p.pid] = p
+                try:
+                    p.cpu_percent(None)
+                except ps.Error:
+                    pass
+                continue
+            try:
+                role = process_role(" ".join(known.cmdline()), known.pid == self.server_pid)
+                out[role] = max(out.get(role, 0.0), known.cpu_percent(None))
+            except ps.Error:
+                continue
+        return out
+
+
+def summarize(samples: list[dict]) -> ServerStats:
+    """Means over the samples where the server had work (running or waiting > 0); maxima over all."""
+    scraped = [s for s in samples if not s.get("scrape_failed")]
+    active = [s for s in scraped if s.get("running", 0) + s.get("waiting", 0) > 0] or scraped
+
+    def mean(key, src=active):
+        vals = [s[key] for s in src if key in s]
+        return fmean(vals) if vals else None
+
+    def peak(key):
+        vals = [s[key] for s in scraped if key in s]
+        return max(vals) if vals else None
+
+    def cpu_mean(role):
+        vals = [s["cpu"][role] for s in active if role in s.get("cpu", {})]
+        return fmean(vals) if vals else None
+
+    queued = [s for s in scraped if s.get("waiting", 0) > 0 and "running" in s]
+    running_max = peak("running")
+    pre = [s["preemptions"] for s in scraped if "preemptions" in s]
+    return ServerStats(
+        samples=len(samples), scrape_failures=len(samples) - len(scraped),
+        running_mean=mean("running"), running_max=running_max,
+        waiting_mean=mean("waiting"), waiting_max=peak("waiting"),
+        queued_at_peak_frac=(sum(s["running"] >= running_max for s in queued) / len(queued)) if queued else None,
+        kv_usage_max=peak("kv_usage"), preemptions=(max(pre) - min(pre)) if pre else None,
+        api_server_cpu_pct=cpu_mean("api_server"), engine_core_cpu_pct=cpu_mean("engine_core"),
+        client_cpu_pct=cpu_mean("client"),
+    )
+
+
+def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None) -> tuple[str, str]:
+    """(label, reason) for one load point; see the module docstring for the labels.
+
+    ``max_num_seqs`` is the recipe's engine argument when it sets one. When it does not, a cap is
+    inferred from the samples: requests waited and, in at least half of those samples, the running
+    count sat at its peak (vLLM does not report its max_num_seqs; on an H200 its default is 1024).
+    """
+    if stats is None or stats.samples == 0:
+        return "unknown", "no server metrics were sampled during the point"
+    if (stats.preemptions or 0) > 0 or (stats.kv_usage_max or 0) >= 0.95:
+        return "kv-cache", (f"{stats.preemptions or 0:.0f} preemptions, KV-cache usage peaked at "
+                            f"{100 * (stats.kv_usage_max or 0):.0f}%")
+    running_max = stats.running_max or 0
+    cap, source = max_num_seqs, "engine_args"
+    if cap is None and (stats.queued_at_peak_frac or 0) >= 0.5 and running_max >= 2:
+        cap, source = int(running_max), "not set by the recipe: the engine's default"
+    at_cap = bool(cap) and running_max >= cap
+    if at_cap and (stats.waiting_max or 0) >= 1:
+        return "seq-cap", (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, "
+                           f"KV cache at most {100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} "
+                           f"({source}) held the batch, not KV space; raising engine_args.max_num_seqs trades "
+                           "queueing (TTFT) for per-token latency, and adds tok/s only if the GPU has compute left")
+    if (stats.waiting_mean or 0) >= 1 or at_cap:  # at an inferred cap something waited: seq-cap above
+        return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
+                          f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")
+    if (stats.client_cpu_pct or 0) >= BUSY_CORE:
+        return "client", (f"the benchmark client used {stats.client_cpu_pct:.0f}% of a core while the "
+                          "engine had no queue: the client, not the server, set the pace")
+    if (stats.api_server_cpu_pct or 0) >= BUSY_CORE:
+        return "frontend", (f"an API-server process used {stats.api_server_cpu_pct:.0f}% of a core while the "
+                            "engine had no queue: add API servers (api_server_count)")
+    offered = point.request_rate
+    if isinstance(offered, (int, float)) and point.max_concurrency is None:
+        return "offered-load", (f"no queue at the engine at the offered {offered} req/s: the load, not the server, "
+                                f"was the limit ({point.req_s:.2f} req/s over the whole point, last replies included)")
+    if (stats.engine_core_cpu_pct or 0) >= BUSY_CORE:
+        return "engine", (f"the engine-core process was busy ({stats.engine_core_cpu_pct:.0f}% CPU) with no queue: "
+                          "on the CPU backend that is the compute; on a GPU, the scheduler loop")
+    if point.completed and (stats.running_max or 0) >= point.completed:
+        return "unsaturated", (f"all {point.completed} requests ran at once: the point is smaller than the engine's "
+                               "batch (use more prompts or a concurrency point)")
+    return "unsaturated", ("no engine queue, no preemption and no busy process: the limit is elsewhere "
+                           "(sampling interval, scheduling, or a short point)")

@@ -1,0 +1,63 @@
+"""The offline ceiling: the same workload through ``vllm.LLM.generate``, no HTTP server, no client.
+
+``python -m suite.stages.benchmark.offline BENCHMARK_CONFIG.json OUT.json`` (run by the benchmark stage, in a process of
+its own before the server starts, so the two never share the accelerator). Prompts are random token
+ids of exactly ``input_len`` tokens (as ``vllm bench serve --dataset-name random`` makes them), or the
+tasks' prompts (``workload: tasks``), each generating ``output_len`` tokens with ``ignore_eos``. Served throughput far below this ceiling means
+the front end or the client, not the engine, set the pace.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from suite.stages.benchmark.records import BenchmarkConfig
+
+
+def measure(config: BenchmarkConfig) -> dict:
+    from suite.orchestrate.envs import install_vllm_version_alias
+
+    install_vllm_version_alias()
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    e = config.engine
+    t0 = time.perf_counter()
+    llm = LLM(model=e.model, dtype=e.dtype, max_model_len=e.max_model_len, kv_cache_dtype=e.kv_cache_dtype,
+              seed=config.seed, **e.engine_args)
+    load_s = time.perf_counter() - t0
+    if config.workload == "tasks":
+        from suite.stages.benchmark.workload import task_prompts
+
+        texts = task_prompts(Path(config.data_dir or "."), config.seed)
+        prompts = [f"[offline-{i}] {texts[i % len(texts)]}" for i in range(config.num_prompts)]
+        if config.chat_template:
+            tok = llm.get_tokenizer()
+            prompts = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                               tokenize=False) for p in prompts]
+    else:
+        vocab = llm.get_tokenizer().vocab_size
+        rng = random.Random(config.seed + 7919)
+        special = 1000  # stay clear of the special tokens at the ends of the vocabulary
+        prompts = [TokensPrompt(prompt_token_ids=[rng.randrange(special, vocab - special) for _ in range(config.input_len)])
+                   for _ in range(config.num_prompts)]
+    params = SamplingParams(max_tokens=config.output_len, min_tokens=config.output_len, ignore_eos=True,
+                            temperature=0.0)
+    warm = max(1, min(8, config.num_prompts // 10))
+    llm.generate(prompts[:warm], params, use_tqdm=False)
+    t1 = time.perf_counter()
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    gen_s = time.perf_counter() - t1
+    out_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    return {"output_tok_s": out_tokens / gen_s, "req_s": len(outs) / gen_s, "generate_s": gen_s,
+            "load_s": load_s, "num_prompts": len(outs), "output_tokens": out_tokens}
+
+
+if __name__ == "__main__":
+    cfg_path, out_path = sys.argv[1:3]
+    result = measure(BenchmarkConfig.read(Path(cfg_path)))
+    Path(out_path).write_text(json.dumps(result, indent=2))

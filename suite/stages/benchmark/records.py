@@ -1,0 +1,113 @@
+"""The benchmark stage's config and result: load points, server statistics, the SLO search (pydantic only)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import Field
+
+from suite.recipe.throughput import SloSpec
+from suite.stages.records import EngineConfig, Record
+
+
+class BenchmarkConfig(Record):
+    engine: EngineConfig
+    api_server_count: int = 1
+    input_len: int
+    output_len: int
+    num_prompts: int
+    request_rates: list[Any] = Field(default_factory=list)
+    concurrencies: list[int] = Field(default_factory=list)
+    workload: str = Field("random", description="'random' token prompts, or 'tasks': the accuracy tasks' prompts")
+    data_dir: Optional[str] = Field(None, description="task data for workload 'tasks'")
+    chat_template: bool = False
+    repetitions: int = 1
+    warmup_requests: int = 0
+    slo: Optional[SloSpec] = None
+    offline_ceiling: bool = False
+    metrics_interval_s: float = 1.0
+    point_timeout_s: int = 1800
+    max_api_server_count: Optional[int] = None
+    gpu: Optional[str] = Field(None, description="GPU name for the roofline (default: nvidia-smi's)")
+    seed: int = 0
+    server_timeout_s: int = 900
+    output_dir: str
+
+
+class ServerStats(Record):
+    """What /metrics and the process table showed during one load point (suite.stages.benchmark.bottleneck)."""
+
+    samples: int = 0
+    scrape_failures: int = 0
+    running_mean: Optional[float] = None
+    running_max: Optional[float] = None
+    waiting_mean: Optional[float] = None
+    waiting_max: Optional[float] = None
+    queued_at_peak_frac: Optional[float] = Field(
+        None, description="of the samples with requests waiting, the share where running sat at its peak")
+    kv_usage_max: Optional[float] = None
+    preemptions: Optional[float] = None
+    api_server_cpu_pct: Optional[float] = None
+    engine_core_cpu_pct: Optional[float] = None
+    client_cpu_pct: Optional[float] = None
+
+
+class LoadPoint(Record):
+    label: str
+    request_rate: Optional[Any] = None
+    max_concurrency: Optional[int] = None
+    ok: bool = True
+    error: Optional[str] = None
+    completed: int = 0
+    failed: int = 0
+    duration_s: float = 0.0
+    output_tok_s: float = 0.0
+    input_tok_s: Optional[float] = None
+    mean_input_len: Optional[float] = None
+    req_s: float = 0.0
+    ttft_p50_ms: float = 0.0
+    ttft_p99_ms: float = 0.0
+    tpot_p50_ms: float = 0.0
+    tpot_p99_ms: float = 0.0
+    result_file: Optional[str] = None
+    repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures")
+    output_tok_s_min: Optional[float] = None
+    output_tok_s_max: Optional[float] = None
+    server: Optional[ServerStats] = None
+    bottleneck: Optional[str] = None
+    bottleneck_reason: Optional[str] = None
+    ceiling_fraction: Optional[float] = Field(None, description="output tok/s / the offline engine's")
+    roofline: dict[str, float] = Field(default_factory=dict)
+
+
+class SloResult(Record):
+    sustainable_rate: Optional[float] = Field(None, description="highest probed rate that met the SLO")
+    bracket_high: Optional[float] = Field(None, description="lowest probed rate that did not")
+    output_tok_s: Optional[float] = None
+    req_s: Optional[float] = None
+    ttft_p99_ms: Optional[float] = None
+    tpot_p99_ms: Optional[float] = None
+    probes: list[dict[str, Any]] = Field(default_factory=list)
+    note: Optional[str] = None
+
+
+class BenchmarkResult(Record):
+    points: list[LoadPoint]
+    kv_cache_tokens: Optional[int] = None
+    max_concurrency_at_max_len: Optional[float] = None
+    peak_concurrency: Optional[float] = Field(None, description="KV tokens / (input_len + output_len)")
+    offline_tok_s: Optional[float] = Field(None, description="offline LLM.generate on the same workload")
+    offline_s: Optional[float] = None
+    slo: Optional[SloResult] = None
+    gpu: Optional[str] = None
+    api_server_count: Optional[int] = Field(None, description="API servers of the reported points")
+    scaled_from: list[dict[str, Any]] = Field(
+        default_factory=list, description="earlier, frontend-bound measurements with fewer API servers")
+    client_s: Optional[float] = Field(None, description="wall time of the benchmark client processes")
+    overhead_s: Optional[float] = Field(
+        None, description="the suite's own time while a server was up: neither server start/stop nor a client running")
+    server_start_s: float
+    wall_s: float
+    server_log: str
+    server_command: list[str] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,439 @@
+"""Benchmark stage: ``vllm serve`` on 127.0.0.1 + vLLM's own load generator (``vllm bench serve``).
+
+Runs in the serve environment (``python -m suite.stages benchmark``). Optionally first the offline
+ceiling (``suite.stages.benchmark.offline``: the same workload through ``LLM.generate``). Then one server per variant, on
+a free loopback port, in its own process group (``suite.orchestrate.procs``: it dies with the stage), with a per-run
+random API key; before any load the stage identifies it (the listener on the port is in its process
+tree, ``/health`` answers, ``/v1/models`` with the key lists the model) and fails at once, with the
+server's own error line, if the server exits or another process holds the port. It runs each load
+point ``repetitions`` times with ``vllm bench serve`` (random dataset, ``--ignore-eos``, a fresh seed per
+run, saved JSON) while ``suite.stages.benchmark.bottleneck`` samples ``/metrics`` and CPU use, labels what bounded each
+point, adds roofline fractions (``suite.stages.benchmark.roofline``), searches the sustainable rate under the SLO
+(``suite.stages.benchmark.slo``), and always stops the whole process tree, also on failure. A failed point (client
+error, lost requests, a point that timed out, the server dying) fails the stage with the client's or
+the server's own error line. KV-cache capacity is read from the server log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+from suite.orchestrate import procs
+from suite.stages.benchmark.bottleneck import ServerMonitor, classify
+from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
+from suite.stages.records import EngineConfig
+from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
+from suite.stages.benchmark.slo import search
+from suite.stages.benchmark.workload import task_prompts, write_dataset
+
+VLLM_CLI = [sys.executable, "-m", "suite.stages.benchmark.vllm_cli"]
+KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
+MAX_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (the kernel's pick, checked against every listener)."""
+    for _ in range(20):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not procs.listeners(port):
+            return port
+    raise ServerError("no free loopback port found")
+
+
+def engine_flags(engine: EngineConfig, facts: dict | None = None) -> list[str]:
+    """vLLM engine arguments as `vllm serve` flags, in the forms the serve environment's vLLM parser takes
+    (suite.orchestrate.envs.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
+    JSON). ``facts``: ``environments.engine_args_facts()`` (asked of this interpreter when not given)."""
+    from suite.orchestrate.envs import engine_args_facts, engine_cli_flags
+
+    if facts is None and engine.engine_args:
+        facts = engine_args_facts()  # cached on disk by `suite validate` / the plan
+    return ["--dtype", engine.dtype, "--max-model-len", str(engine.max_model_len),
+            "--kv-cache-dtype", engine.kv_cache_dtype, *engine_cli_flags(engine.engine_args, facts)]
+
+
+def serve_command(engine: EngineConfig, port: int, api_server_count: int, seed: int) -> list[str]:
+    cmd = [*VLLM_CLI, "serve", engine.model, "--host", "127.0.0.1", "--port", str(port), "--seed", str(seed),
+           *engine_flags(engine)]
+    if api_server_count > 1:
+        cmd += ["--api-server-count", str(api_server_count)]
+    return cmd
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM the server's whole tree and process group, SIGKILL what is left after ``grace_s``."""
+    procs.stop(proc, grace_s)
+
+
+def _get(url: str, api_key: str | None = None, timeout: float = 2.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+
+
+def server_line(log_path: Path) -> str:
+    """What the server's log says went wrong (its last error line), else its last line."""
+    text = tail(log_path, 400)
+    if found := procs.error_line(text):
+        return found
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return f"no error in its log (last line: {lines[-1][:200]})" if lines else "its log is empty"
+
+
+def check_listener(proc: subprocess.Popen, port: int, log_path: Path) -> None:
+    """Raise when a process outside our server's tree listens on ``port`` (our server then cannot bind it;
+    its own error line, e.g. 'Address already in use', is waited for and named)."""
+    ours = {p.pid for p in procs.tree(proc.pid)}
+    foreign = [pid for pid in procs.listeners(port) if pid not in ours]
+    if not foreign:
+        return
+    try:
+        proc.wait(timeout=60)  # it fails at bind, before its engine starts
+    except subprocess.TimeoutExpired:
+        pass
+    said = f"; vllm serve ({procs.signal_name(proc.poll())}): {server_line(log_path)}" if proc.poll() is not None else ""
+    raise ServerError(f"port {port} is held by another process (pid {foreign[0]}: {procs.describe(foreign[0])}), "
+                      f"not by our vllm serve{said}")
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, timeout_s: float, log_path: Path, api_key: str | None = None,
+                 model: str | None = None) -> float:
+    """Wait until OUR server is ready: the process lives, the listener on the port is in its process tree,
+    ``/health`` answers 200, and ``/v1/models`` with this run's API key lists the model. A plain loop
+    (tenacity is not in the serve environment, and the stop conditions — our process exited, a foreign
+    process holds the port — are checks between polls)."""
+    start = time.perf_counter()
+    base = f"http://127.0.0.1:{port}"
+    while time.perf_counter() - start < timeout_s:
+        if proc.poll() is not None:
+            raise ServerError(f"vllm serve {procs.signal_name(proc.returncode)} before it was ready: "
+                              f"{server_line(log_path)} [log: {log_path}]")
+        check_listener(proc, port, log_path)
+        try:
+            status, _ = _get(base + "/health")
+            if status == 200:
+                if api_key is None:
+                    return time.perf_counter() - start
+                status, body = _get(base + "/v1/models", api_key)
+                if status in (401, 403):
+                    raise ServerError(f"the server on port {port} refused this run's API key on /v1/models "
+                                      f"(HTTP {status}): it is not the vllm serve this stage started")
+                if status == 200:
+                    listing = json.loads(body or b"{}")
+                    data = listing.get("data") if isinstance(listing, dict) else None
+                    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+                        raise ServerError(f"the server on port {port} answered /v1/models with no model list: it "
+                                          "is not the vllm serve this stage started")
+                    served = [m.get("id") for m in data]
+                    if model not in served:
+                        raise ServerError(f"the server on port {port} serves {served}, not {model!r}: it is not "
+                                          "the vllm serve this stage started")
+                    return time.perf_counter() - start
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):
+            pass
+        time.sleep(1.0)
+    raise ServerError(f"vllm serve was not ready after {timeout_s:.0f} s: {server_line(log_path)} [log: {log_path}]")
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+@contextmanager
+def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path: Path, timeout_s: float):
+    """``vllm serve`` on a free loopback port with a per-run random API key (in its environment, never on
+    its command line), identified before any load (``wait_healthy``); yields (proc, port, ready_s, cmd,
+    api_key); always stops its whole process tree."""
+    port = free_port()
+    api_key = secrets.token_urlsafe(24)
+    cmd = serve_command(engine, port, api_server_count, seed)
+    log = open(log_path, "w")
+    proc = procs.spawn(cmd, stdout=log, env={**os.environ, "VLLM_API_KEY": api_key})
+    try:
+        ready_s = wait_healthy(proc, port, timeout_s, log_path, api_key, engine.model)
+        yield proc, port, ready_s, cmd, api_key
+    finally:
+        procs.stop(proc)
+        log.close()
+
+
+def load_points(config: BenchmarkConfig) -> list[tuple[str, object, int | None]]:
+    points = [(f"rate-{r}", r, None) for r in config.request_rates]
+    points += [(f"concurrency-{c}", "inf", c) for c in config.concurrencies]
+    return points
+
+
+def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir: Path, filename: str,
+                  num_prompts: int | None = None, seed: int | None = None, dataset: Path | None = None) -> list[str]:
+    if dataset is None:
+        data = ["--dataset-name", "random", "--random-input-len", str(config.input_len),
+                "--random-output-len", str(config.output_len)]
+    else:  # the accuracy tasks' prompts (suite.stages.benchmark.workload), as vLLM's custom dataset
+        data = ["--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", str(config.output_len)]
+        if not config.chat_template:
+            data.append("--skip-chat-template")
+    cmd = [*VLLM_CLI, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
+           "--endpoint", "/v1/completions", "--model", config.engine.model, "--tokenizer", config.engine.model,
+           *data, "--num-prompts", str(num_prompts or config.num_prompts),
+           "--request-rate", str(rate), "--ignore-eos", "--seed", str(config.seed if seed is None else seed),
+           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+           "--save-result", "--result-dir", str(out_dir), "--result-filename", filename, "--disable-tqdm"]
+    if config.warmup_requests:
+        cmd += ["--num-warmups", str(config.warmup_requests)]
+    if concurrency is not None:
+        cmd += ["--max-concurrency", str(concurrency)]
+    return cmd
+
+
+def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
+    d = json.loads(path.read_text())
+    completed = int(d.get("completed", 0))
+    failed = int(d.get("failed", d.get("num_prompts", completed) - completed) or 0)
+    return LoadPoint(
+        label=label, request_rate=rate, max_concurrency=concurrency, ok=completed > 0 and failed == 0,
+        error=(f"{failed} requests failed" if failed else None if completed else "no request completed"),
+        completed=completed, failed=failed,
+        duration_s=float(d.get("duration", 0.0)), output_tok_s=float(d.get("output_throughput", 0.0)),
+        input_tok_s=d["total_input_tokens"] / d["duration"] if d.get("total_input_tokens") and d.get("duration") else None,
+        mean_input_len=d["total_input_tokens"] / completed if d.get("total_input_tokens") and completed else None,
+        req_s=float(d.get("request_throughput", 0.0)), ttft_p50_ms=float(d.get("p50_ttft_ms", 0.0)),
+        ttft_p99_ms=float(d.get("p99_ttft_ms", 0.0)), tpot_p50_ms=float(d.get("p50_tpot_ms", 0.0)),
+        tpot_p99_ms=float(d.get("p99_tpot_ms", 0.0)), result_file=str(path),
+    )
+
+
+REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
+              "result_file")
+
+
+def repetition_row(p: LoadPoint) -> dict:
+    return {k: getattr(p, k) for k in REP_FIELDS}
+
+
+MEDIAN_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
+                 "input_tok_s", "mean_input_len")
+
+
+def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
+    """A point's figures are the medians over its repetitions (``statistics.median``: of an even count,
+    the mean of the middle two), each figure on its own; the server stats and result file are those of
+    the repetition closest to the median output tok/s; every repetition's figures and the spread are kept."""
+    tok_s = [p.output_tok_s for p, _ in reps]
+    mid = statistics.median(tok_s)
+    point, stats = min(reps, key=lambda r: abs(r[0].output_tok_s - mid))
+    update: dict = {"repetitions": [repetition_row(p) for p, _ in reps], "server": stats,
+                    "output_tok_s_min": min(tok_s), "output_tok_s_max": max(tok_s)}
+    for f in MEDIAN_FIELDS:
+        vals = [getattr(p, f) for p, _ in reps if getattr(p, f) is not None]
+        if vals:
+            update[f] = statistics.median(vals)
+    update["completed"] = sum(p.completed for p, _ in reps) // len(reps)
+    return point.model_copy(update=update)
+
+
+class LoadRunner:
+    """Runs load points against one live server: each repetition is one `vllm bench serve` process with
+    its own seed (fresh random prompts, so the prefix cache cannot inflate a repetition), the run's API
+    key in its environment, watched by a ServerMonitor, killed if it outlives ``point_timeout_s``.
+
+    A repetition whose client failed, or during which the server died, raises ServerError with the
+    client's and the server's own error lines (the stage fails: no number from a broken point). A point
+    that ran but timed out or lost requests comes back with ``ok=False`` (the SLO search counts it as
+    a miss; ``run`` fails the stage for a sweep point)."""
+
+    def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path, tag: str = "",
+                 api_key: str | None = None, server_log: Path | None = None):
+        self.config, self.proc, self.port, self.out_dir, self.tag = config, proc, port, out_dir, tag
+        self.api_key, self.server_log = api_key, server_log or out_dir / "server.log"
+        self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s)
+        self.runs = 0
+        self.client_s = 0.0  # wall time of the benchmark client processes (start-up included)
+        self._prompts: list[str] | None = None
+
+    def prompts(self) -> list[str]:
+        if self._prompts is None:
+            self._prompts = task_prompts(Path(self.config.data_dir or "."), self.config.seed)
+        return self._prompts
+
+    def measure(self, label: str, rate, concurrency, num_prompts: int, repetitions: int) -> LoadPoint:
+        reps: list[tuple[LoadPoint, ServerStats]] = []
+        for rep in range(repetitions):
+            failed = self._one(label, rate, concurrency, num_prompts, rep, reps)
+            if failed is not None:
+                return failed
+        return combine_repetitions(reps)
+
+    def _server_died(self, label: str, rep: int, client_line: str | None = None) -> ServerError:
+        said = f"; client: {client_line}" if client_line else ""
+        return ServerError(f"load point {label} (repetition {rep + 1}): vllm serve died "
+                           f"({procs.signal_name(self.proc.returncode)}): {server_line(self.server_log)}{said} "
+                           f"[log: {self.server_log}]")
+
+    def _one(self, label, rate, concurrency, num_prompts, rep, reps) -> LoadPoint | None:
+        def failure(error: str, stats: ServerStats | None = None) -> LoadPoint:
+            return LoadPoint(label=label, request_rate=rate, max_concurrency=concurrency, ok=False, error=error,
+                             server=stats, repetitions=[repetition_row(p) for p, _ in reps])
+
+        if self.proc.poll() is not None:
+            raise self._server_died(label, rep)
+        self.runs += 1
+        filename = f"bench-{self.tag}{label}-r{rep}.json"
+        client_log = self.out_dir / f"bench-{self.tag}{label}-r{rep}.log"
+        (self.out_dir / filename).unlink(missing_ok=True)  # an earlier attempt's file is not this one's result
+        dataset = None
+        if self.config.workload == "tasks":
+            n = num_prompts + self.config.warmup_requests
+            dataset = write_dataset(self.prompts(), n, self.out_dir / f"prompts-{label}-r{rep}.jsonl", f"r{self.runs}")
+        cmd = bench_command(self.config, self.port, rate, concurrency, self.out_dir, filename, num_prompts,
+                            seed=self.config.seed + 1009 * self.runs, dataset=dataset)
+        env = {**os.environ, "OPENAI_API_KEY": self.api_key} if self.api_key else None
+        with open(client_log, "w") as fh:
+            client = procs.spawn(cmd, stdout=fh, env=env)
+            t0 = time.perf_counter()
+            self.monitor.start(client.pid)
+            try:
+                rc = client.wait(timeout=self.config.point_timeout_s)
+            except subprocess.TimeoutExpired:
+                rc = None
+            finally:
+                procs.stop(client, grace_s=5)
+            stats = self.monitor.stop()
+            self.client_s += time.perf_counter() - t0
+        if self.proc.poll() is not None:
+            raise self._server_died(label, rep, procs.error_line(tail(client_log, 400)))
+        if rc is None:
+            return failure(f"the load point did not finish in {self.config.point_timeout_s} s "
+                           "(the server could not keep up with it); client stopped", stats)
+        if rc != 0 or not (self.out_dir / filename).is_file():
+            why = procs.error_line(tail(client_log, 400)) or f"no error in its log ({tail(client_log, 1)})"
+            raise ServerError(f"load point {label} (repetition {rep + 1}): vllm bench serve failed "
+                              f"({procs.signal_name(rc)}): {why} [log: {client_log}]")
+        point = point_from_json(label, rate, concurrency, self.out_dir / filename)
+        if not point.ok:
+            return point.model_copy(update={"server": stats,
+                                            "repetitions": [repetition_row(p) for p, _ in reps] + [repetition_row(point)]})
+        reps.append((point, stats))
+        return None
+
+
+def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, peak, offline_tok_s: float | None) -> LoadPoint:
+    """Bottleneck label, roofline fractions and the share of the offline ceiling, for one point."""
+    label, reason = classify(point, point.server, config.engine.engine_args.get("max_num_seqs"))
+    update: dict = {"bottleneck": label, "bottleneck_reason": reason}
+    if point.ok and cost is not None:
+        running = point.server.running_mean if point.server else None
+        input_len = point.mean_input_len or config.input_len
+        input_tok_s = point.input_tok_s if point.input_tok_s is not None else point.req_s * input_len
+        update["roofline"] = implied(cost, peak, point.output_tok_s, input_tok_s, running, input_len + config.output_len / 2)
+    if point.ok and offline_tok_s:
+        update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
+    return point.model_copy(update=update)
+
+
+def next_api_server_count(points: list[LoadPoint], count: int, limit: int | None) -> int | None:
+    """Double the API servers (up to ``limit``) when a point was frontend-bound; None: keep these results."""
+    if limit is None or count >= limit or not any(p.bottleneck == "frontend" for p in points):
+        return None
+    return min(2 * count, limit)
+
+
+def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
+    cfg_path, res_path, log_path = out_dir / "offline.config.json", out_dir / "offline.json", out_dir / "offline.log"
+    config.write(cfg_path)
+    with open(log_path, "w") as fh:
+        proc = procs.spawn([sys.executable, "-m", "suite.stages.benchmark.offline", str(cfg_path), str(res_path)], stdout=fh)
+        try:
+            rc = proc.wait()
+        finally:
+            procs.stop(proc, grace_s=10)  # its engine core goes with it
+    if rc != 0 or not res_path.is_file():
+        raise ServerError(f"the offline ceiling run failed ({procs.signal_name(rc)}): {procs.failure_line(log_path)} "
+                          f"[log: {log_path}]")
+    return json.loads(res_path.read_text())
+
+
+def run(config: BenchmarkConfig) -> BenchmarkResult:
+    from suite.orchestrate.envs import package_versions
+
+    start = time.perf_counter()
+    out_dir = Path(config.output_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / "server.log"
+    gpu = config.gpu or detect_gpu()
+    named_peak = gpu_peak(gpu)
+    peak = named_peak[1] if named_peak else None
+    cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
+    offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
+    offline_tok_s = offline["output_tok_s"] if offline else None
+    slo = None
+    count = config.api_server_count
+    earlier: list[dict] = []
+    served_s = client_s = start_stop_s = 0.0
+    while True:
+        points: list[LoadPoint] = []
+        t_server = time.perf_counter()
+        with vllm_server(config.engine, count, config.seed, log_path,
+                         config.server_timeout_s) as (proc, port, ready_s, cmd, api_key):
+            runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
+                                server_log=log_path)
+            for label, rate, conc in load_points(config):
+                point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
+                if not point.ok:  # no number from a broken point: the stage fails, with the reason
+                    raise ServerError(f"load point {label}: {point.error}")
+                points.append(annotate(point, config, cost, peak, offline_tok_s))
+            more = next_api_server_count(points, count, config.max_api_server_count)
+            if more is None and config.slo:
+                n = config.slo.num_prompts or config.num_prompts
+
+                def probe(rate: float) -> LoadPoint:
+                    p = runner.measure(f"slo-{rate:g}", rate, None, n, 1)
+                    return annotate(p, config, cost, peak, offline_tok_s)
+
+                slo = search(probe, config.slo)
+            client_s += runner.client_s
+            t_stop = time.perf_counter()
+        served_s += time.perf_counter() - t_server
+        start_stop_s += ready_s + (time.perf_counter() - t_stop)
+        if more is None:
+            break
+        # frontend-bound with room to grow: restart with more API servers and measure again
+        earlier.append({"api_server_count": count, "points": [p.model_dump() for p in points]})
+        count = more
+    log_text = log_path.read_text(errors="replace")
+    kv = KV_TOKENS_RE.findall(log_text)
+    mc = MAX_CONC_RE.findall(log_text)
+    kv_tokens = int(kv[-1].replace(",", "")) if kv else None
+    return BenchmarkResult(
+        points=points, kv_cache_tokens=kv_tokens,
+        max_concurrency_at_max_len=float(mc[-1][1]) if mc else None,
+        peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
+        offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
+        api_server_count=count, scaled_from=earlier, client_s=client_s,
+        overhead_s=max(0.0, served_s - start_stop_s - client_s),
+        server_start_s=ready_s, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
+        versions=package_versions(),
+    )

@@ -1,0 +1,158 @@
+"""Evaluate stage: lm-eval (``simple_evaluate``) through its vLLM backend, one engine per variant.
+
+Runs in the serve environment (``python -m suite.stages evaluate``). All tasks of a variant share one
+vLLM engine: the engine is built once (lm-eval's ``VLLM`` LM) and ``simple_evaluate`` is called once
+per group of tasks that share n-shot and limit. Local task YAMLs (tasks/) read their data relative to
+``data_dir``, so the stage runs with that folder as its working directory. Every sample is kept
+(``log_samples``) for paired statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from itertools import groupby
+from pathlib import Path
+
+from suite.stages.records import EngineConfig
+from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
+
+
+def lm_eval_model_args(engine: EngineConfig, seed: int, batch_size, max_gen_toks: int | None) -> dict:
+    args = {
+        "pretrained": engine.model,
+        "dtype": engine.dtype,
+        "max_model_len": engine.max_model_len,
+        "kv_cache_dtype": engine.kv_cache_dtype,
+        "seed": seed,
+        "batch_size": batch_size,
+        **engine.engine_args,
+    }
+    if max_gen_toks:
+        args["max_gen_toks"] = max_gen_toks
+    return args
+
+
+def run(config: EvaluateConfig) -> EvaluateResult:
+    start = time.perf_counter()
+    out_dir = Path(config.output_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if config.allow_code_execution:
+        os.environ["SUITE_ALLOW_CODE_EXECUTION"] = "1"
+        os.environ["HF_ALLOW_CODE_EVAL"] = "1"
+        os.environ["SUITE_CODE_SANDBOX"] = config.code_sandbox
+        from suite.stages.evaluate import sandbox
+        from suite.stages.evaluate import tasks as code_tasks
+
+        if any(code_tasks.needs_code_execution(t.name) for t in config.tasks):
+            sandbox.ensure_available(config.code_sandbox)  # refuse before the model loads, not after generating
+
+    from suite.orchestrate.envs import install_vllm_version_alias, package_versions
+
+    install_vllm_version_alias()
+    import lm_eval
+    from lm_eval.models.vllm_causallms import VLLM
+    from lm_eval.tasks import TaskManager
+    from lm_eval.utils import handle_non_serializable
+
+    from suite.stages.evaluate import tasks as task_registry
+
+    local = task_registry.available(Path(config.include_path))
+    task_manager = TaskManager(include_path=config.include_path,
+                               include_defaults=any(t.name not in local for t in config.tasks))
+    os.chdir(config.data_dir)  # local task YAMLs name their data files relative to it
+
+    t_load = time.perf_counter()
+    lm = VLLM(**lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks))
+    engine_load_s = time.perf_counter() - t_load
+
+    merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
+                    "task_hashes": {}, "versions": {}}
+    scores: list[TaskScore] = []
+    key = lambda t: (t.num_fewshot if t.num_fewshot is not None else -1, t.limit or 0)  # noqa: E731
+    for (_, _), group in groupby(sorted(config.tasks, key=key), key=key):
+        group = list(group)
+        res = lm_eval.simple_evaluate(
+            model=lm, tasks=[t.name for t in group], num_fewshot=group[0].num_fewshot,
+            limit=_limit(group[0].limit), log_samples=True, task_manager=task_manager,
+            apply_chat_template=config.apply_chat_template, fewshot_as_multiturn=config.apply_chat_template,
+            random_seed=config.seed, numpy_random_seed=config.seed, torch_random_seed=config.seed,
+            fewshot_random_seed=config.seed, confirm_run_unsafe_code=config.allow_code_execution,
+            batch_size=config.batch_size,
+        )
+        for part in merged:
+            merged[part].update(res.get(part) or {})
+        for t in group:
+            scores.append(task_score(t, res))
+
+    results_file = out_dir / "lm_eval_results.json"
+    samples = merged.pop("samples")
+    template = getattr(lm.tokenizer, "chat_template", None)
+    merged["chat_template_sha256"] = _sha(template) if isinstance(template, str) else None
+    results_file.write_text(json.dumps(merged, indent=2, default=handle_non_serializable, ensure_ascii=False))
+    samples_files = {}
+    for t in config.tasks:
+        path = out_dir / f"samples_{t.name}.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for sub in leaf_tasks(t.name, merged["group_subtasks"]):
+                for s in samples.get(sub, []):
+                    fh.write(json.dumps({"task": sub, **s}, default=handle_non_serializable, ensure_ascii=False) + "\n")
+        samples_files[t.name] = str(path)
+    return EvaluateResult(
+        scores=scores, results_file=str(results_file), samples_files=samples_files,
+        wall_s=time.perf_counter() - start, engine_load_s=engine_load_s, versions=package_versions(),
+        config_hash={"task_hashes": merged.get("task_hashes", {}),
+                     "chat_template_sha256": merged["chat_template_sha256"]},
+        code_sandbox=_code_sandbox(),
+    )
+
+
+def _code_sandbox() -> str | None:
+    import sys
+
+    mod = sys.modules.get("suite.stages.evaluate.sandbox")  # imported only if code ran (or was allowed)
+    modes = mod.used_modes() if mod is not None else []
+    return ",".join(modes) or None
+
+
+def _limit(limit: float | None):
+    if limit is None:
+        return None
+    return int(limit) if limit >= 1 else limit
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def leaf_tasks(name: str, group_subtasks: dict) -> list[str]:
+    subs = group_subtasks.get(name)
+    if not subs:
+        return [name]
+    return [leaf for s in subs for leaf in leaf_tasks(s, group_subtasks)]
+
+
+def task_score(task: TaskRun, res: dict) -> TaskScore:
+    """The headline metric of one task (or group) from lm-eval's results, plus every other metric."""
+    from suite.stages.evaluate.tasks import primary_metric
+
+    row = res["results"].get(task.name)
+    if row is None:
+        raise RuntimeError(f"lm-eval returned no results for {task.name!r}")
+    numbers = {k: float(v) for k, v in row.items()  # "metric,filter" keys; not sample_len or stderrs
+               if isinstance(v, (int, float)) and "," in k and "_stderr" not in k}
+    metric = primary_metric(task.name, task.metric)
+    if metric is None or metric not in numbers:
+        if metric is not None:
+            raise RuntimeError(f"{task.name}: metric {metric!r} not in lm-eval results {sorted(numbers)}")
+        metric = sorted(numbers)[0]
+    name, _, filt = metric.partition(",")
+    stderr = row.get(f"{name}_stderr,{filt}")
+    n = sum(int(res["n-samples"].get(leaf, {}).get("effective", 0))
+            for leaf in leaf_tasks(task.name, res.get("group_subtasks", {})))
+    return TaskScore(task=task.name, metric=metric, value=numbers[metric],
+                     stderr=float(stderr) if isinstance(stderr, (int, float)) else None, n=n or None,
+                     all_metrics=numbers)

@@ -1,0 +1,56 @@
+"""The stage registry: what each stage is (config and result types, environment, entry point), in one place.
+
+A stage is a function ``run(Config) -> Result`` in a module of its own subpackage, run in a process of
+its own by ``python -m suite.stages NAME CONFIG.json RESULT.json`` under the interpreter of its
+environment ('quantize': llmcompressor; 'serve': vLLM and lm-eval). Nothing here imports a stage module:
+the entry is a 'module:function' string, imported only inside the stage process. Adding a stage is one
+``StageSpec`` here and one subpackage under ``suite/stages/``; the planner builds its config
+(``Plan.jobs`` runs the stages of ``RUN_ORDER``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult
+from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult
+from suite.stages.quantize.records import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
+from suite.stages.records import Record
+
+Environment = Literal["quantize", "serve"]
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage: ``entry`` is 'module:function', called with ``config`` read from its JSON file."""
+
+    name: str
+    config: type[Record]
+    result: type[Record]
+    environment: Environment
+    entry: str
+    in_run: bool = True  # one of `suite run`'s jobs (False: started by its own command, e.g. `suite sensitivity`)
+
+    def load_entry(self):
+        """The stage's function (imports its module: call this only inside the stage's own process)."""
+        import importlib
+
+        module, _, func = self.entry.partition(":")
+        return getattr(importlib.import_module(module), func)
+
+
+STAGES: dict[str, StageSpec] = {s.name: s for s in (
+    StageSpec("quantize", QuantizeConfig, QuantizeResult, "quantize", "suite.stages.quantize.stage:run"),
+    StageSpec("evaluate", EvaluateConfig, EvaluateResult, "serve", "suite.stages.evaluate.stage:run"),
+    StageSpec("benchmark", BenchmarkConfig, BenchmarkResult, "serve", "suite.stages.benchmark.stage:run"),
+    StageSpec("sensitivity", SensitivityConfig, SensitivityResult, "quantize", "suite.stages.quantize.sensitivity:run",
+              in_run=False),
+)}
+# the order of a run's jobs: every quantize job first (all checkpoints exist before any is served), then
+# evaluate, then benchmark
+RUN_ORDER: tuple[str, ...] = tuple(name for name, s in STAGES.items() if s.in_run)
+
+
+def stage(name: str) -> StageSpec:
+    return STAGES[name]

@@ -1,0 +1,92 @@
+"""Paired statistics on constructed per-item results with known answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from suite.analysis.paired import compare, item_scores, mcnemar_exact_p
+
+
+def test_mcnemar_exact():
+    assert mcnemar_exact_p(0, 0) == 1.0
+    assert mcnemar_exact_p(1, 2) == 1.0                      # 2 * (1 + 3) / 8, capped
+    assert mcnemar_exact_p(0, 10) == pytest.approx(2 / 1024)
+    assert mcnemar_exact_p(3, 12) == pytest.approx(0.03515625)  # 2 * sum_{i<=3} C(15,i) / 2^15
+
+
+def test_flips_delta_and_ci():
+    base = {("t", i): v for i, v in enumerate([1, 1, 0, 0, 1] * 40)}
+    var = {("t", i): v for i, v in enumerate([1, 0, 1, 0, 0] * 40)}
+    r = compare("t", "acc,none", base, var)
+    assert (r.n, r.gained, r.lost) == (200, 40, 80)
+    assert r.delta == pytest.approx(-0.2)
+    assert r.ci_low < -0.2 < r.ci_high < 0          # the whole interval is a loss
+    assert r.mcnemar_p < 0.001
+    assert r == compare("t", "acc,none", base, var)  # seeded
+
+
+def test_identical_models_have_zero_width_interval():
+    base = {("t", i): float(i % 2) for i in range(50)}
+    r = compare("t", "acc,none", base, dict(base))
+    assert (r.delta, r.ci_low, r.ci_high, r.gained, r.lost, r.mcnemar_p) == (0.0, 0.0, 0.0, 0, 0, 1.0)
+
+
+def test_non_binary_scores_have_no_mcnemar():
+    base = {("t", i): 0.5 for i in range(10)}
+    var = {("t", i): 0.25 for i in range(10)}
+    r = compare("t", "f1,none", base, var)
+    assert r.mcnemar_p is None and r.delta == pytest.approx(-0.25)
+
+
+def test_item_scores_reads_one_filter(tmp_path):
+    f = tmp_path / "samples.jsonl"
+    rows = [{"task": "g", "doc_id": 0, "filter": "strict-match", "exact_match": 1.0},
+            {"task": "g", "doc_id": 0, "filter": "flexible-extract", "exact_match": 0.0},
+            {"task": "g", "doc_id": 1, "filter": "strict-match", "exact_match": 0.0}]
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert item_scores(f, "exact_match,strict-match") == {("g", 0): 1.0, ("g", 1): 0.0}
+    assert item_scores(f, "exact_match,flexible-extract") == {("g", 0): 0.0}
+
+
+def test_mcnemar_agrees_with_the_exact_binomial_sum():
+    """scipy's binomtest against the two-sided sum written out: 2 * P(X <= min) for X ~ Bin(g + l, 1/2)."""
+    import math
+
+    for g, lost in ((40, 80), (7, 7), (0, 1), (13, 30), (250, 300)):
+        n, k = g + lost, min(g, lost)
+        by_hand = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
+        assert mcnemar_exact_p(g, lost) == pytest.approx(by_hand, rel=1e-9)
+
+
+@pytest.mark.parametrize("base, var, n", [
+    ({("t", i): 1.0 for i in range(5)}, {("t", i): 0.0 for i in range(5, 9)}, 0),   # no item in common
+    ({("t", 0): 1.0, ("t", 1): 1.0}, {("t", 1): 0.0, ("t", 2): 1.0}, 1),          # one
+    ({}, {}, 0),
+])
+def test_too_few_common_items_give_no_interval(base, var, n):
+    """The old code returned delta 0 with CI [0, 0] over zero items (and non-inferiority passed)."""
+    import math
+
+    r = compare("t", "acc,none", base, var)
+    assert r.n == n and r.ci_method == "none" and math.isnan(r.ci_low) and math.isnan(r.ci_high)
+    assert math.isnan(r.delta) if n == 0 else r.delta == -1.0
+    assert r.mcnemar_p is None if n == 0 else r.mcnemar_p == 1.0
+
+
+def test_interval_is_bca_and_close_to_the_normal_one_on_many_items():
+    """On 4,000 items the bootstrap interval is the normal-theory one, delta +- 1.96 sd / sqrt(n), to 10%
+    (resampling noise)."""
+    import random
+
+    rnd = random.Random(7)
+    base = {("t", i): float(rnd.random() < 0.6) for i in range(4000)}
+    var = {k: (1 - v if rnd.random() < 0.05 else v) for k, v in base.items()}
+    r = compare("t", "acc,none", base, var)
+    diffs = [var[k] - base[k] for k in base]
+    sd = (sum((d - r.delta) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
+    half = 1.96 * sd / len(diffs) ** 0.5
+    assert r.ci_method == "BCa" and r.ci_low < r.delta < r.ci_high
+    assert r.ci_low == pytest.approx(r.delta - half, abs=0.1 * half)
+    assert r.ci_high == pytest.approx(r.delta + half, abs=0.1 * half)

