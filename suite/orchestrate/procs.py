@@ -160,6 +160,20 @@ def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True
             pass
 
 
+def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:
+    """SIGKILL a process group (the sandbox's programs) until it is empty (a forking program can add members
+    while we kill); the leader is reaped first so that its zombie does not keep the group alive."""
+    for i in range(attempts):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if i == 0:
+            proc.wait()
+        else:
+            time.sleep(0.01)
+
+
 def _alive(p) -> bool:
     import psutil
 

@@ -22,6 +22,7 @@ parent is closed FINISHED.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,6 +293,15 @@ def run(config: TrackConfig) -> TrackResult:
     return TrackResult(info=info, wall_s=time.perf_counter() - start)
 
 
+_NOT_IN_MODEL_NAMES = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def registered_model_name(recipe: str, variant: str) -> str:
+    """The MLflow registered model of a recipe's variant: ``<recipe>-<variant>``, any character outside
+    letters, digits and ``_ - . / `` (and space) written as ``_`` (the names it has had since the first release)."""
+    return _NOT_IN_MODEL_NAMES.sub("_", f"{recipe}-{variant}".replace(",", ".").replace("@", "_at_"))
+
+
 @dataclass
 class GateRecord:
     tagged_runs: list[str]
@@ -330,7 +340,7 @@ def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: s
         tagged.append(run_id)
         if not result.passed or v.is_baseline or not v.quantize:
             continue
-        name = metric_name(f"{summary.recipe_name}-{v.name}")
+        name = registered_model_name(summary.recipe_name, v.name)
         try:
             client.create_registered_model(name, description=f"FP8 checkpoints of {summary.recipe_name} / {v.name}")
         except MlflowException as e:

@@ -80,6 +80,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite.orchestrate import procs
+
 ALLOW_ENV = "SUITE_ALLOW_CODE_EXECUTION"
 MODE_ENV = "SUITE_CODE_SANDBOX"
 MODES = ("namespaces", "process")
@@ -289,20 +291,6 @@ def _remove_cgroup(d: Path) -> None:
 # ------------------------------------------------------------------ running one program
 
 
-def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:
-    """SIGKILL the program's process group until it is empty (a forking program can add members
-    while we kill); the leader is reaped first so that its zombie does not keep the group alive."""
-    for i in range(attempts):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
-        if i == 0:
-            proc.wait()
-        else:
-            time.sleep(0.01)
-
-
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:
     """Wait for proc to exit (True) or the timeout to pass (False), without Popen.wait's polling."""
     try:
@@ -509,7 +497,7 @@ def _run_process(source: str, limits: Limits, token: bytes) -> Outcome:
         try:
             finished = _wait(proc, limits.timeout_s)
         finally:
-            kill_group(proc)
+            procs.kill_group(proc)
         res = _read_available(res_r)
     if not finished:
         return Outcome(False, "timed out")

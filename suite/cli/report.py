@@ -1,0 +1,38 @@
+"""`suite report` and `suite frontier`: a run's HTML report, the Pareto front across runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from suite.errors import EXIT_BAD_INPUT, EXIT_OK
+from suite.cli.summaries import load_summary
+
+
+def cmd_report(args) -> int:
+    from suite.outputs import report
+
+    summary = load_summary(args.run)
+    out = Path(args.out) if args.out else Path(summary.run_dir) / "report.html"
+    res = report.run(report.ReportConfig(summary, out, gate=report.recipe_verdict(summary)))
+    print(f"report: {res.html}")
+    return EXIT_OK
+
+
+
+def cmd_frontier(args) -> int:
+    from suite.outputs import frontier
+
+    runs = [load_summary(r) for r in args.runs]
+    out = Path(args.out)
+    key = "tput.output_tok_s" if args.throughput == "saturation" else "tput.sustainable_output_tok_s"
+    res = frontier.run(frontier.FrontierConfig(None, out / "frontier.png", summaries=runs, accuracy=args.accuracy,
+                                               throughput=key, out_html=out / "frontier.html"))
+    if not res.points:
+        print(f"no variant in these runs has both {args.accuracy} and {key}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for p in res.points:
+        print(f"{'*' if p.name in res.pareto else ' '} {p.name:<40} {p.throughput:>12,.1f} tok/s  {p.accuracy:.4f}"
+              + ("  (baseline)" if p.is_baseline else ""))
+    print(f"* = on the Pareto front; {res.png}, {res.html}")
+    return EXIT_OK

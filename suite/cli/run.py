@@ -1,0 +1,67 @@
+"""`suite run` (and `--resume`): the runner, with progress and the summary printed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from suite.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
+from suite.cli.render import _console, print_summary
+
+
+def cmd_run(args) -> int:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from suite.recipe import load_recipe
+    from suite.orchestrate.runner import execute
+
+    if args.resume:
+        from suite.orchestrate.rundir import load_run_recipe
+
+        resume = Path(args.resume)
+        if args.recipe:
+            raise SuiteError(Problem(args.recipe, "", "--resume continues a run with the recipe it was made from",
+                                     "give either RECIPE or --resume RUN_DIR"))
+        loaded = load_run_recipe(resume)  # serving is checked once it is known what is left to run
+    elif args.recipe:
+        resume, loaded = None, load_recipe(args.recipe)
+    else:
+        raise SuiteError(Problem("suite run", "RECIPE", "no recipe given", "suite run recipes/demo-cpu.yaml"))
+    console = _console()
+    status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]",
+              "cached": "[green]ok (cached)[/]", "resumed": "[green]ok (kept from the run)[/]"}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
+        jobs: dict[tuple[str, str], int] = {}
+
+        def report(stage: str, variant: str, event: str) -> None:
+            key = (stage, variant)
+            label = f"{stage:<9} {variant}"
+            if not console.is_terminal:  # a log file: rich draws nothing live there, so one line per event
+                console.print(f"{time.strftime('%H:%M:%S')} {label} {event}", markup=False)
+            if event == "start":
+                jobs[key] = bar.add_task(label, total=1)
+            elif key in jobs:
+                bar.update(jobs[key], description=f"{label}  {status[event]}", completed=1)
+                bar.stop_task(jobs[key])
+            else:
+                jobs[key] = bar.add_task(f"{label}  {status[event]}", total=1, completed=1)
+
+        summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track,
+                          force=args.force, resume=resume)
+    print_summary(summary)
+    failed = [v for v in summary.variants if v.errors]
+    for w in summary.warnings:
+        console.print(f"[yellow]warning[/]: {w}", markup=True)
+    for v in failed:  # one line per failed variant, with the cause (a stage's own error line)
+        from rich.markup import escape
+
+        console.print(f"[red]error[/]: {escape(v.name)}: " + escape("; ".join(" ".join(e.split()) for e in v.errors)),
+                      markup=True, highlight=False, soft_wrap=True)
+    print(f"run folder: {summary.run_dir}")
+    if summary.tracking:
+        print(f"mlflow: {summary.tracking.uri} experiment {summary.tracking.experiment!r} "
+              f"parent run {summary.tracking.parent_run_id}")
+    elif summary.tracking_pending:
+        console.print(f"[yellow]not logged to MLflow[/]: {summary.tracking_pending}\n"
+                      f"  the results are in the run folder; log them later with: suite sync {summary.run_dir}")
+    return EXIT_BAD_INPUT if failed else EXIT_OK

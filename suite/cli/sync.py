@@ -1,0 +1,26 @@
+"""`suite sync`: log a run folder whose tracking was deferred to MLflow."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from suite.errors import EXIT_BAD_INPUT, EXIT_OK
+from suite.cli.summaries import load_summary
+
+
+def cmd_sync(args) -> int:
+    from suite.outputs.mlflow import track_summary
+
+    summary = load_summary(args.run)
+    if summary.tracking and not summary.tracking_pending and not args.uri:
+        print(f"{args.run}: already logged (parent run {summary.tracking.parent_run_id} at {summary.tracking.uri})")
+        return EXIT_OK
+    run_dir = Path(summary.run_dir)
+    error = track_summary(summary, run_dir / "summary.json", run_dir.parent, args.uri)
+    if error:
+        print(f"{args.run}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{args.run}: logged to {summary.tracking.uri}, experiment {summary.tracking.experiment!r}, "
+          f"parent run {summary.tracking.parent_run_id}")
+    return EXIT_OK
