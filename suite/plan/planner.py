@@ -65,7 +65,8 @@ def engine_args_as_vllm_takes_them(engine_args: dict) -> dict:
     by ``suite validate`` (recipe.serving_problems); anything it would refuse is passed on unchanged."""
     if not engine_args:
         return {}
-    from suite.orchestrate.envs import check_engine_args, engine_args_facts
+    from suite.orchestrate.engine_args import check_engine_args
+    from suite.orchestrate.envs import engine_args_facts
 
     typed, _ = check_engine_args(engine_args, engine_args_facts())
     return {k: typed.get(k, v) for k, v in engine_args.items()}

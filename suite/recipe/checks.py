@@ -128,7 +128,8 @@ def output_dir_problems(loaded: LoadedRecipe) -> list[Problem]:
 def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
     """Variants the serve environment's vLLM build cannot serve (suite.orchestrate.envs.platform_problems), and
     engine arguments its ``EngineArgs`` does not take (name, type, choices), as Problems."""
-    from suite.orchestrate.envs import check_engine_args, engine_args_facts, platform_problems
+    from suite.orchestrate.engine_args import check_engine_args
+    from suite.orchestrate.envs import engine_args_facts, platform_problems
 
     f = str(loaded.path)
     problems = [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(loaded.recipe)]

@@ -70,8 +70,8 @@ def test_run_versions_are_those_the_stages_recorded():
         assert fresh["quantize.compressed-tensors"] != fresh.get("compressed-tensors")  # 0.19.0 vs vLLM's 0.17.0
 
 
-# The two tests below need the runner to take versions from the serve environment (suite/runner.py:
-# `keys.cache_key(vp.evaluate, identity)` and `summary.versions = run_versions(...)`).
+# The two tests below need the runner to take versions from the serve environment (suite/orchestrate/eval_cache.py:
+# `keys.cache_key(vp.evaluate, identity)` and suite/orchestrate/runner.py: `envs.run_versions(summary.variants, ...)`).
 
 def test_the_runner_keys_evaluations_by_the_serve_environments_versions(demo_recipe_copy, tmp_path, monkeypatch):
     from suite.orchestrate import eval_cache

@@ -60,9 +60,10 @@ def free_port() -> int:
 
 def engine_flags(engine: EngineConfig, facts: dict | None = None) -> list[str]:
     """vLLM engine arguments as `vllm serve` flags, in the forms the serve environment's vLLM parser takes
-    (suite.orchestrate.envs.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
+    (suite.orchestrate.engine_args.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
     JSON). ``facts``: ``environments.engine_args_facts()`` (asked of this interpreter when not given)."""
-    from suite.orchestrate.envs import engine_args_facts, engine_cli_flags
+    from suite.orchestrate.engine_args import engine_cli_flags
+    from suite.orchestrate.envs import engine_args_facts
 
     if facts is None and engine.engine_args:
         facts = engine_args_facts()  # cached on disk by `suite validate` / the plan
