@@ -1,3 +1,5 @@
+"""`python -m suite`: the command line (suite.cli)."""
+
 from suite.cli import main
 
 raise SystemExit(main())
