@@ -7,7 +7,8 @@ A point is on the front when no other point is at least as accurate and at least
 better in one of the two. Accuracy: ``acc.mean`` or one task's ``acc.<task>``; throughput: the headline
 load point (``tput.output_tok_s``, saturation) or the sustainable rate under the SLO
 (``tput.sustainable_output_tok_s``). Output: a PNG, and optionally a self-contained HTML page (one
-chart per accuracy metric, each point's figures on hover, the table of points with the front marked).
+chart per accuracy metric, each point's figures on hover, the table of points with the front marked):
+``templates/frontier.html.j2``, its charts drawn by matplotlib (``suite.outputs.plots``).
 """
 
 from __future__ import annotations
@@ -53,14 +54,13 @@ def run(config: FrontierConfig) -> FrontierResult:
 
 
 def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
-    """One chart per accuracy metric (mean, then each task), hover for figures; the table of points."""
-    import html as h
-
-    from suite.outputs.plots import CSS, scatter_svg, table
+    """One chart per accuracy metric (mean, then each task), hover for figures; the table of points
+    (``templates/frontier.html.j2``)."""
+    from suite.outputs.plots import render, scatter_svg
 
     keys = ["acc.mean"] + sorted({k for r in runs for v in r.variants for k in v.metrics
                                   if k.startswith("acc.") and k.count(".") == 1 and k != "acc.mean"})
-    parts = [f"<h1>Accuracy vs throughput ({h.escape(config.throughput)})</h1>"]
+    charts = []
     for key in keys:
         pts = collect(runs, key, config.throughput)
         if not pts:
@@ -71,13 +71,9 @@ def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
             tip = f"{p.name}: {p.throughput:,.0f} tok/s, {key} {p.accuracy:.4f}" + (" (on the front)" if p.name in front else "")
             series["baseline" if p.is_baseline else ("Pareto front" if p.name in front else "dominated")].append(
                 (p.throughput, p.accuracy, tip))
-        parts.append(f"<h2>{h.escape(key)}</h2>")
-        parts.append(scatter_svg({k: v for k, v in series.items() if v}, config.throughput, key, line=False))
-        parts.append(table(["point", "tok/s", key, "on the front", "baseline"],
-                           [[h.escape(p.name), f"{p.throughput:,.1f}", f"{p.accuracy:.4f}",
-                             "yes" if p.name in front else "", "yes" if p.is_baseline else ""] for p in pts]))
-    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>frontier</title><style>{CSS}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
+        chart = scatter_svg({k: v for k, v in series.items() if v}, config.throughput, key, line=False)
+        charts.append({"key": key, "chart": chart, "points": pts, "front": front})
+    page = render("frontier.html.j2", throughput=config.throughput, charts=charts)
     config.out_html.parent.mkdir(parents=True, exist_ok=True)
     config.out_html.write_text(page, encoding="utf-8")
     return config.out_html

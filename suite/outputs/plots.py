@@ -1,63 +1,99 @@
-"""The HTML pieces the report and the frontier page share: the stylesheet, escaping, tables, an SVG scatter chart."""
+"""What the report and the frontier page share: the jinja2 templates (autoescaped), number formatting, and the
+SVG scatter chart drawn by matplotlib.
+
+Pages are rendered from ``suite/outputs/templates/`` with autoescape on: every value a template prints
+(variant, task and recipe names, model-written text, error messages) is escaped exactly once, and HTML
+that Python makes (the charts) enters as ``markupsafe.Markup`` only.
+
+Charts: matplotlib's SVG backend (``Agg`` for the PNG), inlined into the page, so the page stays one
+self-contained file (no script, no external URL). Text is kept as SVG ``<text>`` (``svg.fonttype =
+"none"``) rather than glyph paths: the report fixture's two charts take 30 kB so, 58 kB as paths, and
+the labels stay searchable and selectable; the browser draws them in its sans-serif. The hand-built SVG
+this replaced was smaller (about 2 kB a chart), equally deterministic, but had unrounded ticks (3,150,
+1.26e+04), no grid and its own axis code to keep; matplotlib wins on everything but bytes.
+Output is deterministic (``svg.hashsalt`` fixed, no date in the metadata): the same summary gives the same
+bytes. Each point carries a ``<title>`` tooltip (matplotlib writes a ``gid`` group per point; the title is
+inserted into it). The one-line CI bar in the paired table stays hand-built, in the template
+(``_macros.html.j2``): about 200 bytes a row against 1.3 kB for the same bar from matplotlib.
+"""
 
 from __future__ import annotations
 
-import html
+import hashlib
+import io
+import re
+from functools import lru_cache
 
-CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
-h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
-.pass{color:#070;font-weight:bold}.fail{color:#b00;font-weight:bold}.muted{color:#777}
-code{background:#f6f6f6;padding:0 3px}svg text{font:11px sans-serif}"""
+from markupsafe import Markup, escape
+
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
-
-
-def esc(x) -> str:
-    return html.escape(str(x))
+Series = dict[str, list[tuple[float, float, str]]]
 
 
 def fmt(v, spec: str = "{:.4f}") -> str:
+    """``v`` formatted with ``spec`` (a ``str.format`` pattern), ``-`` when it is None."""
     return "-" if v is None else spec.format(v)
 
 
-def table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    head = "".join(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
-                   + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+@lru_cache(maxsize=1)
+def environment():
+    """The jinja2 environment over ``suite/outputs/templates`` (autoescape on, undefined names are errors)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("suite.outputs", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["fmt"] = fmt
+    return env
 
 
-def scatter_svg(series: dict[str, list[tuple[float, float, str]]], xlabel: str, ylabel: str,
-                line: bool = True, w: int = 640, h: int = 320) -> str:
-    """A small SVG chart; each point carries a <title> tooltip."""
+def render(template: str, **context) -> str:
+    """``template`` (a file name under ``templates/``) rendered with ``context``."""
+    return environment().get_template(template).render(**context)
+
+
+def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: int = 640, h: int = 320) -> Markup:
+    """An inline SVG chart of ``series`` (name -> points ``(x, y, tooltip)``), one colour per series, the
+    points of a series joined by a line when ``line``; ``w`` x ``h`` CSS pixels, the legend underneath."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
-        return "<p class=muted>(no data)</p>"
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    x0, x1 = min(0.0, min(xs)), max(xs) * 1.05 or 1.0
-    y0, y1 = min(ys) * 0.95 if min(ys) > 0 else min(ys), max(ys) * 1.05 or 1.0
-    if y1 == y0:
-        y0, y1 = y0 - 1, y1 + 1
-    L, B = 60, 40
-    X = lambda v: L + (v - x0) / (x1 - x0) * (w - L - 20)  # noqa: E731
-    Y = lambda v: h - B - (v - y0) / (y1 - y0) * (h - B - 20)  # noqa: E731
-    parts = [f'<svg width="{w}" height="{h + 20 * len(series)}" role="img">',
-             f'<line x1="{L}" y1="{h - B}" x2="{w - 10}" y2="{h - B}" stroke="#333"/>',
-             f'<line x1="{L}" y1="{h - B}" x2="{L}" y2="10" stroke="#333"/>',
-             f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle">{esc(xlabel)}</text>',
-             f'<text x="12" y="{h / 2}" transform="rotate(-90 12 {h / 2})" text-anchor="middle">{esc(ylabel)}</text>']
-    for i in range(5):
-        yv, xv = y0 + (y1 - y0) * i / 4, x0 + (x1 - x0) * i / 4
-        parts.append(f'<text x="{L - 4}" y="{Y(yv) + 4:.0f}" text-anchor="end">{yv:,.4g}</text>')
-        parts.append(f'<text x="{X(xv):.0f}" y="{h - B + 14}" text-anchor="middle">{xv:,.4g}</text>')
-    for k, (name, ps) in enumerate(series.items()):
-        c = COLORS[k % len(COLORS)]
-        ps = sorted(ps)
-        if line and len(ps) > 1:
-            parts.append('<polyline fill="none" stroke="%s" points="%s"/>' % (c, " ".join(f"{X(a):.1f},{Y(b):.1f}" for a, b, _ in ps)))
-        for a, b, tip in ps:
-            parts.append(f'<circle cx="{X(a):.1f}" cy="{Y(b):.1f}" r="4" fill="{c}"><title>{esc(tip)}</title></circle>')
-        parts.append(f'<rect x="{L}" y="{h + 6 + 20 * k}" width="10" height="10" fill="{c}"/>'
-                     f'<text x="{L + 16}" y="{h + 15 + 20 * k}">{esc(name)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+        return Markup('<p class="muted">(no data)</p>')
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    prefix = "pt" + hashlib.sha1(repr((xlabel, ylabel, sorted(series.items()))).encode()).hexdigest()[:8]
+    tips: dict[str, str] = {}
+    rc = {"svg.fonttype": "none", "svg.hashsalt": "suite-report", "font.size": 8, "font.family": "sans-serif"}
+    with matplotlib.rc_context(rc):
+        fig, ax = plt.subplots(figsize=(w / 96, (h + 18 * len(series)) / 96), dpi=96)
+        for k, (name, ps) in enumerate(series.items()):
+            color = COLORS[k % len(COLORS)]
+            ps = sorted(ps)
+            if line and len(ps) > 1:
+                ax.plot([a for a, _, _ in ps], [b for _, b, _ in ps], color=color, linewidth=1, zorder=2)
+            ax.scatter([], [], color=color, s=30, label=name)  # the legend's entry
+            for a, b, tip in ps:
+                gid = f"{prefix}-{len(tips)}"
+                tips[gid] = tip
+                ax.scatter([a], [b], color=color, s=30, zorder=3, gid=gid)
+        xs = [p[0] for p in pts]
+        ax.set_xlim(left=min(0.0, min(xs)), right=max(xs) * 1.05 or 1.0)
+        ax.margins(y=0.1)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        for axis in (ax.xaxis, ax.yaxis):  # 12,000 tok/s, 0.5375 accuracy
+            axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}"))
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(series), 3), frameon=False)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata=dict.fromkeys(("Date", "Creator", "Format", "Type")))
+        plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]  # no XML declaration or DOCTYPE inside HTML
+    svg = re.sub(r">\s+<", "><", re.sub(r"\s*\n\s*", " ", svg))  # matplotlib indents; the page needs none
+    svg = re.sub(r'<g id="(%s-\d+)">' % prefix,
+                 lambda m: f'{m.group(0)}<title>{escape(tips[m.group(1)])}</title>', svg)
+    return Markup(svg.replace('<svg ', '<svg role="img" ', 1))

@@ -62,7 +62,7 @@ class ThroughputSpec(Strict):
     metrics_interval_s: float = Field(1.0, gt=0, allow_inf_nan=False,
                                       description="how often /metrics and CPU use are sampled")
     point_timeout_s: int = Field(1800, gt=0, description="a load point still running after this fails")
-    gpu: str | None = Field(None, description="GPU for the roofline (H100, H200, ...; default: nvidia-smi's)")
+    gpu: str | None = Field(None, description="GPU for the roofline (H100, H200, ...; default: NVML's name for GPU 0)")
     headline: Literal["max", "last"] = Field(
         "max", description="which load point's numbers become tput.* metrics: the best output tok/s, or the last"
     )

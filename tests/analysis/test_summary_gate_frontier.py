@@ -161,6 +161,9 @@ def test_frontier_across_runs_and_recipes(tmp_path):
     assert front == {"demo-cpu/bf16", "demo-cpu/fp8"}  # other/* are dominated by demo-cpu/bf16
     page = (tmp_path / "f" / "frontier.html").read_text()
     assert "<script" not in page and "acc.suite_gsm8k" in page and "other/fp8-bad" in page
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
+        'xmlns:xlink="http://www.w3.org/1999/xlink"', "")  # self-contained: no URL but the SVG namespaces
+    assert page.count("<svg") == 2 and "<title>demo-cpu/fp8: 150 tok/s, acc.mean 0.5900 (on the front)</title>" in page
     assert (tmp_path / "f" / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     slo = run_cli("frontier", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "g"), "--throughput", "slo")
     assert slo.returncode == 0 and "120.0 tok/s" in slo.stdout and "fp8-bad" not in slo.stdout

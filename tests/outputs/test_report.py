@@ -49,7 +49,7 @@ class Collect(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
-        self.srcs += [v for k, v in attrs if k in ("src", "href")]
+        self.srcs += [v for k, v in attrs if k in ("src", "href", "xlink:href")]
 
     def handle_data(self, data):
         self.text.append(data)
@@ -64,12 +64,35 @@ def test_report_is_self_contained_and_complete(tmp_path):
     p = Collect()
     p.feed(page)
     text = " ".join(p.text)
-    assert "script" not in p.tags and all(src.startswith("data:") for src in p.srcs)  # nothing external
+    # nothing external: images are data, the charts' hrefs point inside the page (matplotlib's markers)
+    assert "script" not in p.tags and p.srcs and all(src.startswith(("data:", "#")) for src in p.srcs)
     for needle in ("Gates", "FAIL", "max drop suite_gsm8k", "Paired against the baseline", "[-0.0600, -0.0040]",
                    "rate-100", "engine", "Sustainable rate under the SLO", "1,172", "NVIDIA H200"):
         assert needle in text, needle
     assert p.tags.count("table") >= 5 and p.tags.count("svg") >= 3  # CI bars, frontier, throughput curve
     assert re.search(r'stroke="#b00"', page)  # the CI entirely below zero is drawn red
+
+
+def test_report_escapes_names_once(tmp_path):
+    """Autoescape: a variant, task or bottleneck reason holding markup comes out as text, escaped once."""
+    s = summary_with_everything(tmp_path)
+    gate = report.recipe_verdict(s)
+    s.variants[1].name = 'fp8<script>alert("x")</script>'
+    s.variants[1].paired[0]["task"] = "<script>t</script>&amp;"
+    s.tasks = ["suite_gsm8k", "<b>task</b>"]
+    s.variants[0].benchmark.points[0].bottleneck_reason = 'queue "full" <b>'
+    s.recipe["description"] = "<i>desc</i> & more"
+    page = report.run(report.ReportConfig(s, tmp_path / "report.html", gate=gate)).html.read_text()
+    p = Collect()
+    p.feed(page)
+    text = " ".join(p.text)
+    assert "script" not in p.tags and "b" not in p.tags and "i" not in p.tags
+    assert "<script>" not in page and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page
+    for needle in ('fp8<script>alert("x")</script>', "<script>t</script>&amp;", "<b>task</b>", "<i>desc</i> & more",
+                   'fp8<script>alert("x")</script>: 12000 tok/s'):  # the last: a chart's tooltip
+        assert needle in text, needle  # escaped once: the reader sees exactly the name
+    assert "&amp;amp;" in page and "&amp;amp;amp;" not in page  # "&amp;" in a name shows as "&amp;", not "&"
+    assert 'title="queue &#34;full&#34; &lt;b&gt;"' in page
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),

@@ -28,7 +28,7 @@ class BenchmarkConfig(Record):
     metrics_interval_s: float = 1.0
     point_timeout_s: int = 1800
     max_api_server_count: Optional[int] = None
-    gpu: Optional[str] = Field(None, description="GPU name for the roofline (default: nvidia-smi's)")
+    gpu: Optional[str] = Field(None, description="GPU name for the roofline (default: NVML's, GPU 0)")
     seed: int = 0
     server_timeout_s: int = 900
     output_dir: str

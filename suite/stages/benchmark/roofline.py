@@ -11,17 +11,24 @@ implied rates are:
 as fractions of the GPU's peak bandwidth and dense tensor rate (BF16, or FP8 for FP8 weights). These
 are lower bounds on what the GPU did (no activation traffic, no recomputation), and a model, not a
 profiler: they say whether a variant is near the memory roof or far from every roof.
+
+The GPU's name comes from NVML (nvidia-ml-py's ``pynvml``: the same library nvidia-smi is built on,
+without parsing its text); no driver, no GPU or no nvidia-ml-py: no name, so no peak fractions.
+
+Weight bytes are summed from the safetensors headers read here (8 bytes of length + the JSON header),
+not through ``safetensors.safe_open``: the header's ``data_offsets`` give every tensor's exact size in
+bytes for any dtype, while ``safe_open`` exposes only dtype and shape, so its byte count would need a
+dtype-size table of our own that must follow every new safetensors dtype (FP8 variants, packed FP4).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# name fragment (as nvidia-smi prints it) -> (HBM TB/s, dense BF16 TFLOP/s, dense FP8 TFLOP/s)
+# name fragment (as NVML and nvidia-smi give it, e.g. 'NVIDIA H200') -> (HBM TB/s, dense BF16 TFLOP/s, dense FP8 TFLOP/s)
 GPU_PEAKS = {
     "H200": (4.8, 989.0, 1979.0),
     "H100 PCIe": (2.0, 756.0, 1513.0),
@@ -32,14 +39,29 @@ DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, 
 
 
 def detect_gpu() -> str | None:
-    if not shutil.which("nvidia-smi"):
+    """The first GPU's name from NVML (index 0, as nvidia-smi lists it), or None where there is no NVIDIA
+    driver or GPU (NVML raises NVMLError: the library is not found, no device, ...)."""
+    try:
+        import pynvml
+    except ImportError:
+        print("roofline: nvidia-ml-py is not installed: no GPU name (set throughput.gpu)", file=sys.stderr)
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20).stdout.strip().splitlines()
-    except (OSError, subprocess.SubprocessError):
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
         return None
-    return out[0].strip() if out else None
+    try:
+        if pynvml.nvmlDeviceGetCount() < 1:
+            return None
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return (name.decode() if isinstance(name, bytes) else name).strip() or None
+    except pynvml.NVMLError:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
 
 
 def gpu_peak(name: str | None) -> tuple[str, tuple[float, float, float]] | None:

@@ -1,185 +1,43 @@
 """Benchmark stage: ``vllm serve`` on 127.0.0.1 + vLLM's own load generator (``vllm bench serve``).
 
 Runs in the serve environment (``python -m suite.stages benchmark``). Optionally first the offline
-ceiling (``suite.stages.benchmark.offline``: the same workload through ``LLM.generate``). Then one server per variant, on
-a free loopback port, in its own process group (``suite.orchestrate.procs``: it dies with the stage), with a per-run
-random API key; before any load the stage identifies it (the listener on the port is in its process
-tree, ``/health`` answers, ``/v1/models`` with the key lists the model) and fails at once, with the
-server's own error line, if the server exits or another process holds the port. It runs each load
+ceiling (``suite.stages.benchmark.offline``: the same workload through ``LLM.generate``). Then one server per variant
+(``suite.stages.benchmark.server``: a free loopback port, its own process group, a per-run random API key, identified
+before any load, failing at once with the server's own error line if it exits or another process holds the port),
+whose KV-cache capacity is read from its ``/metrics`` (``vllm:cache_config_info``; the log line as fallback). It runs each load
 point ``repetitions`` times with ``vllm bench serve`` (random dataset, ``--ignore-eos``, a fresh seed per
 run, saved JSON) while ``suite.stages.benchmark.bottleneck`` samples ``/metrics`` and CPU use, labels what bounded each
 point, adds roofline fractions (``suite.stages.benchmark.roofline``), searches the sustainable rate under the SLO
 (``suite.stages.benchmark.slo``), and always stops the whole process tree, also on failure. A failed point (client
 error, lost requests, a point that timed out, the server dying) fails the stage with the client's or
-the server's own error line. KV-cache capacity is read from the server log.
+the server's own error line.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import secrets
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 from suite.orchestrate import procs
+from suite.stages.benchmark import server
 from suite.stages.benchmark.bottleneck import ServerMonitor, classify
 from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
-from suite.stages.records import EngineConfig
 from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
+from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_port, the regexes: used through this module)
+    KV_TOKENS_RE, MAX_CONC_RE, ServerError, engine_flags, free_port, kv_capacity, metrics_text, server_line, tail,
+    vllm_server)
 from suite.stages.benchmark.slo import search
 from suite.stages.benchmark.workload import task_prompts, write_dataset
-
-VLLM_CLI = [sys.executable, "-m", "suite.stages.benchmark.vllm_cli"]
-KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
-MAX_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-
-
-class ServerError(RuntimeError):
-    pass
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (the kernel's pick, checked against every listener)."""
-    for _ in range(20):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not procs.listeners(port):
-            return port
-    raise ServerError("no free loopback port found")
-
-
-def engine_flags(engine: EngineConfig, facts: dict | None = None) -> list[str]:
-    """vLLM engine arguments as `vllm serve` flags, in the forms the serve environment's vLLM parser takes
-    (suite.orchestrate.engine_args.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
-    JSON). ``facts``: ``environments.engine_args_facts()`` (asked of this interpreter when not given)."""
-    from suite.orchestrate.engine_args import engine_cli_flags
-    from suite.orchestrate.envs import engine_args_facts
-
-    if facts is None and engine.engine_args:
-        facts = engine_args_facts()  # cached on disk by `suite validate` / the plan
-    return ["--dtype", engine.dtype, "--max-model-len", str(engine.max_model_len),
-            "--kv-cache-dtype", engine.kv_cache_dtype, *engine_cli_flags(engine.engine_args, facts)]
-
-
-def serve_command(engine: EngineConfig, port: int, api_server_count: int, seed: int) -> list[str]:
-    cmd = [*VLLM_CLI, "serve", engine.model, "--host", "127.0.0.1", "--port", str(port), "--seed", str(seed),
-           *engine_flags(engine)]
-    if api_server_count > 1:
-        cmd += ["--api-server-count", str(api_server_count)]
-    return cmd
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
     """SIGTERM the server's whole tree and process group, SIGKILL what is left after ``grace_s``."""
     procs.stop(proc, grace_s)
-
-
-def _get(url: str, api_key: str | None = None, timeout: float = 2.0) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, b""
-
-
-def server_line(log_path: Path) -> str:
-    """What the server's log says went wrong (its last error line), else its last line."""
-    text = tail(log_path, 400)
-    if found := procs.error_line(text):
-        return found
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return f"no error in its log (last line: {lines[-1][:200]})" if lines else "its log is empty"
-
-
-def check_listener(proc: subprocess.Popen, port: int, log_path: Path) -> None:
-    """Raise when a process outside our server's tree listens on ``port`` (our server then cannot bind it;
-    its own error line, e.g. 'Address already in use', is waited for and named)."""
-    ours = {p.pid for p in procs.tree(proc.pid)}
-    foreign = [pid for pid in procs.listeners(port) if pid not in ours]
-    if not foreign:
-        return
-    try:
-        proc.wait(timeout=60)  # it fails at bind, before its engine starts
-    except subprocess.TimeoutExpired:
-        pass
-    said = f"; vllm serve ({procs.signal_name(proc.poll())}): {server_line(log_path)}" if proc.poll() is not None else ""
-    raise ServerError(f"port {port} is held by another process (pid {foreign[0]}: {procs.describe(foreign[0])}), "
-                      f"not by our vllm serve{said}")
-
-
-def wait_healthy(proc: subprocess.Popen, port: int, timeout_s: float, log_path: Path, api_key: str | None = None,
-                 model: str | None = None) -> float:
-    """Wait until OUR server is ready: the process lives, the listener on the port is in its process tree,
-    ``/health`` answers 200, and ``/v1/models`` with this run's API key lists the model. A plain loop
-    (tenacity is not in the serve environment, and the stop conditions — our process exited, a foreign
-    process holds the port — are checks between polls)."""
-    start = time.perf_counter()
-    base = f"http://127.0.0.1:{port}"
-    while time.perf_counter() - start < timeout_s:
-        if proc.poll() is not None:
-            raise ServerError(f"vllm serve {procs.signal_name(proc.returncode)} before it was ready: "
-                              f"{server_line(log_path)} [log: {log_path}]")
-        check_listener(proc, port, log_path)
-        try:
-            status, _ = _get(base + "/health")
-            if status == 200:
-                if api_key is None:
-                    return time.perf_counter() - start
-                status, body = _get(base + "/v1/models", api_key)
-                if status in (401, 403):
-                    raise ServerError(f"the server on port {port} refused this run's API key on /v1/models "
-                                      f"(HTTP {status}): it is not the vllm serve this stage started")
-                if status == 200:
-                    listing = json.loads(body or b"{}")
-                    data = listing.get("data") if isinstance(listing, dict) else None
-                    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
-                        raise ServerError(f"the server on port {port} answered /v1/models with no model list: it "
-                                          "is not the vllm serve this stage started")
-                    served = [m.get("id") for m in data]
-                    if model not in served:
-                        raise ServerError(f"the server on port {port} serves {served}, not {model!r}: it is not "
-                                          "the vllm serve this stage started")
-                    return time.perf_counter() - start
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):
-            pass
-        time.sleep(1.0)
-    raise ServerError(f"vllm serve was not ready after {timeout_s:.0f} s: {server_line(log_path)} [log: {log_path}]")
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"
-
-
-@contextmanager
-def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path: Path, timeout_s: float):
-    """``vllm serve`` on a free loopback port with a per-run random API key (in its environment, never on
-    its command line), identified before any load (``wait_healthy``); yields (proc, port, ready_s, cmd,
-    api_key); always stops its whole process tree."""
-    port = free_port()
-    api_key = secrets.token_urlsafe(24)
-    cmd = serve_command(engine, port, api_server_count, seed)
-    log = open(log_path, "w")
-    proc = procs.spawn(cmd, stdout=log, env={**os.environ, "VLLM_API_KEY": api_key})
-    try:
-        ready_s = wait_healthy(proc, port, timeout_s, log_path, api_key, engine.model)
-        yield proc, port, ready_s, cmd, api_key
-    finally:
-        procs.stop(proc)
-        log.close()
 
 
 def load_points(config: BenchmarkConfig) -> list[tuple[str, object, int | None]]:
@@ -197,7 +55,7 @@ def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir
         data = ["--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", str(config.output_len)]
         if not config.chat_template:
             data.append("--skip-chat-template")
-    cmd = [*VLLM_CLI, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
+    cmd = [*server.VLLM_CLI, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
            "--endpoint", "/v1/completions", "--model", config.engine.model, "--tokenizer", config.engine.model,
            *data, "--num-prompts", str(num_prompts or config.num_prompts),
            "--request-rate", str(rate), "--ignore-eos", "--seed", str(config.seed if seed is None else seed),
@@ -399,6 +257,7 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         t_server = time.perf_counter()
         with vllm_server(config.engine, count, config.seed, log_path,
                          config.server_timeout_s) as (proc, port, ready_s, cmd, api_key):
+            kv_page = metrics_text(port)  # vllm:cache_config_info is set before /health answers
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
                                 server_log=log_path)
             for label, rate, conc in load_points(config):
@@ -424,13 +283,10 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         # frontend-bound with room to grow: restart with more API servers and measure again
         earlier.append({"api_server_count": count, "points": [p.model_dump() for p in points]})
         count = more
-    log_text = log_path.read_text(errors="replace")
-    kv = KV_TOKENS_RE.findall(log_text)
-    mc = MAX_CONC_RE.findall(log_text)
-    kv_tokens = int(kv[-1].replace(",", "")) if kv else None
+    kv_tokens, max_conc, _ = kv_capacity(kv_page, log_path.read_text(errors="replace"))
     return BenchmarkResult(
         points=points, kv_cache_tokens=kv_tokens,
-        max_concurrency_at_max_len=float(mc[-1][1]) if mc else None,
+        max_concurrency_at_max_len=max_conc,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
         api_server_count=count, scaled_from=earlier, client_s=client_s,

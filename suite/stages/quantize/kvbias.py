@@ -1,4 +1,10 @@
-"""The KV pre-flight: k_proj/v_proj bias norms read from safetensors headers (numpy, no torch), and the run's warnings."""
+"""The KV pre-flight: k_proj/v_proj bias norms read from safetensors headers (numpy, no torch), and the run's warnings.
+
+The tensors are read with ``safetensors.safe_open(path, framework="numpy")`` (it parses and checks the
+header and reads each bias from its byte range alone); BF16, which numpy lacks, is ml_dtypes'
+``bfloat16`` (importing ml_dtypes registers it with numpy, which is what safetensors' numpy loader asks
+for). A file safetensors refuses raises ValueError here, which the pre-flight reports as unreadable.
+"""
 
 from __future__ import annotations
 
@@ -19,32 +25,13 @@ class BiasOutlier:
     ratio: float
 
 
-_NP_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}
-
-
-def _read_tensor(fh, header_len: int, meta: dict):
-    """One tensor of an open safetensors file, as a float32 numpy array, read from its byte range alone.
-    numpy has no bfloat16: BF16 is widened by putting its 16 bits on top of a float32's."""
-    import numpy as np
-
-    start, end = meta["data_offsets"]
-    fh.seek(8 + header_len + start)
-    raw = fh.read(end - start)
-    if meta["dtype"] == "BF16":
-        return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    if meta["dtype"] not in _NP_DTYPES:
-        raise ValueError(f"tensor dtype {meta['dtype']} is not read here")
-    return np.frombuffer(raw, dtype=_NP_DTYPES[meta["dtype"]]).astype(np.float32)
-
-
 def bias_norms(model_dir: str | Path) -> dict[str, dict[int, float]]:
-    """{'k_proj': {layer: ||bias||_2}, 'v_proj': {...}} from the safetensors files: the header (JSON) is
-    parsed and each bias tensor read from its byte range alone, with numpy (no torch, no model load:
-    this runs in the parent process before any stage). Empty dicts for a model without attention biases."""
-    import json
-    import struct
-
+    """{'k_proj': {layer: ||bias||_2}, 'v_proj': {...}} from the safetensors files (``safe_open``, numpy:
+    each bias tensor read alone, no torch, no model load: this runs in the parent process before any
+    stage). Empty dicts for a model without attention biases; ValueError for a file safetensors refuses."""
+    import ml_dtypes  # noqa: F401  (registers bfloat16 and the FP8 types with numpy)
     import numpy as np
+    from safetensors import SafetensorError, safe_open
 
     rx = re.compile(r"layers\.(\d+)\.(?:self_attn|attention|attn)\.([kv]_proj)\.bias$")
     out: dict[str, dict[int, float]] = {"k_proj": {}, "v_proj": {}}
@@ -52,14 +39,15 @@ def bias_norms(model_dir: str | Path) -> dict[str, dict[int, float]]:
     if not files:
         raise FileNotFoundError(f"{model_dir}: no *.safetensors files")
     for f in files:
-        with open(f, "rb") as fh:
-            (header_len,) = struct.unpack("<Q", fh.read(8))
-            header = json.loads(fh.read(header_len))
-            for key, meta in header.items():
-                m = rx.search(key) if key != "__metadata__" else None
-                if m:
-                    t = _read_tensor(fh, header_len, meta)
-                    out[m.group(2)][int(m.group(1))] = float(np.sqrt(np.sum(t.astype(np.float64) ** 2)))
+        try:
+            with safe_open(f, framework="numpy") as st:
+                for key in st.keys():
+                    m = rx.search(key)
+                    if m:
+                        t = np.asarray(st.get_tensor(key), dtype=np.float64)
+                        out[m.group(2)][int(m.group(1))] = float(np.sqrt(np.sum(t ** 2)))
+        except (SafetensorError, TypeError) as e:  # a bad header; a dtype numpy cannot hold
+            raise ValueError(f"{f.name}: {e}") from e
     return out
 
 

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import DEMO_MODEL, needs_demo_model, no_leftover
+from suite.stages.benchmark import server as bench_server
 from suite.stages.benchmark import stage as benchmark
 from suite.stages.benchmark.records import BenchmarkConfig
 from suite.stages.records import EngineConfig
@@ -127,7 +128,7 @@ def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_pat
 
     foreign = HTTPServer(("127.0.0.1", 0), Foreign)
     th.Thread(target=foreign.serve_forever, daemon=True).start()
-    monkeypatch.setattr(benchmark, "free_port", lambda: foreign.server_address[1])  # taken after we chose it
+    monkeypatch.setattr(bench_server, "free_port", lambda: foreign.server_address[1])  # taken after we chose it
     try:
         with pytest.raises(benchmark.ServerError) as e:
             benchmark.run(config(tmp_path))

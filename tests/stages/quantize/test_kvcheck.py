@@ -104,6 +104,27 @@ def test_bias_preflight_without_biases_or_files(tmp_path):
         kvbias.kv_bias_preflight(tmp_path / "missing")
 
 
+def test_bias_norms_read_bf16_and_f16_biases_as_torch_sees_them(tmp_path):
+    """safe_open(framework="numpy") with ml_dtypes' bfloat16: the norms of BF16 and F16 biases are those torch
+    computes from the same tensors (numpy has no bfloat16 of its own)."""
+    g = torch.Generator().manual_seed(0)
+    k = [torch.randn(64, generator=g).to(torch.bfloat16) * (3 if i == 2 else 1) for i in range(4)]
+    v = [torch.randn(64, generator=g).to(torch.float16) for _ in range(4)]
+    save_file({**{f"model.layers.{i}.self_attn.k_proj.bias": t for i, t in enumerate(k)},
+               **{f"model.layers.{i}.self_attn.v_proj.bias": t for i, t in enumerate(v)}}, str(tmp_path / "m.safetensors"))
+    norms = kvbias.bias_norms(tmp_path)
+    assert norms["k_proj"] == {i: pytest.approx(t.double().norm().item(), rel=1e-12) for i, t in enumerate(k)}
+    assert norms["v_proj"] == {i: pytest.approx(t.double().norm().item(), rel=1e-12) for i, t in enumerate(v)}
+
+
+def test_a_file_safetensors_refuses_is_reported_not_raised(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json......}")
+    with pytest.raises(ValueError, match="model.safetensors"):
+        kvbias.bias_norms(tmp_path)
+    (warning,) = kvbias.preflight_warnings("v", tmp_path, calibrated=False)
+    assert warning.startswith(f"v: KV pre-flight could not read {tmp_path}: model.safetensors: ")
+
+
 def test_read_kv_scales(tmp_path):
     ckpt = _fake_checkpoint(tmp_path, [1, 1], extra={
         "model.layers.0.self_attn.k_scale": torch.tensor(0.25),
