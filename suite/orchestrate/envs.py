@@ -11,6 +11,7 @@ What those environments hold is asked of their interpreters, never of this proce
 no stage dependency): ``interpreter_versions`` (importlib.metadata in a subprocess, ~50 ms), and the
 slow facts — vLLM's ``EngineArgs`` fields with their types and CLI forms, lm-eval's task names — once
 per interpreter and version, cached on disk (``SUITE_CACHE_DIR``, default ``~/.cache/suite``).
+The ``SUITE_*`` variables are read through ``suite.settings.Settings`` (pydantic-settings).
 """
 
 from __future__ import annotations
@@ -35,8 +36,17 @@ QUANTIZE_PYTHON_ENV = "SUITE_QUANTIZE_PYTHON"
 SERVE_PYTHON_ENV = "SUITE_SERVE_PYTHON"
 
 
+def _settings():
+    """``SUITE_*`` as the environment has them now (imported here: stage processes import this module for
+    ``package_versions``, and the quantize environment has no pydantic-settings)."""
+    from suite.settings import Settings
+
+    return Settings()
+
+
 def quantize_python() -> str:
-    explicit = os.environ.get(QUANTIZE_PYTHON_ENV)
+    """The quantize environment's interpreter (see the module docstring for the order it is looked for in)."""
+    explicit = _settings().quantize_python
     if explicit:
         if not Path(explicit).exists():
             raise SuiteError(Problem(QUANTIZE_PYTHON_ENV, "", f"no interpreter at {explicit}",
@@ -52,7 +62,8 @@ def quantize_python() -> str:
 
 
 def serve_python() -> str:
-    return os.environ.get(SERVE_PYTHON_ENV) or sys.executable
+    """The serve environment's interpreter: ``SUITE_SERVE_PYTHON``, else this one."""
+    return _settings().serve_python or sys.executable
 
 
 def vllm_distribution() -> tuple[str, str] | None:
@@ -122,9 +133,10 @@ _PROBE = "import sys; from suite.orchestrate.envs import _probe_main; _probe_mai
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get(CACHE_DIR_ENV)
+    """Where slow probes are cached: ``SUITE_CACHE_DIR``, else ``$XDG_CACHE_HOME/suite`` or ``~/.cache/suite``."""
+    explicit = _settings().cache_dir
     if explicit:
-        return Path(explicit)
+        return explicit
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "suite"
 
 

@@ -1,0 +1,44 @@
+"""The ``SUITE_*`` environment settings the parent process reads, as one pydantic-settings class.
+
+``Settings()`` reads the environment each time it is built (tests and ``suite`` itself change it at run
+time), so callers build one where they read a value: ``Settings().serve_python``. Names are matched
+exactly (upper case, as before); an empty value counts as unset.
+
+Four more ``SUITE_*`` variables are read inside stage processes and stay plain ``os.environ`` reads there,
+because pydantic-settings is not part of every stage environment (the quantize one has none):
+
+- ``SUITE_RUN_LOCK``, ``SUITE_RUN_TOKEN``: the run lock a stage was started under
+  (``suite.orchestrate.lock``: ``RunLock.env`` sets them, ``result_allowed`` reads them);
+- ``SUITE_ALLOW_CODE_EXECUTION``, ``SUITE_CODE_SANDBOX``: consent to run model-written code, and the
+  sandbox mode (``suite.stages.evaluate.sandbox``; the evaluate stage and ``suite score-code`` set them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """What the environment says about the stage interpreters and the probe cache (all optional)."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore")
+
+    quantize_python: Optional[str] = Field(
+        None, validation_alias="SUITE_QUANTIZE_PYTHON",
+        description="the interpreter of the quantize environment (llmcompressor); unset: "
+        "``.venv-quantize/bin/python`` next to the repository, else this interpreter if llmcompressor is "
+        "importable here (suite.orchestrate.envs.quantize_python)")
+    serve_python: Optional[str] = Field(
+        None, validation_alias="SUITE_SERVE_PYTHON",
+        description="the interpreter of the serve environment (vLLM, lm-eval) that runs evaluate and "
+        "benchmark; unset: this interpreter (suite.orchestrate.envs.serve_python)")
+    cache_dir: Optional[Path] = Field(
+        None, validation_alias="SUITE_CACHE_DIR",
+        description="where the slow probes' answers are cached; unset: ``$XDG_CACHE_HOME/suite``, else "
+        "``~/.cache/suite`` (suite.orchestrate.envs.cache_dir)")
