@@ -6,6 +6,10 @@ exactly at its threshold passes.
 Gates (``GateSpec``): absolute and relative accuracy drop per task; non-inferiority on the paired 95%
 CI of the delta (its lower bound must be above minus the margin) and the lower bound of recovery
 (baseline + CI low) / baseline; minimum throughput and sustainable-rate gain; maximum p99 TTFT/TPOT.
+``max_kv_flagged_layers``: at most this many decoder layers flagged by the kvcheck stage (its thresholds:
+``suite.stages.quantize.kvcheck``) under the KV scale option the variant serves with, layers kept in BF16
+not counted; checked for every variant with an FP8 KV cache (``kv.flagged_layers``), bad input when the
+stage did not run.
 
 The gate refuses to give a verdict (``GateResult.problems``, exit 2) rather than read a number that
 does not mean what the gate assumes:
@@ -412,6 +416,17 @@ def run(config: GateConfig) -> GateResult:
                 measured = r.ratio(key, name) if key.endswith(".ratio") else r.get(v, key, name, nonneg=True)
                 if measured is not None:
                     result.checks.append(_check(v.name, name, measured, limit, upper))
+        if policy.max_kv_flagged_layers is not None and v.kv_cache_dtype.startswith("fp8"):
+            got = r.get(v, "kv.flagged_layers", "the max_kv_flagged_layers gate (the kvcheck stage: eval.kv_check)",
+                        nonneg=True)
+            if got is not None and v.kvcheck is not None and got != len(v.kvcheck.flagged_layers):
+                bad(f"{v.name}: kv.flagged_layers", f"is {got}, but its kvcheck result flags "
+                    f"{len(v.kvcheck.flagged_layers)} layer(s)", FIX_SUMMARY)
+            elif got is not None:
+                check = _check(v.name, "max KV flagged layers", got, policy.max_kv_flagged_layers, True)
+                if v.kvcheck is not None and v.kvcheck.flagged_layers:
+                    check.detail = f"layers {', '.join(map(str, v.kvcheck.flagged_layers))} ({v.kvcheck.kv_scales})"
+                result.checks.append(check)
         if v.errors:
             detail = "; ".join(e.splitlines()[0] for e in v.errors if e.strip()) or "(empty error)"
             if r.lacking:

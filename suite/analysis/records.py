@@ -8,6 +8,7 @@ from pydantic import Field
 
 from suite.stages.benchmark.records import BenchmarkResult
 from suite.stages.evaluate.records import EvaluateResult
+from suite.stages.kvcheck.records import KVCheckResult
 from suite.stages.quantize.records import QuantizeResult
 from suite.stages.records import Record
 
@@ -21,10 +22,15 @@ class VariantSummary(Record):
     engine_args: dict[str, Any] = Field(default_factory=dict)
     model_path: str
     quantize: Optional[QuantizeResult] = None
+    kvcheck: Optional[KVCheckResult] = None
     evaluate: Optional[EvaluateResult] = None
     benchmark: Optional[BenchmarkResult] = None
     metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
     paired: list[dict[str, Any]] = Field(default_factory=list, description="per-task paired comparison with the baseline")
+    kv_scales: Optional[str] = Field(None, description="FP8 KV-cache scale option served with (suite.recipe.kv)")
+    kv_skip_layers: list[int] = Field(default_factory=list, description="layers whose KV stayed BF16 (given, or "
+                                      "chosen by kvcheck for kv_skip_layers: auto)")
+    kv_skip_layers_auto: bool = False
     tokenizer: dict[str, Any] = Field(default_factory=dict, description="BOS handling and chat template (suite.stages.evaluate.preflight)")
     errors: list[str] = Field(default_factory=list)
 

@@ -21,6 +21,9 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   tput.sustainable_rate, tput.sustainable_output_tok_s   highest Poisson rate meeting the SLO
   tput.<k>.ratio              variant / baseline (output_tok_s, sustainable_rate, kv_cache_tokens, offline_tok_s)
   time.<stage>_s              wall time of each stage for the variant
+  kv.flagged_layers           layers the kvcheck stage flagged under the variant's KV scale option (kept ones not counted)
+  kv.skip_layers, kv.capacity_vs_bf16   layers kept in BF16 and the KV capacity that leaves, 2L/(L+s)
+  kv.kl, kv.kl_with_skip      KL(BF16 || FP8 KV) per token, every layer in FP8 / with the kept layers in BF16
 """
 
 from __future__ import annotations
@@ -86,6 +89,16 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
         m["time.server_start_s"] = v.benchmark.server_start_s
     if v.quantize:
         m["time.quantize_s"] = v.quantize.wall_s
+    if (c := v.kvcheck) is not None:
+        m["kv.flagged_layers"] = float(len(c.flagged_layers))
+        m["kv.skip_layers"] = float(len(c.skip_layers))
+        if c.capacity_vs_bf16 is not None:
+            m["kv.capacity_vs_bf16"] = c.capacity_vs_bf16
+        if c.kv_scales in c.kl:
+            m["kv.kl"] = c.kl[c.kv_scales]["kl"]
+        if c.kl_with_skip is not None:
+            m["kv.kl_with_skip"] = c.kl_with_skip
+        m["time.kvcheck_s"] = c.wall_s
     return m
 
 
@@ -146,9 +159,14 @@ def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlie
 def variant_summary(vp) -> VariantSummary:
     """A planned variant (``VariantPlan``) as the summary records it, before its stages ran."""
     v, q = vp.variant, vp.variant.quantization
+    from suite.recipe.kv import effective_kv_scales
+
+    skip = v.kv_skip_layers
     return VariantSummary(name=v.name, is_baseline=vp.is_baseline, scheme=q.scheme if q else None,
                           kv_cache=q.kv_cache if q else None, kv_cache_dtype=v.kv_cache_dtype,
-                          engine_args=dict(v.engine_args), model_path=vp.model_path)
+                          engine_args=dict(v.engine_args), model_path=vp.model_path,
+                          kv_scales=effective_kv_scales(v), kv_skip_layers=skip if isinstance(skip, list) else [],
+                          kv_skip_layers_auto=skip == "auto")
 
 
 def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: dict[str, float]) -> None:
@@ -159,8 +177,24 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
                          "process): no network, file-system or process isolation" for v in summary.variants
                          if v.evaluate is not None and v.evaluate.code_sandbox == "process"]
     for v in summary.variants:
+        if v.kv_skip_layers_auto and v.kvcheck is not None:
+            v.kv_skip_layers = list(v.kvcheck.skip_layers)
+        if v.kvcheck is not None:
+            summary.warnings += kv_warnings(v)
         v.metrics = variant_metrics(v, recipe.throughput.headline if recipe.throughput else "max")
     if any(v.is_baseline and v.metrics for v in summary.variants):
         add_deltas(summary.variants)
         add_paired(summary.variants, seed=recipe.eval.seed)
     summary.stage_wall_s = stage_wall_s
+
+
+def kv_warnings(v: VariantSummary) -> list[str]:
+    """A warning naming the layers the kvcheck stage flagged under the scale option the variant serves with."""
+    c = v.kvcheck
+    if c is None or not c.flagged_layers:
+        return []
+    why = sorted({f"{r['tensor']}: {flag}" for r in c.flagged if r["layer"] in c.flagged_layers for flag in r["flags"]})
+    rec = f"; lowest KL: {c.recommended}" if c.recommended and c.recommended != c.kv_scales else ""
+    return [f"{v.name}: FP8 KV scales ({c.kv_scales}) flag layer(s) {', '.join(map(str, c.flagged_layers))} "
+            f"({'; '.join(why[:4])}{' ...' if len(why) > 4 else ''}){rec} — consider kv_skip_layers "
+            "(`suite sensitivity --kv`)"]

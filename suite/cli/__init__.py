@@ -95,13 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "(compressed-tensors quantize-dequantize) and measures KL(BF16 || FP8) per token and "
                         "perplexity on calibration rows that calibration did not use.")
     sn.add_argument("recipe")
-    sn.add_argument("--variant", required=True, help="a variant with scheme FP8 or FP8_DYNAMIC")
+    sn.add_argument("--variant", required=True, help="a variant with scheme FP8 or FP8_DYNAMIC (--kv: an FP8 KV cache)")
     sn.add_argument("--samples", type=int, default=8, help="held-out texts (default 8)")
     sn.add_argument("--max-seq-length", type=int, default=256)
     sn.add_argument("--block", type=int, default=1, help="decoder layers quantized together (default 1)")
     sn.add_argument("--calibration", help="calibration set to draw the texts from (default: the variant's)")
     sn.add_argument("--top", type=int, default=10, help="rows to print")
     sn.add_argument("--out", help="folder for the result (default: <output_dir>/sensitivity)")
+    sn.add_argument("--kv", action="store_true", help="FP8 KV cache instead of weights: one layer's KV in FP8 at a "
+                    "time (the variant's kv_scales), ranked by KL, and the kv_skip_layers: auto choice; texts from "
+                    "tasks/data/longtext (--samples texts, --max-seq-length tokens: default eval.kv_check_*)")
     sn.set_defaults(func=cmd_sensitivity)
     run.set_defaults(func=cmd_run)
 

@@ -32,6 +32,9 @@ def print_summary(summary) -> None:
         table.add_row(*row)
     _wide_console().print(table)
     print_load_points(summary)
+    for v in summary.variants:
+        if v.kvcheck is not None:
+            print_kvcheck(v.name, v.kvcheck)
 
 
 
@@ -63,3 +66,50 @@ def _wide_console():
 
     console = Console()
     return console if console.is_terminal else Console(width=160)
+
+
+def kv_layer_rows(res, worst: int = 3) -> list[dict]:
+    """Per layer of the option in use: K/V clipped fraction and rel err, the attention error against the
+    ideal per-tensor scale's; the flagged layers and the ``worst`` others by that ratio (all with worst<0)."""
+    by: dict[int, dict] = {}
+    ideal = {r["layer"]: r["rel_err"] for r in res.rows if r["tensor"] == "attn" and r["option"] == "dynamic"}
+    for r in res.rows:
+        if r["option"] != res.option or r["tensor"] not in ("k", "v", "attn"):
+            continue
+        row = by.setdefault(r["layer"], {"layer": r["layer"], "flags": []})
+        row[r["tensor"]] = r
+        row["flags"] += [f"{r['tensor']}: {f}" for f in r["flags"]]
+    for layer, row in by.items():
+        a = row.get("attn", {}).get("rel_err")
+        row["attn_ratio"] = a / ideal[layer] if a is not None and ideal.get(layer) else None
+    rows = sorted(by.values(), key=lambda x: -(x["attn_ratio"] or 0))
+    if worst < 0:
+        return sorted(rows, key=lambda x: x["layer"])
+    flagged = [x for x in rows if x["flags"]]
+    return sorted(flagged + [x for x in rows if not x["flags"]][:worst], key=lambda x: x["layer"])
+
+
+def print_kvcheck(name: str, res, worst: int = 3) -> None:
+    """The kvcheck stage's result: flagged layers (and the worst others), KL per scale option, the kept layers."""
+    from rich.table import Table
+
+    table = Table(title=f"{name}: FP8 KV scales ({res.kv_scales}) on {res.tokens} held-out tokens: flagged layers "
+                        f"and the {worst} worst others by attention error")
+    for head in ("layer", "K clipped", "K rel err", "V clipped", "V rel err", "attn err × ideal", "kept", "flags"):
+        table.add_column(head, justify="left" if head == "flags" else "right")
+    for row in kv_layer_rows(res, worst):
+        k, v = row.get("k", {}), row.get("v", {})
+        table.add_row(str(row["layer"]), f"{k.get('clipped_frac', 0):.1e}", f"{k.get('rel_err', 0):.4f}",
+                      f"{v.get('clipped_frac', 0):.1e}", f"{v.get('rel_err', 0):.4f}",
+                      f"{row['attn_ratio']:.2f}" if row["attn_ratio"] is not None else "-",
+                      "BF16" if row["layer"] in res.skip_layers else "", "; ".join(row["flags"]))
+    _wide_console().print(table)
+    kls = ", ".join(f"{o} {d['kl']:.4f} (ppl {d['ppl']:.3f})" for o, d in res.kl.items())
+    print(f"KL(BF16 || FP8 KV) per token, every layer in FP8: {kls}; BF16 ppl "
+          f"{next(iter(res.kl.values()))['ppl_bf16']:.3f}" if res.kl else "")
+    if res.recommended:
+        print(f"recommended kv_scales: {res.recommended} ({res.recommended_reason})")
+    if res.skip_layers:
+        how = f"auto, KL target {res.kl_target:.4f}" if res.auto else "given"
+        print(f"kept in BF16 ({how}): layers {', '.join(map(str, res.skip_layers))}: KL {res.kl_with_skip:.4f}, "
+              f"KV capacity {res.capacity_vs_bf16:.2f}x BF16's")

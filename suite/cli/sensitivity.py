@@ -34,6 +34,8 @@ def cmd_sensitivity(args) -> int:
     if args.variant not in by_name:
         raise SuiteError(Problem(str(loaded.path), "variants", f"no variant named {args.variant!r}",
                                  f"use one of: {', '.join(by_name)}"))
+    if getattr(args, "kv", False):
+        return cmd_sensitivity_kv(args, loaded, by_name[args.variant])
     q = by_name[args.variant].quantization
     if q is None or q.scheme not in ("FP8", "FP8_DYNAMIC"):
         raise SuiteError(Problem(str(loaded.path), f"variants[{args.variant}].quantization.scheme",
@@ -64,4 +66,52 @@ def cmd_sensitivity(args) -> int:
     else:
         print("no layer stands out (none at twice the median KL): nothing to keep in BF16 on this evidence")
     print(f"result: {out / 'sensitivity.result.json'} ({wall:.0f} s)")
+    return EXIT_OK
+
+
+def cmd_sensitivity_kv(args, loaded, variant) -> int:
+    """``--kv``: one layer's KV in FP8 at a time (the variant's scale option), ranked by KL, and the greedy
+    kv_skip_layers: auto choice (the kvcheck stage, run by itself in the quantize environment)."""
+    from rich.table import Table
+
+    from suite.orchestrate.envs import stage_env
+    from suite.orchestrate.jobs import run_stage
+    from suite.plan.planner import kvcheck_config, make_plan
+    from suite.recipe import kv
+
+    r, f = loaded.recipe, str(loaded.path)
+    if not kv.fp8_kv(variant):
+        raise SuiteError(Problem(f, f"variants[{variant.name}].kv_cache_dtype", "--kv needs an FP8 KV cache",
+                                 "pick a variant with kv_cache_dtype: fp8"))
+    out = Path(args.out or loaded.resolve(r.output_dir) / "sensitivity") / f"{r.name}-{variant.name}-kv-{time.strftime('%Y%m%d-%H%M%S')}"
+    vp = next(p for p in make_plan(loaded, out).variants if p.variant.name == variant.name)
+    if vp.quantize is not None and not (Path(vp.model_path) / "config.json").is_file():
+        raise SuiteError(Problem(f, f"variants[{variant.name}].quantization", f"its checkpoint {vp.model_path} is not "
+                                 "built yet (the k/v scales to check are in it)", "run `suite run` on the recipe first"))
+    cfg = kvcheck_config(loaded, variant, vp.model_path, auto_skip=True, sweep=True,
+                         max_tokens=args.max_seq_length if args.max_seq_length != 256 else r.eval.kv_check_tokens,
+                         num_texts=min(args.samples, 30) if args.samples != 8 else r.eval.kv_check_texts)
+    with _console().status(f"KV sensitivity sweep of {variant.name} ({cfg.kv_scales}) in the quantize environment"):
+        res, error, wall, note = run_stage("kvcheck", cfg, out, stage_env(dict(r.runtime.env)))
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    base = next(iter(res.kl.values()))["ppl_bf16"] if res.kl else float("nan")
+    table = Table(title=f"{r.name}/{variant.name}: one layer's KV in FP8 ({res.kv_scales}) at a time, the others BF16 "
+                        f"({res.num_texts} texts, {res.tokens} tokens; BF16 perplexity {base:.3f})")
+    for col in ("rank", "layer", "KL(BF16 || FP8 KV) / token", "perplexity", "Δ perplexity", "KV capacity if top kept"):
+        table.add_column(col, justify="right")
+    for i, row in enumerate(res.ranked[:args.top], 1):
+        table.add_row(str(i), str(row["layer"]), f"{row['kl']:.5f}", f"{row['ppl']:.3f}", f"{row['ppl_delta']:+.3f}",
+                      f"{row['capacity_if_top_kept']:.2f}x")
+    _wide_console().print(table)
+    print(f"all layers in FP8: KL {res.kl[res.kv_scales]['kl']:.5f}; unit scale's {res.kl['unit']['kl']:.5f}")
+    print(f"auto (fewest top-ranked layers in BF16 bringing the all-layer KL to <= {res.kl_target:.5f} = "
+          f"max(1.25 x unit's KL, 0.005)): " + (f"keep {res.skip_layers} in BF16, KL {res.kl_with_skip:.5f}, KV capacity "
+                                                f"{res.capacity_vs_bf16:.2f}x BF16's" if res.skip_layers else "no layer needed"))
+    if res.recommended:
+        print(f"lowest-KL scale option the installed backend serves: {res.recommended}")
+    print(f"result: {out / 'kvcheck.result.json'} ({wall:.0f} s)")
     return EXIT_OK

@@ -85,6 +85,9 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
             lock=None) -> StageOutcome:
     """One job of a plan: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan``; ``vs`` its
     ``VariantSummary``); evaluations go through the evaluation cache (``eval_cache.evaluate_cached``)."""
+    from suite.plan.planner import with_results
+
+    vp = with_results(vp, vs)  # e.g. the layers kvcheck chose for kv_skip_layers: auto, into later configs
     vdir = run_dir / "variants" / vp.variant.name
     if stage == "evaluate":
         from suite.orchestrate.eval_cache import evaluate_cached

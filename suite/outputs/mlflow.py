@@ -149,6 +149,11 @@ def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str
         p["quantize.key"] = v.quantize.key
     if v.evaluate is not None and v.evaluate.code_sandbox:  # how HumanEval's programs were contained
         p["eval.code_sandbox"] = v.evaluate.code_sandbox
+    if v.kv_scales:
+        p["kv.scales"] = v.kv_scales
+        p["kv.skip_layers"] = v.kv_skip_layers or "none"
+        if v.kv_skip_layers_auto:
+            p["kv.skip_layers_auto"] = True
     p.update({f"version.{k}": val for k, val in versions.items()})
     p.update({f"tokenizer.{k}": val for k, val in v.tokenizer.items() if k in
               ("bos_token", "encodes_bos", "add_bos_token", "chat_template_sha256")})
@@ -173,6 +178,15 @@ def _artifacts(client, run_id: str, files: list[tuple[str, str]]) -> None:
     for path, folder in files:
         if path and Path(path).is_file():
             client.log_artifact(run_id, path, artifact_path=folder or None)
+
+
+def _kv_table(client, run_id: str, v: VariantSummary) -> None:
+    """kvcheck/rows.json (every layer x option x tensor, an MLflow table) and kvcheck/result.json (the rest)."""
+    if v.kvcheck is not None and v.kvcheck.rows:
+        cols = ("layer", "option", "tensor", "absmax", "scale", "clipped_frac", "underflow_frac", "rel_err", "flags")
+        table = {c: [r.get(c) if c != "flags" else "; ".join(r.get(c) or []) for r in v.kvcheck.rows] for c in cols}
+        client.log_table(run_id, data=table, artifact_file="kvcheck/rows.json")
+        client.log_dict(run_id, v.kvcheck.model_dump(exclude={"rows"}), "kvcheck/result.json")
 
 
 def variant_tags(v: VariantSummary) -> dict[str, str]:
@@ -269,6 +283,7 @@ def run(config: TrackConfig) -> TrackResult:
             child_ids[v.name] = child_id
             _log(client, child_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
             _artifacts(client, child_id, variant_artifacts(v))
+            _kv_table(client, child_id, v)
             client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
                             parent_run_id=pid, variant_run_ids=child_ids)

@@ -67,6 +67,8 @@ def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, 
     }
     if weights != "pretrained":
         parts["weights"] = weights
+    if q.kv_cache and getattr(variant, "kv_scales", None) == "per-head":  # per-head k/v scales: another checkpoint
+        parts["kv_scales"] = "per-head"
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -7,13 +7,16 @@ configs that the stage processes will read. The runner executes the plan; ``suit
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.recipe import LoadedRecipe, VariantSpec
+from suite.errors import SuiteError
+from suite.recipe import LoadedRecipe, VariantSpec, kv
 from suite.stages.benchmark.records import BenchmarkConfig
 from suite.stages.records import EngineConfig
 from suite.stages.evaluate.records import EvaluateConfig, TaskRun
+from suite.stages.kvcheck.records import KVCheckConfig
 from suite.stages.quantize.records import QuantizeConfig
 from suite.plan.keys import checkpoint_key, quantizer_versions
 from suite.stages.evaluate.tasks import TASKS_DIR
@@ -27,6 +30,7 @@ class VariantPlan:
     quantize: QuantizeConfig | None
     evaluate: EvaluateConfig | None
     benchmark: BenchmarkConfig | None
+    kvcheck: KVCheckConfig | None = None
 
     def config(self, stage: str):
         """The config of ``stage`` for this variant (None: the variant does not run it)."""
@@ -83,6 +87,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                      num_fewshot=t.num_fewshot if t.num_fewshot is not None else r.eval.num_fewshot,
                      limit=t.limit if t.limit is not None else r.eval.limit) for t in r.eval.tasks]
     quantizer = quantizer_versions() if any(v.quantization for v in r.variants) else None
+    kv_check = kv.kv_check_enabled(r)
     for variant in r.all_variants():
         is_baseline = variant is r.baseline
         q = variant.quantization
@@ -92,12 +97,14 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             calib = absolute_calibration(loaded, q.calibration)
             calib_sha = calibration.content_hash(calib) if calib else None  # reads the data once: key + provenance
             key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib_sha, quantizer)
+            per_head = q.kv_cache and variant.kv_scales == "per-head"
+            kv_tag = ("-kvhead" if per_head else "-kv") if q.kv_cache else ""
             # named by content, not by variant: two variants with the same quantization share one checkpoint
-            model_path = str(checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{'-kv' if q.kv_cache else ''}-{key}")
+            model_path = str(checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{kv_tag}-{key}")
             quantize = QuantizeConfig(
                 model=base_model, revision=r.model.revision, random_weights=r.model.weights == "random",
                 scheme=q.scheme, ignore=q.ignore,
-                kv_cache=q.kv_cache, calibration=calib, smoothing_strength=q.smoothing_strength,
+                kv_cache=q.kv_cache, kv_cache_strategy=kv.PER_HEAD_STRATEGY if per_head else None, calibration=calib, smoothing_strength=q.smoothing_strength,
                 num_calibration_samples=q.num_calibration_samples,
                 max_seq_length=q.max_seq_length, checkpoint_dir=model_path, key=key,
                 provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
@@ -107,6 +114,10 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         engine_args = engine_args_as_vllm_takes_them(variant.engine_args)
         if q is None and r.model.weights == "random":
             engine_args.setdefault("load_format", "dummy")  # config.json only: vLLM fills random weights
+        if variant.kv_scales == "dynamic":
+            engine_args[kv.DYNAMIC_ARG] = True
+        if isinstance(variant.kv_skip_layers, list):
+            engine_args.update(kv.skip_layer_args(variant.kv_skip_layers))
         engine = EngineConfig(model=model_path, dtype=r.model.dtype if q is None else "auto",
                               max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
                               engine_args=engine_args)
@@ -122,8 +133,48 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         if (t := r.throughput) is not None:
             benchmark = benchmark_config(t, engine, data_dir=str(loaded.resolve(r.eval.data_dir)),
                                          chat_template=r.model.chat_template, output_dir=str(vdir / "benchmark"))
-        plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark))
+        kvcheck = kvcheck_config(loaded, variant, model_path) if kv.fp8_kv(variant) and kv_check else None
+        plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark, kvcheck))
     return plan
+
+
+def kvcheck_config(loaded: LoadedRecipe, variant: VariantSpec, model_path: str, **over) -> KVCheckConfig:
+    """The kvcheck stage's config for a variant with an FP8 KV cache: its scale option, the options the
+    serve environment can serve instead (the recommendation is chosen among them), its kept layers."""
+    r = loaded.recipe
+    scales = kv.effective_kv_scales(variant)
+    q = variant.quantization
+    candidates = [scales, "unit"] + (["calibrated"] if q is not None and q.kv_cache else [])
+    try:
+        from suite.orchestrate.envs import engine_args_facts
+
+        if kv.DYNAMIC_ARG in engine_args_facts().get("fields", {}) and not (q is not None and q.kv_cache):
+            candidates.append("dynamic")
+    except SuiteError:
+        pass  # no serve environment to ask: 'dynamic' is not offered
+    texts = loaded.resolve(r.eval.data_dir) / "longtext" / "docs.jsonl"
+    texts = texts if texts.is_file() else TASKS_DIR / "data" / "longtext" / "docs.jsonl"
+    skip = variant.kv_skip_layers
+    return KVCheckConfig(**{"model": model_path, "texts_file": str(texts), "num_texts": r.eval.kv_check_texts,
+                            "max_tokens": r.eval.kv_check_tokens, "kv_scales": scales,
+                            "candidates": list(dict.fromkeys(candidates)),
+                            "skip_layers": skip if isinstance(skip, list) else [], "auto_skip": skip == "auto", **over})
+
+
+def with_results(vp: VariantPlan, vs) -> VariantPlan:
+    """The variant's plan with what its finished stages decided passed on to the later ones: the layers
+    kvcheck chose for ``kv_skip_layers: auto`` go into its evaluate and benchmark engine arguments (and so
+    into their configs, the evaluation cache key and the summary). ``vs``: its ``VariantSummary``."""
+    chk = getattr(vs, "kvcheck", None)
+    if chk is None or not chk.auto or vp.variant.kv_skip_layers != "auto":
+        return vp
+    extra = kv.skip_layer_args(chk.skip_layers)
+    update = {}
+    for stage in ("evaluate", "benchmark"):
+        if (cfg := vp.config(stage)) is not None:
+            engine = cfg.engine.model_copy(update={"engine_args": {**cfg.engine.engine_args, **extra}})
+            update[stage] = cfg.model_copy(update={"engine": engine})
+    return dataclasses.replace(vp, **update)
 
 
 # ThroughputSpec field -> BenchmarkConfig field, written out: a field renamed on one side fails

@@ -97,6 +97,9 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
         elif isinstance(value, float) and not math.isfinite(value):
             problems.append(Problem(f, f"gates.{gate}", f"threshold {value} is not a finite number",
                                     "give a finite threshold"))
+    from suite.recipe import kv
+
+    problems += kv.reference_problems(loaded)
     problems += output_dir_problems(loaded)
     if serving:
         problems += serving_problems(loaded)
@@ -134,6 +137,14 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
     f = str(loaded.path)
     problems = [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(loaded.recipe)]
     r = loaded.recipe
+    from suite.orchestrate.envs import vllm_platform
+    from suite.recipe import kv
+
+    try:
+        problems += kv.serving_problems(loaded, engine_args_facts, vllm_platform())
+    except SuiteError as e:
+        problems += [Problem(f, "kv_scales", f"cannot check the KV-cache options: {p.message}", p.fix)
+                     for p in e.problems]
     sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)]
     if any(v.engine_args for _, v in sections):
         try:

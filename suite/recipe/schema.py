@@ -115,6 +115,24 @@ class VariantSpec(Strict):
         "kv_cache_dtype_skip_layers: [0, 1], compilation_config: {...}); names and types are checked against "
         "the EngineArgs of the serve environment's vLLM",
     )
+    kv_scales: Literal["calibrated", "unit", "dynamic", "per-head"] | None = Field(
+        None, description="FP8 KV-cache scales (needs kv_cache_dtype fp8*; default: calibrated with "
+        "quantization.kv_cache, else unit): calibrated (llmcompressor per-tensor k/v scales in the checkpoint), "
+        "unit (no scales: vLLM's 1.0), dynamic (vLLM's calculate_kv_scales engine argument), per-head "
+        "(llmcompressor strategy attn_head; vLLM's FlashAttention backend only). docs/kv-scales.md",
+    )
+    kv_skip_layers: Union[list[Annotated[int, Field(ge=0)]], Literal["auto"], None] = Field(
+        None, description="decoder layers whose KV stays in the model dtype (vLLM kv_cache_dtype_skip_layers): "
+        "layer indices, or 'auto' (the kvcheck stage's greedy choice by measured KL: `suite sensitivity --kv`)",
+    )
+
+    @model_validator(mode="after")
+    def _kv_options(self) -> "VariantSpec":
+        from suite.recipe.kv import variant_kv_problem
+
+        if (why := variant_kv_problem(self)) is not None:
+            raise bad(*why)
+        return self
 
 
 def _check_limit(v: float | None) -> float | None:
@@ -164,6 +182,14 @@ class EvalSpec(Strict):
     )
     max_gen_toks: int | None = Field(None, gt=0, description="cap on generated tokens per request")
     seed: int = Field(1234, ge=0, le=SEED_MAX, description="lm-eval's random, numpy, torch and few-shot seeds")
+    kv_check: bool | None = Field(
+        None, description="run the kvcheck stage (FP8 KV scale check, Hugging Face fake quant in the quantize "
+        "environment) for every variant with an FP8 KV cache, before its evaluation. Default (null): only where "
+        "it is needed (a variant with kv_skip_layers: auto, or gates.max_kv_flagged_layers): on the 2-core CPU "
+        "demo it costs minutes, on a GPU seconds"
+    )
+    kv_check_tokens: int = Field(512, ge=16, description="tokens of each held-out text the kvcheck stage reads")
+    kv_check_texts: int = Field(2, ge=1, le=30, description="held-out texts (tasks/data/longtext documents) it reads")
 
     @field_validator("limit")
     @classmethod
@@ -221,6 +247,11 @@ class GateSpec(Strict):
     max_tpot_p99_ms: Ratio | None = Field(None, description="largest allowed p99 TPOT at the headline point")
     min_sustainable_rate_gain: Ratio | None = Field(
         None, description="smallest allowed variant/baseline ratio of the sustainable rate under the SLO"
+    )
+    max_kv_flagged_layers: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="largest allowed number of decoder layers the kvcheck stage flags under the scale "
+        "option a variant serves with (layers kept in BF16 do not count); applies to variants with an FP8 KV "
+        "cache, and needs the kvcheck stage (eval.kv_check)"
     )
 
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult
 from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult
+from suite.stages.kvcheck.records import KVCheckConfig, KVCheckResult
 from suite.stages.quantize.records import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
 from suite.stages.records import Record
 
@@ -42,13 +43,14 @@ class StageSpec:
 
 STAGES: dict[str, StageSpec] = {s.name: s for s in (
     StageSpec("quantize", QuantizeConfig, QuantizeResult, "quantize", "suite.stages.quantize.stage:run"),
+    StageSpec("kvcheck", KVCheckConfig, KVCheckResult, "quantize", "suite.stages.kvcheck.stage:run"),
     StageSpec("evaluate", EvaluateConfig, EvaluateResult, "serve", "suite.stages.evaluate.stage:run"),
     StageSpec("benchmark", BenchmarkConfig, BenchmarkResult, "serve", "suite.stages.benchmark.stage:run"),
     StageSpec("sensitivity", SensitivityConfig, SensitivityResult, "quantize", "suite.stages.quantize.sensitivity:run",
               in_run=False),
 )}
-# the order of a run's jobs: every quantize job first (all checkpoints exist before any is served), then
-# evaluate, then benchmark
+# the order of a run's jobs: every quantize job first (all checkpoints exist before any is served), then the
+# KV-scale checks (kvcheck: a variant's kv_skip_layers: auto is chosen there), then evaluate, then benchmark
 RUN_ORDER: tuple[str, ...] = tuple(name for name, s in STAGES.items() if s.in_run)
 
 

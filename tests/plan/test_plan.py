@@ -120,7 +120,7 @@ def test_the_stage_registry_names_each_stage_once_and_its_entry_exists():
 
     from suite.stages.registry import RUN_ORDER, STAGES
 
-    assert RUN_ORDER == ("quantize", "evaluate", "benchmark") and "sensitivity" in STAGES
+    assert RUN_ORDER == ("quantize", "kvcheck", "evaluate", "benchmark") and "sensitivity" in STAGES
     for name, spec in STAGES.items():
         module, _, func = spec.entry.partition(":")
         assert spec.name == name and func == "run" and spec.environment in ("quantize", "serve")

