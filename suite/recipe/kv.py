@@ -46,11 +46,17 @@ def variant_kv_problem(v) -> tuple[str, str] | None:
         return (f"kv_scales: {v.kv_scales} serves with {which}, but quantization.kv_cache: fp8 writes calibrated "
                 "k/v scales into the checkpoint, which vLLM would read instead",
                 "remove quantization.kv_cache (and quantization, if nothing else is left), or use kv_scales: calibrated")
-    if v.kv_scales == "dynamic" and DYNAMIC_ARG in v.engine_args:
-        return ("kv_scales: dynamic sets engine_args.calculate_kv_scales itself", "remove it from engine_args")
+    # the raw engine arguments would bypass the checks below and mislabel the run (kv_scales, kv.* metrics)
+    if DYNAMIC_ARG in v.engine_args:
+        return ("engine_args.calculate_kv_scales chooses the KV scales outside the suite's checks and records",
+                "remove it from engine_args and set kv_scales: dynamic")
     if v.kv_skip_layers is not None and SKIP_ARG in v.engine_args:
         return ("kv_skip_layers and engine_args.kv_cache_dtype_skip_layers both choose the layers kept in BF16",
                 "keep kv_skip_layers (it is checked against the model and recorded) and remove the engine argument")
+    if v.kv_skip_layers == "auto" and effective_kv_scales(v) == "unit":
+        return ("kv_skip_layers: auto keeps the layers that bring the all-layer KL down to the unit scale's level, "
+                "and this variant serves with the unit scale itself: auto would always keep none",
+                "list the layers (suite sensitivity RECIPE --variant NAME --kv ranks them), or use kv_scales: calibrated")
     if isinstance(v.kv_skip_layers, list) and len(set(v.kv_skip_layers)) != len(v.kv_skip_layers):
         return ("kv_skip_layers lists a layer twice", "list each layer index once")
     return None
@@ -94,12 +100,19 @@ def reference_problems(loaded) -> list[Problem]:
         if v.kv_skip_layers == "auto" and r.eval.kv_check is False:
             out.append(Problem(f, f"{where}.kv_skip_layers", "'auto' is chosen by the kvcheck stage, and "
                                "eval.kv_check is false", "set eval.kv_check: true (or remove it), or list the layers"))
-    fp8 = [v for _, v in _sections(r) if fp8_kv(v)]
+    for where, v in _sections(r):
+        if effective_kv_scales(v) == "per-head" and kv_check_enabled(r):
+            out.append(Problem(f, f"{where}.kv_scales", "the kvcheck stage measures per-head scales as the ideal "
+                               "run-time ones, not the checkpoint's calibrated per-head scales: its flags, gate and "
+                               "auto choice would not describe what is served",
+                               "drop kv_skip_layers: auto / gates.max_kv_flagged_layers / eval.kv_check for this "
+                               "recipe, or use kv_scales: calibrated or unit"))
+    fp8 = [v for v in r.variants if fp8_kv(v)]
     if r.gates.max_kv_flagged_layers is not None:
         if r.eval.kv_check is False:
             out.append(Problem(f, "gates.max_kv_flagged_layers", "it reads the kvcheck stage's result, and "
                                "eval.kv_check is false", "set eval.kv_check: true (or remove it), or drop the gate"))
-        elif not fp8:
+        elif not fp8:  # the gate judges variants, not the baseline
             out.append(Problem(f, "gates.max_kv_flagged_layers", "no variant has an FP8 KV cache: it checks nothing",
                                "remove the gate, or give a variant kv_cache_dtype: fp8"))
     return out
@@ -118,7 +131,8 @@ def serving_problems(loaded, facts_of, platform: str) -> list[Problem]:
     facts = None
     for where, v in _sections(r):
         scales = v.kv_scales
-        if scales not in ("dynamic", "per-head") and v.kv_skip_layers is None:
+        skip = v.kv_skip_layers if v.kv_skip_layers is not None else v.engine_args.get(SKIP_ARG)
+        if scales not in ("dynamic", "per-head") and skip is None:
             continue
         if facts is None:
             facts = facts_of()
@@ -138,7 +152,7 @@ def serving_problems(loaded, facts_of, platform: str) -> list[Problem]:
                 out.append(Problem(f, f"{where}.engine_args.attention_backend", f"{_backend(v)}: per-head k/v "
                                    "scales are read only by vLLM's FlashAttention backend",
                                    "set attention_backend: FLASH_ATTN (or remove it), or use kv_scales: calibrated"))
-        if v.kv_skip_layers is not None:
+        if skip is not None:  # kv_skip_layers, or the raw engine argument (the same checks: FA3 crashes with either)
             if SKIP_ARG not in fields:
                 out.append(Problem(f, f"{where}.kv_skip_layers", f"the installed {build} has no "
                                    "kv_cache_dtype_skip_layers engine argument", "remove kv_skip_layers, or serve "

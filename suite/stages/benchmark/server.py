@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import time
+import http.client
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -150,7 +151,7 @@ def _identify(proc: subprocess.Popen, port: int, log_path: Path, api_key: str | 
         if status != 200:
             raise _NotReady(f"/v1/models answered HTTP {status}")
         listing = json.loads(body or b"{}")
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError, ValueError) as e:
         raise _NotReady(str(e)) from e
     data = listing.get("data") if isinstance(listing, dict) else None
     if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
@@ -188,7 +189,7 @@ def metrics_text(port: int) -> str | None:
     """The server's ``/metrics`` page, or None when it does not answer with one."""
     try:
         status, body = _get(f"http://127.0.0.1:{port}/metrics", timeout=10)
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError):
         return None
     return body.decode("utf-8", "replace") if status == 200 else None
 
