@@ -20,13 +20,27 @@ def first_calibration_set(loaded, calib) -> str:
 
 
 
+def _run(what: str, stage: str, cfg, out: Path, r):
+    """One stage process in the quantize environment, under a status line: (result, wall s), or (None, wall)
+    after printing the stage's error line."""
+    from suite.orchestrate.envs import stage_env
+    from suite.orchestrate.jobs import run_stage
+
+    with _console().status(what):
+        res, error, wall, note = run_stage(stage, cfg, out, stage_env(dict(r.runtime.env)))
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return None, wall
+    return res, wall
+
+
 def cmd_sensitivity(args) -> int:
     from rich.table import Table
 
     from suite.recipe import load_recipe
     from suite.stages.quantize.records import SensitivityConfig
-    from suite.orchestrate.envs import stage_env
-    from suite.orchestrate.jobs import run_stage
 
     loaded = load_recipe(args.recipe, serving=False)  # nothing is served: FP8 schemes are fine on CPU here
     r = loaded.recipe
@@ -43,14 +57,13 @@ def cmd_sensitivity(args) -> int:
     cfg = SensitivityConfig(model=loaded.model_path(), revision=r.model.revision, random_weights=r.model.weights == "random",
                             scheme=q.scheme, calibration=args.calibration or first_calibration_set(loaded, q.calibration),
                             skip_samples=q.num_calibration_samples if q.calibration else 0,
-                            num_samples=args.samples, max_seq_length=args.max_seq_length, block=args.block)
+                            num_samples=8 if args.samples is None else args.samples,
+                            max_seq_length=256 if args.max_seq_length is None else args.max_seq_length,
+                            block=args.block)
     out = Path(args.out or loaded.resolve(r.output_dir) / "sensitivity") / f"{r.name}-{args.variant}-{time.strftime('%Y%m%d-%H%M%S')}"
-    with _console().status(f"sensitivity sweep of {args.variant} ({q.scheme}) in the quantize environment"):
-        res, error, wall, note = run_stage("sensitivity", cfg, out, stage_env(dict(r.runtime.env)))
-    if note:
-        print(f"warning: {note}", file=sys.stderr)
-    if error:
-        print(f"error: {error}", file=sys.stderr)
+    res, wall = _run(f"sensitivity sweep of {args.variant} ({q.scheme}) in the quantize environment", "sensitivity",
+                     cfg, out, r)
+    if res is None:
         return EXIT_BAD_INPUT
     table = Table(title=f"{r.name}/{args.variant}: {q.scheme} one block at a time ({res.num_texts} held-out texts, "
                         f"{res.tokens} tokens; BF16 perplexity {res.baseline_ppl:.3f})")
@@ -74,8 +87,6 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
     kv_skip_layers: auto choice (the kvcheck stage, run by itself in the quantize environment)."""
     from rich.table import Table
 
-    from suite.orchestrate.envs import stage_env
-    from suite.orchestrate.jobs import run_stage
     from suite.plan.planner import kvcheck_config, make_plan
     from suite.recipe import kv
 
@@ -89,14 +100,11 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
         raise SuiteError(Problem(f, f"variants[{variant.name}].quantization", f"its checkpoint {vp.model_path} is not "
                                  "built yet (the k/v scales to check are in it)", "run `suite run` on the recipe first"))
     cfg = kvcheck_config(loaded, variant, vp.model_path, auto_skip=True, sweep=True,
-                         max_tokens=args.max_seq_length if args.max_seq_length != 256 else r.eval.kv_check_tokens,
-                         num_texts=min(args.samples, 30) if args.samples != 8 else r.eval.kv_check_texts)
-    with _console().status(f"KV sensitivity sweep of {variant.name} ({cfg.kv_scales}) in the quantize environment"):
-        res, error, wall, note = run_stage("kvcheck", cfg, out, stage_env(dict(r.runtime.env)))
-    if note:
-        print(f"warning: {note}", file=sys.stderr)
-    if error:
-        print(f"error: {error}", file=sys.stderr)
+                         max_tokens=r.eval.kv_check_tokens if args.max_seq_length is None else args.max_seq_length,
+                         num_texts=r.eval.kv_check_texts if args.samples is None else min(args.samples, 30))
+    res, wall = _run(f"KV sensitivity sweep of {variant.name} ({cfg.kv_scales}) in the quantize environment", "kvcheck",
+                     cfg, out, r)
+    if res is None:
         return EXIT_BAD_INPUT
     base = next(iter(res.kl.values()))["ppl_bf16"] if res.kl else float("nan")
     table = Table(title=f"{r.name}/{variant.name}: one layer's KV in FP8 ({res.kv_scales}) at a time, the others BF16 "
