@@ -7,7 +7,7 @@ or a NAME.ppl.jsonl.gz this script wrote to --out from one (one row per document
 bucket, summed log-likelihood, token count). lm-eval keeps one summed log-likelihood per document
 (rolling) or span (pos); the token count comes from the model's tokenizer (each span's continuation
 tokenized on its own: within a token or two of its count inside the document). Prints corpus perplexity
-exp(-sum ll / sum tokens), the mean paired per-document delta with a 95% bootstrap CI (scipy), and,
+exp(-sum ll / sum tokens), the mean paired per-document delta with a 95% bootstrap CI (suite.analysis.paired.bootstrap_ci), and,
 for the position task, the perplexity of each span bucket against the base.
 """
 from __future__ import annotations
@@ -59,7 +59,8 @@ def ppl(rows) -> float:
 
 def main() -> int:
     import numpy as np
-    from scipy import stats
+
+    from suite.analysis.paired import bootstrap_ci  # the suite's paired interval (BCa, seeded)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizer")
@@ -85,9 +86,9 @@ def main() -> int:
             pb, pv = ppl([base[k] for k in keys]), ppl([var[k] for k in keys])
             d = np.array([math.exp(-var[k]["ll"] / var[k]["tokens"]) - math.exp(-base[k]["ll"] / base[k]["tokens"])
                           for k in keys])
-            ci = stats.bootstrap((d,), np.mean, n_resamples=2000, rng=np.random.default_rng(0)).confidence_interval
+            low, high, _ = bootstrap_ci(d)
             print(f"  {vname:18s} token ppl {pv:.4f} (delta {pv - pb:+.4f}, {100 * (pv / pb - 1):+.2f}%); per-{unit} "
-                  f"delta mean {d.mean():+.4f} [{ci.low:+.4f}, {ci.high:+.4f}], worse in {int((d > 0).sum())}/{len(d)}")
+                  f"delta mean {d.mean():+.4f} [{low:+.4f}, {high:+.4f}], worse in {int((d > 0).sum())}/{len(d)}")
             if len(buckets) > 1:
                 parts = []
                 for b in buckets:
