@@ -133,10 +133,10 @@ def check_listener(proc: subprocess.Popen, port: int, log_path: Path) -> None:
 
 def _identify(proc: subprocess.Popen, port: int, log_path: Path, api_key: str | None, model: str | None) -> None:
     """One readiness poll: return when OUR server is ready, raise _NotReady to poll again, ServerError to stop."""
+    check_listener(proc, port, log_path)  # first: a server that died at bind names the port's holder
     if proc.poll() is not None:
         raise ServerError(f"vllm serve {procs.signal_name(proc.returncode)} before it was ready: "
                           f"{server_line(log_path)} [log: {log_path}]")
-    check_listener(proc, port, log_path)
     base = f"http://127.0.0.1:{port}"
     try:
         status, _ = _get(base + "/health")
