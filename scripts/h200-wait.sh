@@ -11,7 +11,7 @@ while running && [ $(( $(date +%s) - start )) -lt "$limit" ]; do
 done
 for log in /tmp/suite-run-*.log; do
   echo "== $log"
-  tr '\r' '\n' < "$log" | grep -E "^[0-9:]+ (quantize|evaluate|benchmark|track) +[^ ]+ (start|ok|failed|cached|skipped)$"
+  tr '\r' '\n' < "$log" | grep -E "^[0-9:]+ (quantize|kvcheck|evaluate|benchmark|track) +[^ ]+ (start|ok|failed|cached|skipped)( on .*)?$"
   tail -n 15 "$log"
 done
 running && echo "still running after ${limit}s"
@@ -22,6 +22,6 @@ for out in /tmp/runs*/; do
   [ -n "$run" ] || continue
   tar czf - -C "$out" --warning=no-file-changed "$(basename "$run")" | split -b 15M - "$OUT/$tag.tar.gz.part-"
 done
-tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log 2>/dev/null
+tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log /tmp/runs*/2*/jobs.json 2>/dev/null
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt"
 ls -la "$OUT"

@@ -31,7 +31,7 @@ printf 'torchvision\ntorchaudio\ntorchcodec\n' > "$excludes"
 trap 'rm -f "$excludes"' EXIT
 
 [ -x .venv/bin/python ] || $UV venv -q -p "$PYTHON" .venv
-$UV pip install -q -p .venv/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[serve-cpu,test]"
+$UV pip install -q -p .venv/bin/python --find-links "$WHEELS" --excludes "$excludes" -e ".[serve-cpu,test,ray]"
 
 [ -x .venv-quantize/bin/python ] || $UV venv -q -p "$PYTHON" .venv-quantize
 # The same CPU torch as .venv: llmcompressor admits torch 2.10-2.14.0, and left to itself uv takes PyPI's

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "run anew (with the recipe the run was made from)")
     run.add_argument("--out", help="parent folder for the run folder (default: the recipe's output_dir)")
     run.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    run.add_argument("--executor", metavar="KIND", help="where the jobs run, instead of the recipe's executor "
+                     "section: local (this machine: as many jobs at once as its GPUs hold), ray (a Ray instance "
+                     "started for the run), or a Ray cluster's address (auto, ray://HOST:10001)")
     run.add_argument("--force", action="store_true", help="recompute evaluations found in the evaluation cache "
                      "(<output_dir>/eval-cache; checkpoints are reused by content either way)")
     sync = sub.add_parser("sync", help="log a run to MLflow that was kept offline (server down at the time)",
@@ -80,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     fr.add_argument("--out", default=".", help="folder for frontier.png and frontier.html (default: here)")
     fr.add_argument("--accuracy", default="acc.mean", help="acc.mean (default) or acc.<task>")
     fr.add_argument("--throughput", choices=["saturation", "slo"], default="saturation",
-                    help="headline load point's tok/s (default) or tok/s at the sustainable SLO rate")
+                    help="headline load point's tok/s (default) or tok/s at the sustainable SLO rate; runs whose "
+                    "recipe prices a GPU hour (throughput.gpu_hour_cost) also get frontier-cost.png and cost charts: "
+                    "accuracy against cost per 1M output tokens at the same point (lower is better)")
     fr.set_defaults(func=cmd_frontier)
     dt = sub.add_parser("data", help="check a benchmark data folder (row counts, SHA256SUMS), or build one from "
                         "the hub", description="check DIR: every split's rows against the official releases, and "
@@ -117,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the stage jobs a recipe would run (JSON), without running them")
     plan.add_argument("recipe")
     plan.add_argument("--out", help="parent folder for run folders")
+    plan.add_argument("--jobs", action="store_true",
+                      help="a table of the jobs instead of JSON: what each waits for and the GPUs, CPUs and memory "
+                           "it asks for")
+    plan.add_argument("--executor", help="as `suite run --executor`")
     plan.set_defaults(func=cmd_plan)
 
     gate = sub.add_parser("gate", help="pass/fail a finished run on its gates (exit 0 pass, 1 fail, 2 bad input)",

@@ -29,9 +29,38 @@ def cmd_plan(args) -> int:
     from suite.orchestrate.rundir import plan_json
 
     loaded = load_recipe(args.recipe)
+    if getattr(args, "executor", None):
+        loaded = with_executor(loaded, args.executor)
     out = Path(args.out) if args.out else loaded.resolve(loaded.recipe.output_dir)
-    print(plan_json(make_plan(loaded, out / "<run>", out / "checkpoints")))
+    plan = make_plan(loaded, out / "<run>", out / "checkpoints")
+    if getattr(args, "jobs", False):
+        from suite.cli.render import print_dag
+
+        print_dag(plan)
+        return EXIT_OK
+    print(plan_json(plan))
     return EXIT_OK
+
+
+def with_executor(loaded, value: str):
+    """The recipe with ``--executor`` in place of its executor section: 'local', 'ray' (a Ray instance for
+    the run) or 'ray://HOST:PORT' / 'auto' / 'HOST:PORT' (an existing Ray cluster)."""
+    from suite.errors import Problem, SuiteError
+    from suite.recipe.executor import ExecutorSpec
+
+    current = loaded.recipe.executor.model_dump(exclude_unset=True)
+    if value == "local":
+        fields = {k: v for k, v in current.items() if k != "address"} | {"kind": "local"}
+    else:
+        fields = {k: v for k, v in current.items() if k != "gpus"} | {"kind": "ray"}
+        if value != "ray":
+            fields["address"] = value
+    try:
+        spec = ExecutorSpec(**fields)
+    except ValueError as e:
+        raise SuiteError(Problem("--executor", "executor", str(e).splitlines()[-1],
+                                 "give local, ray, or a Ray address (auto, ray://HOST:10001)")) from None
+    return loaded.model_copy(update={"recipe": loaded.recipe.model_copy(update={"executor": spec})})
 
 
 

@@ -20,6 +20,8 @@ def print_summary(summary) -> None:
             ("tput.output_tok_s", "out tok/s", "{:.1f}"), ("tput.output_tok_s.ratio", "× base", "{:.2f}"),
             ("tput.ttft_p99_ms", "TTFT p99 ms", "{:.0f}"), ("tput.tpot_p99_ms", "TPOT p99 ms", "{:.1f}"),
             ("tput.kv_cache_tokens", "KV tokens", "{:,.0f}"), ("tput.sustainable_rate", "SLO req/s", "{:g}")]
+    if summary.cost is not None and any("cost.per_1m_output_tokens" in v.metrics for v in summary.variants):
+        cols.insert(4, ("cost.per_1m_output_tokens", f"{summary.cost.currency}/1M out", "{:,.3f}"))
     table.add_column("variant")
     for t in summary.tasks:
         table.add_column(t.removeprefix("suite_"), justify="right")
@@ -31,6 +33,9 @@ def print_summary(summary) -> None:
         row += [fmt.format(v.metrics[k]) if k in v.metrics else "-" for k, _, fmt in cols]
         table.add_row(*row)
     _wide_console().print(table)
+    if summary.cost is not None:
+        print(f"cost per 1M output tokens at the headline point: {summary.cost.gpu_hour:g} {summary.cost.currency} "
+              f"per GPU hour (assumed; source: {summary.cost.source}), GPU time only")
     print_load_points(summary)
     for v in summary.variants:
         if v.kvcheck is not None:
@@ -113,3 +118,30 @@ def print_kvcheck(name: str, res, worst: int = 3) -> None:
         how = f"auto, KL target {res.kl_target:.4f}" if res.auto else "given"
         print(f"kept in BF16 ({how}): layers {', '.join(map(str, res.skip_layers))}: KL {res.kl_with_skip:.4f}, "
               f"KV capacity {res.capacity_vs_bf16:.2f}x BF16's")
+
+
+def print_dag(plan) -> None:
+    """`suite plan --jobs`: each job, what it waits for, the resources it asks for."""
+    from rich.table import Table
+
+    table = Table(title=f"jobs ({plan.executor.kind} executor)")
+    for col in ("job", "waits for", "asks for"):
+        table.add_column(col)
+    for j in plan.dag:
+        table.add_row(j.id, ", ".join(j.deps) if len(j.deps) <= 3 else f"all {len(j.deps)} jobs",
+                      j.resources.describe())
+    _wide_console().print(table)
+
+
+def job_table(running: list, queued: list):
+    """The live table of `suite run`: running jobs with where they run, queued ones with what they ask for."""
+    from rich.table import Table
+
+    table = Table(title="jobs", expand=False)
+    for col in ("job", "state", "where / asks for"):
+        table.add_column(col)
+    for job, placement in running:
+        table.add_row(job.id, "[green]running[/]", placement)
+    for job in queued:
+        table.add_row(job.id, "queued", job.resources.describe())
+    return table

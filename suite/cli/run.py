@@ -27,17 +27,38 @@ def cmd_run(args) -> int:
         resume, loaded = None, load_recipe(args.recipe)
     else:
         raise SuiteError(Problem("suite run", "RECIPE", "no recipe given", "suite run recipes/demo-cpu.yaml"))
+    if args.executor:
+        from suite.cli.recipe import with_executor
+
+        loaded = with_executor(loaded, args.executor)
     console = _console()
     status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]",
               "cached": "[green]ok (cached)[/]", "resumed": "[green]ok (kept from the run)[/]"}
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console)
+    table = {"now": None}
+
+    class View:  # the job lines, then the running and queued jobs with their resources
+        def __rich__(self):
+            from rich.console import Group
+
+            return Group(bar.get_renderable(), *([table["now"]] if table["now"] is not None else []))
+
+    def watch(running: list, queued: list) -> None:
+        from suite.cli.render import job_table
+
+        table["now"] = job_table(running, queued) if running or queued else None
+
+    from rich.live import Live
+
+    with Live(View(), console=console, refresh_per_second=4, transient=False):
         jobs: dict[tuple[str, str], int] = {}
 
-        def report(stage: str, variant: str, event: str) -> None:
+        def report(stage: str, variant: str, event: str, where: str = "") -> None:
             key = (stage, variant)
             label = f"{stage:<9} {variant}"
             if not console.is_terminal:  # a log file: rich draws nothing live there, so one line per event
-                console.print(f"{time.strftime('%H:%M:%S')} {label} {event}", markup=False)
+                console.print(f"{time.strftime('%H:%M:%S')} {label} {event}" + (f" on {where}" if where else ""),
+                              markup=False)
             if event == "start":
                 jobs[key] = bar.add_task(label, total=1)
             elif key in jobs:
@@ -47,7 +68,8 @@ def cmd_run(args) -> int:
                 jobs[key] = bar.add_task(f"{label}  {status[event]}", total=1, completed=1)
 
         summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track,
-                          force=args.force, resume=resume)
+                          force=args.force, resume=resume, watch=watch)
+        table["now"] = None
     print_summary(summary)
     failed = [v for v in summary.variants if v.errors]
     for w in summary.warnings:

@@ -8,7 +8,9 @@ written to a temporary folder and renamed, so a half-written entry is never used
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
 from pathlib import Path
 
 from suite.plan.keys import cache_key
@@ -28,7 +30,7 @@ def lookup(cache_dir: Path, key: str) -> EvaluateResult | None:
 def store(cache_dir: Path, key: str, result: EvaluateResult) -> EvaluateResult:
     """Copy the evaluation's files into the cache and return the result pointing at the copies."""
     final = cache_dir / key
-    tmp = cache_dir / f".{key}.tmp"
+    tmp = cache_dir / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"  # two jobs may store one key at once
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
 
@@ -45,21 +47,28 @@ def store(cache_dir: Path, key: str, result: EvaluateResult) -> EvaluateResult:
     })
     cached.write(tmp / RESULT)
     shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    try:
+        tmp.rename(final)
+    except OSError:  # another job stored the same evaluation a moment ago: theirs stands, ours goes
+        shutil.rmtree(tmp, ignore_errors=True)
     return cached
 
 
-def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], force: bool, lock=None):
+def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], force: bool, lock=None,
+                    python: str | None = None):
     """The evaluate stage through the cache: reuse a finished evaluation of the same thing (``vp``: its
     ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``jobs.StageOutcome``."""
     from suite.orchestrate.jobs import StageOutcome, run_stage
     from suite.plan.keys import weights_fingerprint
 
-    identity = vs.quantize.key if vs.quantize else weights_fingerprint(vp.model_path)
+    # a checkpoint is named by what made it (its key); its content hash says what it holds: a rebuild that
+    # differs (another machine, another GPU) is not the checkpoint the cached scores came from
+    identity = ((vs.quantize.key + (f":{vs.quantize.content_sha256}" if vs.quantize.content_sha256 else ""))
+                if vs.quantize else weights_fingerprint(vp.model_path))
     key = cache_key(vp.evaluate, identity)
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
-    outcome = run_stage("evaluate", vp.evaluate, vdir, env, lock)
+    outcome = run_stage("evaluate", vp.evaluate, vdir, env, lock, python)
     if outcome.result is not None:
         outcome = outcome._replace(result=store(cache_dir, key, outcome.result.model_copy(update={"cache_key": key})))
     return outcome

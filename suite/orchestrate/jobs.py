@@ -23,7 +23,8 @@ def interpreter(stage: str) -> str:
     return envs.quantize_python() if STAGES[stage].environment == "quantize" else envs.serve_python()
 
 
-def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=None) -> StageOutcome:
+def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=None,
+              python: str | None = None) -> StageOutcome:
     """Run one stage process under ``suite.orchestrate.procs.supervised``: it dies with us (even with a ``kill -9``
     of ``suite run``), and every process it left behind (an engine core, a server) is killed when it ends.
 
@@ -34,7 +35,7 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=
     parses is this stage's complete result. ``lock`` (the run's ``lock.RunLock``) records the stage
     process while it runs, and its token lets the stage write its result only while the run owns the
     folder."""
-    python = interpreter(stage)
+    python = python or interpreter(stage)  # chosen by the parent when the job runs elsewhere (a Ray worker)
     cfg_path, res_path, log_path = (vdir / f"{stage}.config.json", vdir / f"{stage}.result.json", vdir / f"{stage}.log")
     config.write(cfg_path)
     res_path.unlink(missing_ok=True)
@@ -51,7 +52,7 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=
         finally:  # Ctrl-C or an error here: the supervisor takes the stage's whole tree down
             procs.stop(proc, grace_s=10)
             if lock is not None:
-                lock.set_stage(None)
+                lock.set_stage(stage, vdir.name, None)
     wall = time.perf_counter() - start
     result, unreadable = read_result(vdir, stage)
     if rc == 0 and result is not None:
@@ -82,7 +83,7 @@ def read_result(vdir: Path, stage: str) -> tuple[Record | None, str | None]:
 
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
-            lock=None) -> StageOutcome:
+            lock=None, python: str | None = None) -> StageOutcome:
     """One job of a plan: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan``; ``vs`` its
     ``VariantSummary``); evaluations go through the evaluation cache (``eval_cache.evaluate_cached``)."""
     from suite.plan.planner import with_results
@@ -92,5 +93,5 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
     if stage == "evaluate":
         from suite.orchestrate.eval_cache import evaluate_cached
 
-        return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock)
-    return run_stage(stage, vp.config(stage), vdir, env, lock)
+        return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python)
+    return run_stage(stage, vp.config(stage), vdir, env, lock, python)

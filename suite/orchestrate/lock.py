@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +59,12 @@ class RunLock:
         for key in ("create_time", "stage_create_time"):
             if held.get(key) is not None and (isinstance(held[key], bool) or not isinstance(held[key], (int, float))):
                 return None
+        stages = held.get("stages", {})
+        if not isinstance(stages, dict) or not all(
+                isinstance(s, dict) and isinstance(s.get("pid"), int) and not isinstance(s["pid"], bool) and s["pid"] > 0
+                and (s.get("create_time") is None or isinstance(s["create_time"], (int, float)))
+                and isinstance(s.get("host", ""), str) for s in stages.values()):
+            return None
         if not all(isinstance(held.get(k), str) for k in ("host", "boot_id", "token")):
             return None
         return held
@@ -72,6 +79,9 @@ class RunLock:
         if alive(h.get("stage_pid"), h.get("stage_create_time")):
             return (f"its {h.get('stage', 'stage')} process pid {h['stage_pid']} (the run that started it, pid "
                     f"{h.get('pid')}, is gone)")
+        for job, s in (h.get("stages") or {}).items():  # jobs run at once (suite.orchestrate.executors)
+            if s.get("host", h.get("host")) == socket.gethostname() and alive(s["pid"], s.get("create_time")):
+                return (f"its {job} process pid {s['pid']} (the run that started it, pid {h.get('pid')}, is gone)")
         return None
 
     def acquire(self) -> "RunLock":
@@ -93,7 +103,7 @@ class RunLock:
         return self
 
     def _write(self, record: dict) -> None:
-        tmp = self.path.with_name(f"{LOCK_NAME}.{self.token}.tmp")
+        tmp = self.path.with_name(f"{LOCK_NAME}.{self.token}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.path)
 
@@ -105,13 +115,24 @@ class RunLock:
     def owned(self) -> bool:
         return self._ours() is not None
 
-    def set_stage(self, stage: str | None, variant: str | None = None, pid: int | None = None) -> None:
-        """Record the stage process now running (or none), so that a resume can see it is alive."""
-        held = self._ours()  # read once: whether it is ours, and what of it to keep
-        if held is None:
-            return
-        extra = {"stage": f"{stage} {variant}", "stage_pid": pid, "stage_create_time": create_time(pid)} if pid else {}
-        self._write({**held, **{"stage": None, "stage_pid": None, "stage_create_time": None}, **extra})
+    def set_stage(self, stage: str, variant: str, pid: int | None) -> None:
+        """Record a stage process now running (``pid``), or that it ended (None), so that a resume can see
+        it is alive. Several jobs run at once (threads here, Ray workers elsewhere): each update is a
+        read-modify-write of the lock under its guard file."""
+        import fcntl
+
+        job = f"{stage} {variant}"
+        with open(self.path.with_name(LOCK_NAME + ".guard"), "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            held = self._ours()  # read once: whether it is ours, and what of it to keep
+            if held is None:
+                return
+            stages = dict(held.get("stages") or {})
+            if pid:
+                stages[job] = {"pid": pid, "create_time": create_time(pid), "host": socket.gethostname()}
+            else:
+                stages.pop(job, None)
+            self._write({**held, "stages": stages})
 
     def release(self) -> None:
         if self.owned():

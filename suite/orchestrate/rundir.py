@@ -66,14 +66,24 @@ def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
     return plan, kept
 
 
+REBUILD = "quantize (rebuilt)"  # kept_results' key for a quantize result whose checkpoint is no longer there
+
+
 def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> dict:
-    """{(stage, variant): result} a resumed run keeps (none for a new run); when a resume still has
-    jobs to run, a SuiteError if this machine cannot serve the recipe."""
+    """{(stage, variant): result} a resumed run keeps (none for a new run), and under (REBUILD, variant)
+    the quantize results whose checkpoints are gone; when a resume still has jobs to run, a SuiteError if
+    this machine cannot serve the recipe."""
     from suite.orchestrate.jobs import read_result
 
     kept = {(stage, name): res for stage, name in plan.jobs()
             if resume and (res := read_result(run_dir / "variants" / name, stage)[0]) is not None}
-    if resume and len(kept) < len(plan.jobs()):  # something will run: can this machine serve it?
+    for (stage, name), res in list(kept.items()):
+        if stage == "quantize" and not (Path(res.checkpoint) / ".complete").is_file():
+            # a fresh machine: the checkpoint is gone. The quantize job runs again and rebuilds it from its
+            # content key; runner.schedule compares the rebuild's content hash with the recorded one
+            # (REBUILD: this result) and redoes what was made with a checkpoint that differs.
+            kept[REBUILD, name] = kept.pop((stage, name))
+    if resume and len([k for k in kept if k[0] != REBUILD]) < len(plan.jobs()):  # something will run: can we serve it?
         if problems := serving_problems(loaded):
             raise SuiteError(problems)
     return kept
@@ -85,7 +95,8 @@ def plan_json(plan, recipe_path: Path | None = None) -> str:
 
     return json.dumps({
         "run_dir": str(plan.run_dir), "recipe_path": str(recipe_path) if recipe_path else None,
-        "env": plan.env, "jobs": plan.jobs(),
+        "env": plan.env, "jobs": plan.jobs(), "executor": plan.executor.model_dump(),
+        "dag": [j.as_dict() for j in plan.dag],
         "variants": {vp.variant.name: {"model_path": vp.model_path,
                                        **{s: (c.model_dump() if (c := vp.config(s)) else None) for s in RUN_ORDER}}
                      for vp in plan.variants},

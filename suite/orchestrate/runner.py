@@ -18,7 +18,9 @@ variants with the same quantization share one) and are reused across runs; finis
 
 from __future__ import annotations
 
+import json
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -30,15 +32,19 @@ from suite.stages.evaluate import preflight
 if TYPE_CHECKING:
     from suite.recipe import LoadedRecipe
 
-Reporter = Callable[[str, str, str], None]  # (stage, variant, event) with event in start|ok|failed|skipped|resumed|cached
+# (stage, variant, event[, where]) with event in start|ok|failed|skipped|resumed|cached; 'start' also says
+# where the job runs (the executor's placement: "GPU 0 (0.25)", "CPU", a Ray node)
+Reporter = Callable[..., None]
+Watcher = Callable[[list, list], None]  # (running [(Job, placement)], queued [Job]): on every pass of the job loop
 
 
 def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
-            track: bool = True, force: bool = False, resume: Path | None = None) -> "summaries.RunSummary":
+            track: bool = True, force: bool = False, resume: Path | None = None,
+            executor=None, watch: Watcher | None = None) -> "summaries.RunSummary":
     """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
     results already there are kept (event 'resumed'), the other jobs run. The folder is locked
     (``run.lock``) for as long as this runs: a resume refuses while a run of it, or a stage of one, is alive."""
-    report = report or (lambda stage, variant, event: None)
+    report = report or (lambda *event: None)
     if resume:
         run_dir = resume.resolve()
         out_root = out_root or run_dir.parent  # where its checkpoints/ and eval-cache/ are
@@ -49,13 +55,13 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     try:
         if not resume:
             shutil.copy(loaded.path, run_dir / "recipe.yaml")
-        return _execute(loaded, run_dir, out_root, lock, report, track, force, resume)
+        return _execute(loaded, run_dir, out_root, lock, report, track, force, resume, executor, watch)
     finally:
         lock.release()
 
 
 def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
-             resume: Path | None) -> "summaries.RunSummary":
+             resume: Path | None, executor_spec=None, watch: Watcher | None = None) -> "summaries.RunSummary":
     r = loaded.recipe
     plan, kept = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     env = envs.stage_env(plan.env)
@@ -68,35 +74,135 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
         t = lock.taken_over
         summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
                                 "(no longer running here); results its stages may still write are refused")
-    by_name = {v.name: v for v in summary.variants}
-    plans = {vp.variant.name: vp for vp in plan.variants}
-    totals: dict[str, float] = {}
-    checked = False
-    for stage, name in plan.jobs():
-        if stage != "quantize" and not checked:  # every checkpoint exists now: same prompts for all?
-            summary.warnings += preflight.run(summary.variants)
-            checked = True
-        vs = by_name[name]
-        if vs.errors:
-            report(stage, name, "skipped")
-            continue
-        if (stage, name) in kept:
-            setattr(vs, stage, kept[stage, name])
-            totals[stage] = totals.get(stage, 0.0) + getattr(kept[stage, name], "wall_s", 0.0)
-            report(stage, name, "resumed")
-            continue
-        report(stage, name, "start")
-        result, error, wall, note = jobs.run_job(stage, plans[name], vs, run_dir, out_root, env, force, lock)
-        totals[stage] = totals.get(stage, 0.0) + wall
-        if note:
-            summary.warnings.append(f"{name}: {note}")
-        if error:
-            vs.errors.append(error)
-            report(stage, name, "failed")
-            continue
-        setattr(vs, stage, result)
-        report(stage, name, "cached" if getattr(result, "cache_hit", False) else "ok")
-
+    totals = schedule(plan, summary, kept, executor_spec or plan.executor, run_dir, out_root, env, force, lock, report,
+                      watch)
     summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
     publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report)
     return summary
+
+
+def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env: dict[str, str], force: bool, lock,
+             report: Reporter, watch: Watcher | None = None) -> dict[str, float]:
+    """Run the plan's DAG on the executor ``spec`` asks for: a job is sent when every job it waits for has
+    succeeded (skipped, with the reason, when one failed), and the executor starts it when it fits. Writes
+    ``jobs.json`` (where and when each job ran, the executor's overhead); returns each stage's total wall time."""
+    from suite.orchestrate.executors import JobCall, make_executor
+    from suite.plan.dag import PUBLISH
+
+    by_name = {v.name: v for v in summary.variants}
+    plans = {vp.variant.name: vp for vp in plan.variants}
+    totals: dict[str, float] = {}
+    state: dict[str, str] = {}  # job id -> ok | failed | skipped
+    pending = [j for j in plan.dag if j.stage != PUBLISH]
+    quantize_left = {j.id for j in pending if j.stage == "quantize"}
+    executor = make_executor(spec)
+    t0 = time.time()
+    timeline: list[dict] = []
+    checked = False
+    try:
+        executor.start()
+        while pending or executor.running():
+            progressed = False
+            if not quantize_left and not checked:  # every checkpoint exists now: same prompts for all?
+                summary.warnings += preflight.run(summary.variants)
+                checked = True
+            for job in list(pending):
+                if any(d not in state for d in job.deps):
+                    continue  # still waiting
+                vs = by_name[job.variant]
+                failed_dep = next((d for d in job.deps if state[d] != "ok"), None)
+                if failed_dep or vs.errors or (why := executor.never_fits(job)):
+                    pending.remove(job)
+                    if not vs.errors and failed_dep:
+                        vs.errors.append(f"{job.stage} not run: {failed_dep} did not succeed")
+                    elif not vs.errors:
+                        vs.errors.append(f"{job.stage} not run: {why}")
+                    state[job.id] = "skipped"
+                    quantize_left.discard(job.id)
+                    progressed = True
+                    report(job.stage, job.variant, "skipped")
+                    continue
+                if (job.stage, job.variant) in kept:
+                    pending.remove(job)
+                    result = kept[job.stage, job.variant]
+                    _record(vs, job.stage, result)
+                    totals[job.stage] = totals.get(job.stage, 0.0) + getattr(result, "wall_s", 0.0)
+                    state[job.id] = "ok"
+                    quantize_left.discard(job.id)
+                    progressed = True
+                    report(job.stage, job.variant, "resumed")
+                    continue
+                call = JobCall(job.stage, plans[job.variant], vs, run_dir, out_root, env, force, lock,
+                               jobs.interpreter(job.stage))
+                if executor.submit(job, call):
+                    pending.remove(job)
+                    progressed = True
+                    where = dict((j.id, p) for j, p in executor.running()).get(job.id, "")
+                    report(job.stage, job.variant, "start", where)
+            if watch is not None:
+                watch(executor.running(), [j for j in pending])
+            if not executor.running():
+                if pending and not progressed:  # nothing runs, nothing changed: these can never start
+                    raise RuntimeError(f"jobs that cannot start: {', '.join(j.id for j in pending)}")
+                continue  # something became ready (a kept result, a skip): look again
+            for f in executor.wait():
+                job, outcome = f.job, f.outcome
+                vs = by_name[job.variant]
+                timeline.append(f.as_dict(t0))
+                totals[job.stage] = totals.get(job.stage, 0.0) + outcome.wall_s
+                quantize_left.discard(job.id)
+                if outcome.note:
+                    summary.warnings.append(f"{job.variant}: {outcome.note}")
+                if outcome.error:
+                    vs.errors.append(outcome.error)
+                    state[job.id] = "failed"
+                    report(job.stage, job.variant, "failed")
+                    continue
+                _record(vs, job.stage, outcome.result)
+                if job.stage == "quantize" and (old := kept.get((rundir.REBUILD, job.variant))) is not None:
+                    summary.warnings += rebuilt(old, outcome.result, job.variant, plan, kept)
+                state[job.id] = "ok"
+                report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
+    finally:
+        executor.close()
+        _write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
+    return totals
+
+
+def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:
+    """A checkpoint a resumed run had to rebuild (the folder was gone: another machine): when its content
+    hash differs from the one the run's earlier results were made with, those results (of every variant
+    served from it) are dropped from ``kept``, so their jobs run again; a warning says which."""
+    if old.content_sha256 and old.content_sha256 == new.content_sha256:
+        return [f"{variant}: checkpoint rebuilt on this machine, identical to the one the run used "
+                f"(sha256 {new.content_sha256[:12]}); its results are kept"]
+    users = [vp.variant.name for vp in plan.variants if vp.model_path == plan_path(plan, variant)]
+    dropped = sorted(f"{s} {v}" for (s, v) in list(kept) if v in users and s not in ("quantize", rundir.REBUILD)
+                     and kept.pop((s, v)) is not None)
+    was = (old.content_sha256 or "not recorded")[:12]
+    return [f"{variant}: checkpoint rebuilt on this machine differs from the one the run used (sha256 {was} -> "
+            f"{(new.content_sha256 or '?')[:12]}): redoing {', '.join(dropped) or 'nothing (no later result yet)'}"]
+
+
+def plan_path(plan, variant: str) -> str:
+    return next(vp.model_path for vp in plan.variants if vp.variant.name == variant)
+
+
+def _record(vs, stage: str, result) -> None:
+    """A stage's result into its variant's summary (a served benchmark also carries the evaluation)."""
+    setattr(vs, stage, result)
+    if stage == "benchmark" and getattr(result, "evaluate", None) is not None:
+        vs.evaluate = result.evaluate
+
+
+def _write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) -> None:
+    """jobs.json: the executor, its start-up, the DAG and where and when each job ran (seconds from the start)."""
+    walls = [j["wall_s"] for j in timeline if j["wall_s"] > 0]
+    overhead = sum(j["overhead_s"] for j in timeline)
+    path.write_text(json.dumps({
+        "executor": executor.describe(), "startup_s": round(executor.startup_s, 3),
+        "wall_s": round(time.time() - t0, 3),
+        "overhead_s": round(overhead, 4),
+        "overhead_share": round(overhead / sum(walls), 6) if walls else None,
+        "dag": [j.as_dict() for j in plan.dag], "jobs": timeline,
+    }, indent=2))

@@ -17,9 +17,15 @@ def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, 
     from suite.outputs import frontier, mlflow
     from suite.outputs import report as reporting
 
+    from suite.outputs import timeline
+
+    if timeline.write(run_dir / "jobs.json", run_dir / "timeline.png"):
+        summary.artifacts["timeline_png"] = str(run_dir / "timeline.png")
     front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
     if front.png:
         summary.artifacts["frontier_png"] = str(front.png)
+    if getattr(front, "cost_png", None):
+        summary.artifacts["frontier_cost_png"] = str(front.cost_png)
     summary.finished = now()
     page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html", gate=reporting.recipe_verdict(summary)))
     summary.artifacts["report_html"] = str(page.html)

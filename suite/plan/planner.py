@@ -18,7 +18,10 @@ from suite.stages.records import EngineConfig
 from suite.stages.evaluate.records import EvaluateConfig, TaskRun
 from suite.stages.kvcheck.records import KVCheckConfig
 from suite.stages.quantize.records import QuantizeConfig
+from suite.plan import dag
+from suite.plan.dag import Job
 from suite.plan.keys import checkpoint_key, quantizer_versions
+from suite.recipe.executor import ExecutorSpec
 from suite.stages.evaluate.tasks import TASKS_DIR
 from suite.stages.registry import RUN_ORDER
 
@@ -43,10 +46,12 @@ class Plan:
     checkpoints_dir: Path
     variants: list[VariantPlan] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)
+    dag: list[Job] = field(default_factory=list)  # suite.plan.dag: dependencies and resources, publish last
 
     def jobs(self) -> list[tuple[str, str]]:
-        """(stage, variant) in execution order (the registry's RUN_ORDER): all quantize jobs first, then
-        evaluate, then benchmark."""
+        """(stage, variant) of every stage job, in a valid order (RUN_ORDER: quantize first, then kvcheck,
+        evaluate, benchmark); ``dag`` has what each waits for and asks for."""
         return [(stage, v.variant.name) for stage in RUN_ORDER for v in self.variants if v.config(stage)]
 
 
@@ -126,15 +131,21 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             engine=engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
             include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
             allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
-            max_gen_toks=r.eval.max_gen_toks,
+            max_gen_toks=r.eval.max_gen_toks, backend="served" if r.eval.engine == "served" else "vllm",
             seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
         )
         benchmark = None  # an accuracy-only recipe has no throughput section
         if (t := r.throughput) is not None:
+            served = evaluate if r.eval.engine == "served" else None  # scored on the benchmark's server
             benchmark = benchmark_config(t, engine, data_dir=str(loaded.resolve(r.eval.data_dir)),
-                                         chat_template=r.model.chat_template, output_dir=str(vdir / "benchmark"))
+                                         chat_template=r.model.chat_template, output_dir=str(vdir / "benchmark"),
+                                         evaluate=served)
+            if served is not None:
+                evaluate = None  # one engine start per variant: no evaluate job
         kvcheck = kvcheck_config(loaded, variant, model_path) if kv.fp8_kv(variant) and kv_check else None
         plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark, kvcheck))
+    dag.share_gpus(plan, r.executor)
+    plan.executor, plan.dag = r.executor, dag.build(plan, r.executor)
     return plan
 
 
@@ -170,10 +181,15 @@ def with_results(vp: VariantPlan, vs) -> VariantPlan:
         return vp
     extra = kv.skip_layer_args(chk.skip_layers)
     update = {}
+    def keep(cfg):
+        engine = cfg.engine.model_copy(update={"engine_args": {**cfg.engine.engine_args, **extra}})
+        return cfg.model_copy(update={"engine": engine})
+
     for stage in ("evaluate", "benchmark"):
         if (cfg := vp.config(stage)) is not None:
-            engine = cfg.engine.model_copy(update={"engine_args": {**cfg.engine.engine_args, **extra}})
-            update[stage] = cfg.model_copy(update={"engine": engine})
+            update[stage] = keep(cfg)
+    if update.get("benchmark") is not None and update["benchmark"].evaluate is not None:  # eval.engine: served
+        update["benchmark"] = update["benchmark"].model_copy(update={"evaluate": keep(update["benchmark"].evaluate)})
     return dataclasses.replace(vp, **update)
 
 
@@ -188,7 +204,9 @@ THROUGHPUT_TO_BENCHMARK = {
     "metrics_interval_s": "metrics_interval_s", "point_timeout_s": "point_timeout_s", "gpu": "gpu", "seed": "seed",
     "server_timeout_s": "server_timeout_s",
 }
-THROUGHPUT_NOT_PASSED = {"headline": "which load point the summary reports (suite.analysis.summary), not a stage setting"}
+THROUGHPUT_NOT_PASSED = {"headline": "which load point the summary reports (suite.analysis.summary), not a stage setting",
+                         "gpu_hour_cost": "the price the summary turns into cost per 1M output tokens "
+                                          "(suite.analysis.summary), not a stage setting"}
 
 
 def benchmark_config(t, engine: EngineConfig, **rest) -> BenchmarkConfig:

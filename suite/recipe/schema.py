@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import _NAME, SECRET_ENV, SEED_MAX, URL_PASSWORD, EngineValue, Strict, bad
 from suite.recipe.throughput import ThroughputSpec
+from suite.recipe.executor import ExecutorSpec
 
 # llmcompressor's preset scheme names (compressed_tensors.quantization.quant_scheme.PRESET_SCHEMES)
 # that this suite supports, and what each means. "FP8" is static per-tensor weights and activations.
@@ -182,6 +183,12 @@ class EvalSpec(Strict):
     )
     max_gen_toks: int | None = Field(None, gt=0, description="cap on generated tokens per request")
     seed: int = Field(1234, ge=0, le=SEED_MAX, description="lm-eval's random, numpy, torch and few-shot seeds")
+    engine: Literal["vllm", "served"] = Field(
+        "vllm", description="what scores the tasks: vllm (lm-eval's in-process vLLM engine, started by the evaluate "
+        "stage; the benchmark starts its own server) or served (lm-eval's local-completions against the benchmark "
+        "stage's vllm serve: one engine start per variant instead of two; needs a throughput section; greedy tasks "
+        "only; batch_size is then the number of requests in flight, 64 for auto)"
+    )
     kv_check: bool | None = Field(
         None, description="run the kvcheck stage (FP8 KV scale check, Hugging Face fake quant in the quantize "
         "environment) for every variant with an FP8 KV cache, before its evaluation. Default (null): only where "
@@ -253,6 +260,11 @@ class GateSpec(Strict):
         "option a variant serves with (layers kept in BF16 do not count); applies to variants with an FP8 KV "
         "cache, and needs the kvcheck stage (eval.kv_check)"
     )
+    max_perplexity_increase: Drop | None = Field(
+        None, description="largest allowed rise of token perplexity on every perplexity task evaluated "
+        "(suite_longppl*; absolute, e.g. 0.2): passes when the upper bound of the paired 95% CI of the mean "
+        "per-document delta (variant minus baseline) is <= it; a run with no perplexity task is refused"
+    )
 
 
 class TrackingSpec(Strict):
@@ -310,6 +322,8 @@ class Recipe(Strict):
     gates: GateSpec = Field(default_factory=GateSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="where the run's jobs run "
+                                   "(suite.recipe.executor)")
     output_dir: str = Field("../runs", description="run folders are made under this (relative to the recipe)")
 
     @model_validator(mode="after")

@@ -115,6 +115,8 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
     fail_flag = tmp_path / "fail-fp8-kv"
     fail_flag.touch()
     quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=3.0)
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / ".complete").write_text("k")  # the checkpoint is still there: nothing to rebuild
     script = fake_stage(tmp_path, f"""
         import json
         stage, cfg = sys.argv[-3], json.load(open(sys.argv[-2]))
@@ -166,3 +168,51 @@ def test_stage_processes_get_no_tracking_or_cloud_credentials(monkeypatch):
     assert not set(secrets) & set(env)
     assert env["HF_TOKEN"] == "hub" and env["SUITE_SERVE_PYTHON"] == "/x/python"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_different_one_made(
+        demo_recipe_copy, tmp_path, monkeypatch, same):
+    """The run folder comes back without its checkpoints (another machine): the quantize job runs again;
+    a rebuild with the recorded content hash keeps the evaluations, one that differs redoes them (and the
+    evaluation cache, keyed by the content hash too, does not hand back the old scores)."""
+    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV
+    from suite.orchestrate.rundir import load_run_recipe
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    calls, sha = tmp_path / "calls.txt", tmp_path / "sha"
+    ckpt = tmp_path / "ckpt"
+    sha.write_text("a" * 64)
+    script = fake_stage(tmp_path, f"""
+        import json
+        stage = sys.argv[-3]
+        variant = os.path.basename(os.path.dirname(out))
+        open({str(calls)!r}, "a").write(f"{{stage}} {{variant}}\\n")
+        if stage == "quantize":
+            os.makedirs({str(ckpt)!r}, exist_ok=True)
+            open(os.path.join({str(ckpt)!r}, ".complete"), "w").write("k")
+            result_json = json.dumps({{"checkpoint": {str(ckpt)!r}, "key": "k", "cache_hit": False, "wall_s": 1.0,
+                                      "content_sha256": open({str(sha)!r}).read()}})
+        write_result()
+    """)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    first = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)), track=False)
+    assert first.variants[1].quantize.content_sha256 == "a" * 64
+    import shutil
+
+    shutil.rmtree(ckpt)  # the machine the run continues on has no checkpoints
+    if not same:
+        sha.write_text("b" * 64)  # e.g. another GPU's reductions
+    calls.write_text("")
+    run_dir = Path(first.run_dir)
+    resumed = execute(load_run_recipe(run_dir), track=False, resume=run_dir)
+    ran = calls.read_text().split("\n")[:-1]
+    warning = next(w for w in resumed.warnings if "checkpoint rebuilt" in w)
+    if same:
+        assert ran == ["quantize fp8-kv"] and "identical" in warning
+    else:
+        assert ran == ["quantize fp8-kv", "evaluate fp8-kv"]
+        assert "differs" in warning and "redoing evaluate fp8-kv" in warning
+        assert resumed.variants[1].quantize.content_sha256 == "b" * 64

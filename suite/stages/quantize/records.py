@@ -37,6 +37,9 @@ class QuantizeResult(Record):
     kv_cache_scales: int = Field(0, description="k_scale/v_scale tensors found in the saved weights")
     ignored_modules: list[str] = Field(default_factory=list, description="modules left unquantized")
     versions: dict[str, str] = Field(default_factory=dict)
+    content_sha256: Optional[str] = Field(None, description="SHA-256 of the checkpoint's files as written (weights, "
+                                          "configs, tokenizer; not provenance.json): a rebuild on another machine "
+                                          "that differs from it invalidates the results made with the old one")
 
 
 class SensitivityConfig(Record):

@@ -91,6 +91,7 @@ def run(config: QuantizeConfig) -> QuantizeResult:
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         quantization_config=qcfg, kv_cache_scales=kv_scales, ignored_modules=list(qcfg.get("ignore") or []),
         versions=package_versions(),
+        content_sha256=content_hash(tmp),
     )
     result.wall_s = time.perf_counter() - start
     provenance = {**config.provenance, "key": config.key, "created": datetime.now(timezone.utc).isoformat(),
@@ -103,6 +104,25 @@ def run(config: QuantizeConfig) -> QuantizeResult:
         kept = QuantizeResult.read(final / "quantize_result.json")
         return kept.model_copy(update={"cache_hit": True, "wall_s": result.wall_s, "calibration_s": calibration_s})
     return result
+
+
+NOT_CONTENT = {"provenance.json", "quantize_result.json", COMPLETE_MARK}  # they record when and how, not what
+
+
+def content_hash(folder: Path) -> str:
+    """SHA-256 over the checkpoint's files (relative path and bytes, in sorted order), leaving out the
+    files that say when and how it was made: what a reader loads, so two builds that would serve the
+    same weights hash the same."""
+    import hashlib
+
+    total = hashlib.sha256()
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name not in NOT_CONTENT):
+        digest = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        total.update(f"{f.relative_to(folder).as_posix()}\0{digest.hexdigest()}\n".encode())
+    return total.hexdigest()
 
 
 def is_complete(folder: Path) -> bool:

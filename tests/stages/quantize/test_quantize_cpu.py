@@ -57,6 +57,14 @@ def test_fp8_dynamic_and_cache(tmp_path):
     again, err, wall2 = quantize(tmp_path, "dyn", scheme="FP8_DYNAMIC")
     assert err is None and again.cache_hit and not res.cache_hit
     assert wall2 < wall
+    # the content hash covers what a reader loads, not when or how it was made
+    from suite.stages.quantize.stage import content_hash
+
+    assert res.content_sha256 == again.content_sha256 == content_hash(Path(res.checkpoint))
+    (Path(res.checkpoint) / "provenance.json").write_text("{}")
+    assert content_hash(Path(res.checkpoint)) == res.content_sha256
+    (Path(res.checkpoint) / "config.json").write_text((Path(res.checkpoint) / "config.json").read_text() + " ")
+    assert content_hash(Path(res.checkpoint)) != res.content_sha256
 
 
 def test_fp8_static_with_kv_cache_scales(tmp_path):

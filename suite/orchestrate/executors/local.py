@@ -1,0 +1,172 @@
+"""The local executor: as many jobs at once as this machine's GPUs hold, each pinned with
+``CUDA_VISIBLE_DEVICES``; one job at a time on a machine without GPUs.
+
+A job asking for a share of a GPU (``executor.gpu_fraction``) goes to the GPU where it fits most tightly
+(best fit: whole GPUs stay free for the jobs that need one); a whole-GPU job takes GPUs nobody uses; an
+exclusive job (the benchmark) also keeps every other job off its GPUs until it ends. Each job runs in a
+thread that waits on its stage process (``procs.supervised``: the process tree dies with ``suite``).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from suite.orchestrate.executors.base import Executor, Finished, JobCall
+from suite.recipe.executor import ExecutorSpec
+
+EPS = 1e-6
+# vLLM sizes its KV cache from the GPU's free memory before and after it loads and profiles (vllm
+# utils/mem_utils.py: total_consumed = free before - free after), so another engine allocating on the same
+# GPU in that window is counted as its own and can leave it no KV cache at all. Engines sharing a GPU
+# therefore start one after another: the next starts once this line is in the previous one's log.
+ENGINE_READY = re.compile(r"init engine \(profile, create kv cache, warmup model\) took")
+VLLM_STAGES = ("evaluate", "benchmark")
+WARMUP_TIMEOUT_S = 900.0
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES when set (its entries, as given), else every GPU
+    NVML (or ``nvidia-smi -L``) counts, else none."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        entries = [e.strip() for e in cvd.split(",") if e.strip()]
+        return [] if entries[:1] == ["-1"] else entries
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML library or no driver: ask nvidia-smi, else there is no GPU
+        pass
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+            return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+        except (OSError, subprocess.SubprocessError):
+            return []
+    return []
+
+
+class LocalExecutor(Executor):
+    kind = "local"
+
+    def __init__(self, spec: ExecutorSpec, gpus: list[str] | None = None):
+        self.spec = spec
+        self.gpus = gpus if gpus is not None else (
+            [str(g) for g in spec.gpus] if spec.gpus is not None else visible_gpus())
+        self.free = {g: 1.0 for g in self.gpus}  # the share of each GPU no job holds
+        self.exclusive: set[str] = set()
+        self.warming: dict[str, tuple[Path, float]] = {}  # GPU -> (log of the engine starting there, since)
+        self.active: dict[str, tuple] = {}  # job id -> (job, placement, [(gpu, share)])
+        self.done: queue.Queue[Finished] = queue.Queue()
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"local, {len(self.gpus)} GPU{'s' if len(self.gpus) != 1 else ''} ({', '.join(self.gpus)})" \
+            if self.gpus else "local, no GPU: one job at a time"
+
+    def never_fits(self, job) -> str | None:
+        if self.gpus and job.resources.gpus > len(self.gpus):
+            return (f"{job.id} asks for {job.resources.gpus} GPUs (tensor x pipeline parallel size) and this run has "
+                    f"{len(self.gpus)} ({', '.join(self.gpus)})")
+        return None
+
+    def _warming(self, gpu: str) -> bool:
+        """Whether a vLLM engine is still starting on ``gpu`` (its log lacks ENGINE_READY, for at most
+        WARMUP_TIMEOUT_S)."""
+        if gpu not in self.warming:
+            return False
+        log, since = self.warming[gpu]
+        try:
+            ready = ENGINE_READY.search(log.read_text(errors="replace")) is not None
+        except OSError:
+            ready = False
+        if ready or time.time() - since > WARMUP_TIMEOUT_S:
+            del self.warming[gpu]
+            return False
+        return True
+
+    def _take(self, r, vllm: bool = False) -> list[tuple[str, float]] | None:
+        """The (GPU, share) a job with resources ``r`` gets now, [] for no GPU, None when it does not fit yet."""
+        if not self.gpus:
+            return [] if not self.active else None  # CPU: one job at a time
+        if r.gpus == 0:
+            return []
+        if r.exclusive or r.gpu_share >= 1.0 - EPS:
+            idle = [g for g in self.gpus if self.free[g] >= 1.0 - EPS]
+            return [(g, 1.0) for g in idle[:r.gpus]] if len(idle) >= r.gpus else None
+        fits = [g for g in self.gpus if g not in self.exclusive and self.free[g] >= r.gpu_share - EPS
+                and not (vllm and self._warming(g))]
+        if not fits:
+            return None
+        best = min(fits, key=lambda g: (self.free[g], self.gpus.index(g)))  # the tightest fit
+        return [(best, r.gpu_share)]
+
+    def submit(self, job, call: JobCall) -> bool:
+        with self._lock:
+            vllm = job.stage in VLLM_STAGES
+            taken = self._take(job.resources, vllm)
+            if taken is None:
+                return False
+            log = call.run_dir / "variants" / job.variant / f"{job.stage}.log"
+            if vllm and job.resources.gpu_share < 1.0 - EPS:
+                self.warming.update({g: (log, time.time()) for g, _ in taken})
+            for g, share in taken:
+                self.free[g] -= share
+                if job.resources.exclusive:
+                    self.exclusive.add(g)
+            placement = ("CPU" if not taken else
+                         ", ".join(f"GPU {g}" + (f" ({s:g})" if s < 1 else "") for g, s in taken)
+                         + (" exclusive" if job.resources.exclusive else ""))
+            self.active[job.id] = (job, placement, taken, log)
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(g for g, _ in taken)} if self.gpus else {}
+        threading.Thread(target=self._run, args=(job, call, env, placement, time.time()), daemon=True,
+                         name=f"job {job.id}").start()
+        return True
+
+    def _run(self, job, call: JobCall, env: dict, placement: str, submitted: float) -> None:
+        from suite.orchestrate.jobs import StageOutcome
+
+        started = time.time()
+        try:
+            outcome = call.run(env)
+        except Exception as e:  # the job's own code failed before or after its process: a failed job
+            outcome = StageOutcome(None, f"{job.stage} failed in the runner: {type(e).__name__}: {e}", 0.0)
+        self.done.put(Finished(job, outcome, placement, submitted, started, time.time()))
+
+    def running(self) -> list[tuple]:
+        with self._lock:
+            return [(job, placement) for job, placement, *_ in self.active.values()]
+
+    def wait(self) -> list[Finished]:
+        """The jobs that ended; [] after a few seconds while an engine is starting on a shared GPU (the
+        runner then offers the waiting jobs again: the GPU may take the next one)."""
+        try:
+            finished = [self.done.get(timeout=2.0 if self.warming else None)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                finished.append(self.done.get_nowait())
+            except queue.Empty:
+                break
+        with self._lock:
+            for f in finished:
+                f.received = time.time()
+                job, _, taken, log = self.active.pop(f.job.id)
+                for g, share in taken:
+                    self.free[g] = min(1.0, self.free[g] + share)
+                    self.exclusive.discard(g)
+                    if self.warming.get(g, (None,))[0] == log:  # it ended before its engine was ready
+                        del self.warming[g]
+        return finished

@@ -1,0 +1,168 @@
+"""The Ray executor: each job a Ray task asking for its GPUs, CPUs and memory, on a Ray instance started
+for the run or on an existing cluster (``executor.address``).
+
+The task runs in a Ray worker and starts the stage's own interpreter there (``JobCall.run``: the
+quantize and serve environments stay separate), with ``CUDA_VISIBLE_DEVICES`` set to the GPUs Ray gave
+it. A job on more than one GPU (tensor x pipeline parallel) runs in a ``STRICT_PACK`` placement group
+of one bundle, so its GPUs are on one node. A whole-GPU request keeps fractional jobs off that GPU, so
+the benchmark measures alone. The run folder must be on a path every node sees (its configs, results
+and logs are written there by the stage processes).
+
+A lost worker (``WorkerCrashedError``, ``NodeDiedError``: the process running the job died, or its node)
+is a failed attempt: recorded, the job's partial outputs removed (``JobCall.clean``), and the job sent
+again, up to ``executor.max_retries`` times; Ray's own task retries are off so that every attempt is
+the suite's to record. Ray is an optional extra (``pip install 'suite[ray]'``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from suite.errors import Problem, SuiteError
+from suite.orchestrate.executors.base import Executor, Finished, JobCall
+from suite.recipe.executor import ExecutorSpec
+
+
+def _run_in_worker(call: JobCall):
+    """The Ray task: the job's stage process on the GPUs Ray assigned. Returns (outcome, started, ended, where)."""
+    import ray
+
+    started = time.time()
+    ids = [str(int(i)) if str(i).isdigit() else str(i) for i in ray.get_gpu_ids()]
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(ids)} if ids else {}
+    outcome = call.run(env)
+    where = f"{socket.gethostname()}" + (f" GPU {','.join(ids)}" if ids else " CPU")
+    return outcome, started, time.time(), where
+
+
+class RayExecutor(Executor):
+    kind = "ray"
+
+    def __init__(self, spec: ExecutorSpec):
+        self.spec = spec
+        self.inflight: dict = {}  # ObjectRef -> (job, call, submitted, attempts, lost, placement group)
+        self.started_here = False
+        self.where = ""
+
+    def start(self) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise SuiteError(Problem("executor.kind", "ray", "Ray is not installed in the environment that runs suite",
+                                     "pip install 'suite[ray]' (or ray>=2.40), or use executor.kind: local")) from None
+        from suite.orchestrate.envs import REPO_ROOT
+
+        t0 = time.time()
+        runtime_env = {"env_vars": {"PYTHONPATH": str(REPO_ROOT)}}  # suite importable in every worker
+        if ray.is_initialized():  # this process is a Ray driver already (a notebook, a test): use its cluster
+            self.where = "Ray (this process's existing connection)"
+        elif self.spec.address:
+            try:
+                ray.init(address=self.spec.address, runtime_env=runtime_env, log_to_driver=False,
+                         logging_level="ERROR")
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise SuiteError(Problem("executor.address", self.spec.address,
+                                         f"cannot connect to the Ray cluster: {str(e).splitlines()[0]}",
+                                         "start it (`ray start --head`) or fix the address")) from None
+            self.where = f"Ray cluster {self.spec.address}"
+        else:
+            from suite.orchestrate.executors.local import visible_gpus
+
+            gpus = [str(g) for g in self.spec.gpus] if self.spec.gpus is not None else visible_gpus()
+            saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+            if gpus:  # Ray hands out the ids it finds in CUDA_VISIBLE_DEVICES when it starts
+                os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            try:
+                ray.init(num_cpus=os.cpu_count() or 1, num_gpus=len(gpus), include_dashboard=False,
+                         runtime_env=runtime_env, log_to_driver=False, logging_level="ERROR")
+            finally:
+                if saved is None:
+                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = saved
+            self.started_here = True
+            self.where = f"Ray instance for the run ({os.cpu_count()} CPUs, {len(gpus)} GPUs)"
+        self._remote = ray.remote(_run_in_worker)
+        res = ray.cluster_resources()
+        self.total_gpus = int(res.get("GPU", 0))
+        self.startup_s = time.time() - t0
+
+    def describe(self) -> str:
+        return self.where or "ray"
+
+    def never_fits(self, job) -> str | None:
+        if job.resources.gpus > max(self.total_gpus, 0) and self.total_gpus > 0:
+            return f"{job.id} asks for {job.resources.gpus} GPUs and the Ray cluster has {self.total_gpus}"
+        return None
+
+    def submit(self, job, call: JobCall, attempts: int = 1, lost: list[str] | None = None) -> bool:
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        r = job.resources
+        gpus = r.gpu_total if self.total_gpus else 0  # no GPUs in the cluster: the job runs on CPU
+        opts = {"num_cpus": r.cpus, "num_gpus": gpus, "max_retries": 0, "name": job.id}
+        if r.memory_gb:
+            opts["memory"] = int(r.memory_gb * 2 ** 30)
+        pg = None
+        if r.gpus > 1 and self.total_gpus:
+            pg = placement_group([{"GPU": float(r.gpus), "CPU": float(r.cpus)}], strategy="STRICT_PACK",
+                                 name=f"suite {job.id}")
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(pg, placement_group_capture_child_tasks=True)
+        ref = self._remote.options(**opts).remote(call)
+        self.inflight[ref] = (job, call, time.time(), attempts, lost or [], pg)
+        return True  # Ray queues it until its resources are free
+
+    def running(self) -> list[tuple]:
+        return [(job, f"Ray ({job.resources.describe()})") for job, *_ in self.inflight.values()]
+
+    def wait(self) -> list[Finished]:
+        import ray
+        from ray.exceptions import NodeDiedError, WorkerCrashedError
+
+        from suite.orchestrate.jobs import StageOutcome
+
+        while True:
+            ready, _ = ray.wait(list(self.inflight), num_returns=1)
+            out: list[Finished] = []
+            for ref in ready:
+                job, call, submitted, attempts, lost, pg = self.inflight.pop(ref)
+                if pg is not None:
+                    from ray.util.placement_group import remove_placement_group
+
+                    remove_placement_group(pg)
+                try:
+                    outcome, started, ended, where = ray.get(ref)
+                except (WorkerCrashedError, NodeDiedError) as e:
+                    why = f"attempt {attempts}: the Ray worker was lost ({type(e).__name__}: {str(e).splitlines()[0]})"
+                    call.clean()  # its partial outputs go before it runs again
+                    if attempts <= self.spec.max_retries:
+                        self.submit(job, call, attempts + 1, [*lost, why])
+                        continue
+                    now = time.time()
+                    outcome = StageOutcome(None, f"{job.stage} failed: {why}; no retries left "
+                                                 f"(executor.max_retries {self.spec.max_retries})", 0.0)
+                    out.append(Finished(job, outcome, "Ray", submitted, now, now, attempts=attempts,
+                                        lost=[*lost, why]))
+                    continue
+                except ray.exceptions.RayError as e:  # the task itself raised: a failed job, not a lost worker
+                    now = time.time()
+                    outcome = StageOutcome(None, f"{job.stage} failed in its Ray task: {str(e).splitlines()[0]}", 0.0)
+                    out.append(Finished(job, outcome, "Ray", submitted, now, now, attempts=attempts, lost=lost))
+                    continue
+                out.append(Finished(job, outcome, where, submitted, started, ended, attempts=attempts, lost=lost))
+            if out:
+                return out
+            if not self.inflight:
+                return []
+
+    def close(self) -> None:
+        import ray
+
+        for ref, (*_, pg) in list(self.inflight.items()):
+            ray.cancel(ref, force=True)
+        self.inflight.clear()
+        if ray.is_initialized() and self.where != "Ray (this process's existing connection)":
+            ray.shutdown()  # a cluster we joined keeps running; an instance we started stops with this

@@ -1,0 +1,43 @@
+"""timeline.png: where and when each job of a run ran (from the runner's jobs.json), one bar per job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+STAGE_COLOURS = {"quantize": "#8c6bb1", "kvcheck": "#41ab5d", "evaluate": "#2b8cbe", "benchmark": "#e6550d"}
+
+
+def write(jobs_json: Path, out: Path) -> Path | None:
+    """Draw ``jobs.json``'s jobs against seconds from the run's start, labelled with their placement
+    (GPU and share); None when there is no job to draw."""
+    try:
+        data = json.loads(Path(jobs_json).read_text())
+    except (OSError, ValueError):
+        return None
+    jobs = [j for j in data.get("jobs", []) if j.get("ended_s", 0) > j.get("started_s", 0)]
+    if not jobs:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    jobs.sort(key=lambda j: (j["started_s"], j["id"]))
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(jobs) + 1.4), dpi=110)
+    for i, j in enumerate(jobs):
+        ax.barh(i, j["ended_s"] - j["started_s"], left=j["started_s"], height=0.6,
+                color=STAGE_COLOURS.get(j["stage"], "#999999"), alpha=0.6 if j.get("state") == "failed" else 1.0)
+        ax.text(j["ended_s"], i, f"  {j['placement']}" + ("  FAILED" if j.get("state") == "failed" else ""),
+                va="center", fontsize=7)
+    ax.set_yticks(range(len(jobs)), [j["id"] for j in jobs], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds from the run's start")
+    wall = data.get("wall_s")
+    ax.set_title(f"{data.get('executor', '')}: {len(jobs)} jobs" + (f", {wall / 60:.1f} min" if wall else ""),
+                 fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -1,0 +1,222 @@
+"""The job DAG and the local executor: dependencies and resources from a recipe, jobs sharing a GPU by
+their fraction, the benchmark alone on its GPU, tensor-parallel jobs on several, one job at a time
+without GPUs, and a whole run on a fake GPU list (stage processes stand in for the real stages)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from suite.orchestrate.executors.base import JobCall
+from suite.orchestrate.executors.local import LocalExecutor, visible_gpus
+from suite.orchestrate.jobs import StageOutcome
+from suite.plan import dag
+from suite.plan.dag import Job, Resources
+from suite.recipe.executor import ExecutorSpec
+
+
+@dataclass
+class Sleeper(JobCall):
+    """A job that sleeps and notes when it ran and on which GPUs (CUDA_VISIBLE_DEVICES)."""
+
+    seconds: float = 0.3
+    log: list = field(default_factory=list)
+
+    def run(self, extra_env):
+        start = time.time()
+        time.sleep(self.seconds)
+        self.log.append((self.stage, extra_env.get("CUDA_VISIBLE_DEVICES"), start, time.time()))
+        return StageOutcome(None, None, self.seconds)
+
+
+def run_all(executor: LocalExecutor, jobs: list[Job], seconds: float = 0.3) -> list:
+    log: list = []
+    pending = list(jobs)
+    while pending or executor.running():
+        for j in list(pending):
+            if executor.submit(j, Sleeper(j.id, None, None, Path("."), Path("."), {}, seconds=seconds, log=log)):
+                pending.remove(j)
+        if executor.running():
+            executor.wait()
+    return log
+
+
+def overlap(a, b) -> bool:
+    return a[2] < b[3] - 0.01 and b[2] < a[3] - 0.01
+
+
+def test_shares_fill_a_gpu_and_the_benchmark_has_its_gpu_to_itself():
+    share = Resources(gpus=1, gpu_share=0.5)
+    jobs = [Job("kvcheck", f"v{i}", resources=share) for i in range(4)]  # no vLLM: no start-up wait
+    jobs += [Job("benchmark", "b0", resources=Resources(gpus=1, exclusive=True)),
+             Job("evaluate", "tp2", resources=Resources(gpus=2))]
+    log = run_all(LocalExecutor(ExecutorSpec(), gpus=["0", "1"]), jobs)
+    by = {name: entry for name, *entry in [(e[0], *e[1:]) for e in log]}
+    assert len(log) == 6
+    evals = [e for e in log if e[0].startswith("kvcheck:v")]
+    assert {e[1] for e in evals} <= {"0", "1"}
+    # four half-GPU jobs on two GPUs: all four at once
+    assert sum(overlap(evals[0], e) for e in evals[1:]) >= 2
+    for gpu in ("0", "1"):  # never more than two halves on one GPU at a time
+        on = [e for e in evals if e[1] == gpu]
+        assert not any(overlap(a, b) and overlap(b, c) and overlap(a, c)
+                       for i, a in enumerate(on) for j, b in enumerate(on[i + 1:]) for c in on[i + j + 2:])
+    bench = next(e for e in log if e[0] == "benchmark:b0")
+    tp2 = next(e for e in log if e[0] == "evaluate:tp2")
+    assert tp2[1] == "0,1"
+    for other in log:
+        if other is not bench and set((other[1] or "").split(",")) & {bench[1]}:
+            assert not overlap(bench, other), f"{other[0]} ran on the benchmark's GPU {bench[1]}"
+    assert by["benchmark:b0"][0] in {"0", "1"}
+
+
+def test_without_gpus_one_job_at_a_time_and_no_cuda_visible_devices():
+    jobs = [Job("evaluate", f"v{i}", resources=Resources(gpus=1, gpu_share=0.25)) for i in range(3)]
+    log = run_all(LocalExecutor(ExecutorSpec(), gpus=[]), jobs, seconds=0.15)
+    assert [e[1] for e in log] == [None, None, None]
+    assert not any(overlap(a, b) for i, a in enumerate(log) for b in log[i + 1:])
+
+
+def test_a_job_asking_for_more_gpus_than_there_are_never_fits():
+    ex = LocalExecutor(ExecutorSpec(), gpus=["0"])
+    why = ex.never_fits(Job("evaluate", "big", resources=Resources(gpus=2)))
+    assert "asks for 2 GPUs" in why and "this run has 1 (0)" in why
+
+
+def test_visible_gpus_follows_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert visible_gpus() == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert visible_gpus() == []
+
+
+def test_dag_dependencies_resources_and_matching_memory_share(demo_recipe_copy):
+    from suite.plan.planner import make_plan
+    from suite.recipe import load_recipe
+
+    quant = {"kv_cache": "fp8", "calibration": "chat-demo", "num_calibration_samples": 64, "max_seq_length": 512}
+    path = demo_recipe_copy(
+        variants=[{"name": "fp8-kv", "quantization": quant, "kv_cache_dtype": "fp8"},
+                  {"name": "fp8-kv-twin", "quantization": quant, "kv_cache_dtype": "fp8"},  # same checkpoint
+                  {"name": "tp2", "engine_args": {"tensor_parallel_size": 2}}],
+        executor={"gpu_fraction": {"evaluate": 0.25}, "cpus_per_job": 2, "memory_gb": 8})
+    plan = make_plan(load_recipe(path), Path("/tmp/x"))
+    jobs = {j.id: j for j in plan.dag}
+    dag.check(plan.dag)
+    assert jobs["quantize:fp8-kv-twin"].deps == ("quantize:fp8-kv",)  # built once, then a cache hit
+    assert jobs["evaluate:fp8-kv"].deps == ("quantize:fp8-kv",)
+    assert jobs["benchmark:fp8-kv-twin"].deps == ("quantize:fp8-kv-twin",)
+    assert jobs["evaluate:bf16"].deps == () and jobs["benchmark:bf16"].deps == ()
+    assert jobs["publish:*"].deps == tuple(j for j in jobs if j != "publish:*")
+    assert jobs["evaluate:bf16"].resources == Resources(gpus=1, gpu_share=0.25, cpus=2, memory_gb=8)
+    assert jobs["evaluate:tp2"].resources.gpus == 2 and jobs["evaluate:tp2"].resources.gpu_share == 1.0
+    assert jobs["benchmark:bf16"].resources.exclusive and jobs["benchmark:bf16"].resources.gpu_share == 1.0
+    vps = {vp.variant.name: vp for vp in plan.variants}
+    # a quarter of the GPU: a quarter of vLLM's 0.9 for the evaluation engine, the benchmark's untouched
+    assert vps["bf16"].evaluate.engine.engine_args["gpu_memory_utilization"] == 0.225
+    assert "gpu_memory_utilization" not in vps["bf16"].benchmark.engine.engine_args
+    assert "gpu_memory_utilization" not in vps["tp2"].evaluate.engine.engine_args
+
+
+@pytest.mark.parametrize("bad, phrase", [
+    ({"gpu_fraction": {"benchmark": 0.5}}, "the benchmark never shares a GPU"),
+    ({"gpu_fraction": {"evaluate": 0.01}}, "a share of one GPU is in [0.05, 1]"),
+    ({"address": "auto"}, "executor.address is for kind: ray"),
+    ({"kind": "ray", "gpus": [0], "address": "auto"}, "executor.gpus with kind: ray is for the Ray instance"),
+])
+def test_executor_section_refuses_what_cannot_work(demo_recipe_copy, bad, phrase):
+    from suite.errors import SuiteError
+    from suite.recipe import load_recipe
+
+    with pytest.raises(SuiteError) as e:
+        load_recipe(demo_recipe_copy(executor=bad))
+    assert phrase in str(e.value)
+
+
+def test_a_run_on_two_fake_gpus_overlaps_variants_and_keeps_the_results(demo_recipe_copy, tmp_path, monkeypatch):
+    """The demo's jobs on executor.gpus [0, 1] with half-GPU evaluations: bf16's evaluation runs while
+    fp8-kv's checkpoint is built, each job sees its own CUDA_VISIBLE_DEVICES, and the summary equals the
+    one-at-a-time run's."""
+    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+    from suite.stages.quantize.records import QuantizeResult
+    from test_runner_stage import fake_stage  # the same stand-in interpreter
+
+    calls = tmp_path / "calls.jsonl"
+    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
+    script = fake_stage(tmp_path, f"""
+        import json, time
+        stage = sys.argv[-3]
+        variant = os.path.basename(os.path.dirname(out))
+        t0 = time.time(); time.sleep(1.0)
+        with open({str(calls)!r}, "a") as f:
+            f.write(json.dumps([stage, variant, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time()]) + "\\n")
+        if stage == "quantize":
+            result_json = {quantized.model_dump_json()!r}
+        write_result()
+    """)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    common = dict(throughput=None, gates__min_throughput_gain=None)
+    sequential = execute(load_recipe(demo_recipe_copy(**common)), track=False)
+    calls.unlink()
+    events = []
+    shared = execute(load_recipe(demo_recipe_copy(**common, executor={"gpus": [0, 1],
+                                                                      "gpu_fraction": {"evaluate": 0.5}})),
+                     track=False, report=lambda *e: events.append(e))
+    rows = [json.loads(line) for line in calls.read_text().splitlines()]
+    ran = {(s, v): (gpu, t0, t1) for s, v, gpu, t0, t1 in rows}
+    q, e = ran["quantize", "fp8-kv"], ran["evaluate", "bf16"]
+    assert e[1] < q[2] and q[1] < e[2], "bf16's evaluation did not overlap fp8-kv's quantize"
+    assert ran["evaluate", "fp8-kv"][1] >= q[2] - 0.05  # waited for its checkpoint
+    assert {gpu for gpu, *_ in ran.values()} <= {"0", "1"}
+    assert ("evaluate", "bf16", "start", "GPU 1 (0.5)") in events or ("evaluate", "bf16", "start", "GPU 0 (0.5)") in events
+    assert [v.metrics for v in shared.variants] == [v.metrics for v in sequential.variants]
+    timeline = json.loads((Path(shared.run_dir) / "jobs.json").read_text())
+    assert timeline["executor"] == "local, 2 GPUs (0, 1)"
+    assert {j["id"] for j in timeline["jobs"]} == {"quantize:fp8-kv", "evaluate:bf16", "evaluate:fp8-kv"}
+    assert timeline["overhead_share"] < 0.05  # ~0.1% here; the README's figure comes from the GPU run
+    assert shared.artifacts["timeline_png"].endswith("timeline.png") and Path(shared.artifacts["timeline_png"]).stat().st_size
+
+
+def test_engines_sharing_a_gpu_start_one_after_another(tmp_path):
+    """vLLM sizes its KV cache from the GPU's free memory around its own start: a second engine on the
+    same GPU waits until the first one's log says it is ready (or the first one ended)."""
+    import suite.orchestrate.executors.local as local
+
+    ex = LocalExecutor(ExecutorSpec(), gpus=["0"])
+    log = tmp_path / "variants" / "a" / "evaluate.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("INFO loading weights\n")
+
+    @dataclass
+    class Blocked(JobCall):
+        release: threading.Event = field(default_factory=threading.Event)
+
+        def run(self, extra_env):
+            self.release.wait(10)
+            return StageOutcome(None, None, 0.0)
+
+    share = Resources(gpus=1, gpu_share=0.25)
+    a = Blocked("evaluate", None, None, tmp_path, tmp_path, {})
+    assert ex.submit(Job("evaluate", "a", resources=share), a)
+    b = Blocked("evaluate", None, None, tmp_path, tmp_path, {})
+    assert not ex.submit(Job("evaluate", "b", resources=share), b)  # a's engine is still starting
+    assert ex.submit(Job("quantize", "q", resources=share), Blocked("quantize", None, None, tmp_path, tmp_path, {}))
+    assert ex.wait() == []  # nothing ended: the runner is told to look again
+    log.write_text(log.read_text() + "INFO init engine (profile, create kv cache, warmup model) took 3.1 seconds\n")
+    assert ex.submit(Job("evaluate", "b", resources=share), b)
+    assert local.ENGINE_READY.pattern.startswith("init engine")
+    a.release.set(), b.release.set()
+    for _ in range(3):
+        if not ex.running():
+            break
+        ex.wait()

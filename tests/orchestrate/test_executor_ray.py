@@ -1,0 +1,117 @@
+"""The Ray executor on CPU: a local Ray instance declaring two GPUs runs the demo's jobs (light stand-in
+stage processes, as in test_runner_stage), overlapping two variants and giving the local executor's
+results; a Ray worker killed in the middle of a job is a failed attempt, recorded, cleaned and retried."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from test_runner_stage import fake_stage  # noqa: E402  the stand-in stage interpreter
+
+from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV  # noqa: E402
+from suite.orchestrate.runner import execute  # noqa: E402
+from suite.recipe import load_recipe  # noqa: E402
+from suite.stages.quantize.records import QuantizeResult  # noqa: E402
+
+COMMON = dict(throughput=None, gates__min_throughput_gain=None)
+
+
+@pytest.fixture
+def stages(tmp_path, monkeypatch):
+    """Stand-in stages that sleep, log (stage, variant, CUDA_VISIBLE_DEVICES, start, end) and, while
+    ``kill-me`` exists, write the pid of the Ray worker running them to ``worker.pid`` first."""
+    calls = tmp_path / "calls.jsonl"
+    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
+    script = fake_stage(tmp_path, f"""
+        import json, time
+        import psutil
+        stage = sys.argv[-3]
+        variant = os.path.basename(os.path.dirname(out))
+        if stage == "evaluate" and variant == "fp8-kv" and os.path.exists({str(tmp_path / 'kill-me')!r}):
+            os.remove({str(tmp_path / 'kill-me')!r})
+            worker = psutil.Process().parent().parent()  # stage <- procs supervisor <- Ray worker
+            open({str(tmp_path / 'partial')!r}, "w").write("x")
+            os.makedirs(os.path.join(os.path.dirname(out), "evaluate"), exist_ok=True)
+            open(os.path.join(os.path.dirname(out), "evaluate", "half.json"), "w").write("{{")
+            open({str(tmp_path / 'worker.pid')!r}, "w").write(str(worker.pid))
+            time.sleep(120)
+        t0 = time.time(); time.sleep(1.5)
+        with open({str(calls)!r}, "a") as f:
+            f.write(json.dumps([stage, variant, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time()]) + "\\n")
+        if stage == "quantize":
+            result_json = {quantized.model_dump_json()!r}
+        write_result()
+    """)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    return calls
+
+
+def test_ray_overlaps_two_variants_and_matches_the_local_executor(demo_recipe_copy, stages):
+    local = execute(load_recipe(demo_recipe_copy(**COMMON)), track=False)
+    stages.unlink()
+    ray_run = execute(load_recipe(demo_recipe_copy(**COMMON, executor={"kind": "ray", "gpus": [0, 1]})), track=False,
+                      force=True)  # not the evaluation cache's copies of the local run's results
+    rows = [json.loads(line) for line in stages.read_text().splitlines()]
+    ran = {(s, v): (gpu, t0, t1) for s, v, gpu, t0, t1 in rows}
+    q, e = ran["quantize", "fp8-kv"], ran["evaluate", "bf16"]
+    assert e[1] < q[2] and q[1] < e[2], "bf16's evaluation did not overlap fp8-kv's quantize on Ray"
+    assert ran["evaluate", "fp8-kv"][1] >= q[2] - 0.05
+    assert {gpu for gpu, *_ in ran.values()} <= {"0", "1"}  # each job on the GPU Ray gave it
+    assert [v.metrics for v in ray_run.variants] == [v.metrics for v in local.variants]
+    assert [v.errors for v in ray_run.variants] == [[], []]
+    timeline = json.loads((Path(ray_run.run_dir) / "jobs.json").read_text())
+    assert timeline["executor"].startswith("Ray instance for the run") and timeline["startup_s"] > 0
+    assert all(j["attempts"] == 1 and j["placement"].endswith(("GPU 0", "GPU 1")) for j in timeline["jobs"])
+
+
+@pytest.fixture(scope="module")
+def ray_driver():
+    """One Ray instance (2 CPUs, 2 declared GPUs) for the tests below: the executor uses a connection its
+    process already has (a notebook's, say) and leaves it running."""
+    import ray
+
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_a_killed_ray_worker_is_a_failed_attempt_recorded_and_retried(demo_recipe_copy, stages, tmp_path, retries,
+                                                                       ray_driver):
+    (tmp_path / "kill-me").touch()
+
+    def killer():
+        pid_file = tmp_path / "worker.pid"
+        for _ in range(600):
+            if pid_file.is_file() and pid_file.read_text():
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    summary = execute(load_recipe(demo_recipe_copy(**COMMON, executor={"kind": "ray", "max_retries": retries})),
+                      track=False)
+    thread.join(5)
+    timeline = {j["id"]: j for j in json.loads((Path(summary.run_dir) / "jobs.json").read_text())["jobs"]}
+    job = timeline["evaluate:fp8-kv"]
+    assert len(job["lost"]) == 1 and "the Ray worker was lost" in job["lost"][0]
+    vdir = Path(summary.run_dir) / "variants" / "fp8-kv"
+    assert not (vdir / "evaluate" / "half.json").exists()  # its partial outputs were removed
+    if retries:
+        assert job["attempts"] == 2 and job["state"] == "ok"
+        assert summary.variants[1].errors == [] and summary.variants[1].evaluate is not None
+    else:
+        assert job["attempts"] == 1 and job["state"] == "failed"
+        assert "no retries left (executor.max_retries 0)" in summary.variants[1].errors[0]
+        assert summary.variants[0].errors == []  # the other variant is unaffected
