@@ -9,6 +9,14 @@ from suite.errors import Problem, SuiteError
 from suite.recipe.load import LoadedRecipe, is_local_model
 
 
+PERPLEXITY_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")  # = suite.analysis.paired.PPL_METRICS
+
+
+def is_perplexity(info) -> bool:
+    """A local task whose headline metric is a perplexity (lower is better; paired by document)."""
+    return (info.primary_metric or "").split(",")[0] in PERPLEXITY_METRICS
+
+
 def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Checks that need the file system: model folder, data dir, calibration sets, task names."""
     from suite.stages.quantize import calibration
@@ -58,6 +66,10 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
         except SuiteError as e:
             problems += [Problem(f, "eval.tasks", f"standard lm-eval task names could not be listed: {p.message}",
                                  p.fix) for p in e.problems]
+    if r.gates.max_perplexity_increase is not None and not any(
+            t.name in local and is_perplexity(local[t.name]) for t in r.eval.tasks):
+        problems.append(Problem(f, "gates.max_perplexity_increase", "no perplexity task in eval.tasks: the gate would "
+                                "have nothing to judge", "add suite_longppl to eval.tasks, or remove the gate"))
     for i, t in enumerate(r.eval.tasks):
         standard = (t.name in tasks.STANDARD_PRIMARY_METRIC) if hub_names is None else t.name in hub_names
         if t.name not in local and not standard:
@@ -66,8 +78,9 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
                 Problem(f, f"eval.tasks[{i}].name", f"unknown task {t.name!r}" + (f"; did you mean {near!r}?" if near else ""),
                         "use a task from tasks/ (`suite tasks`) or a standard lm-eval task name")
             )
-        elif t.name in local and not local[t.name].higher_is_better:
-            problems.append(Problem(f, f"eval.tasks[{i}].name", "its metric is not 'higher is better'", "pick another task"))
+        elif t.name in local and not local[t.name].higher_is_better and not is_perplexity(local[t.name]):
+            problems.append(Problem(f, f"eval.tasks[{i}].name", "its metric is neither 'higher is better' nor a "
+                                    "perplexity (the summary pairs perplexity tasks apart)", "pick another task"))
         missing = [f for f in tasks.data_files(t.name) if not (data_dir / f).is_file()] if data_dir.is_dir() else []
         if missing:
             problems.append(
@@ -97,12 +110,36 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
         elif isinstance(value, float) and not math.isfinite(value):
             problems.append(Problem(f, f"gates.{gate}", f"threshold {value} is not a finite number",
                                     "give a finite threshold"))
+    problems += served_problems(loaded)
     from suite.recipe import kv
 
     problems += kv.reference_problems(loaded)
     problems += output_dir_problems(loaded)
     if serving:
         problems += serving_problems(loaded)
+    return problems
+
+
+def served_problems(loaded: LoadedRecipe) -> list[Problem]:
+    """``eval.engine: served`` scores the tasks on the benchmark stage's vllm serve: it needs a throughput
+    section, and greedy tasks (sampling pairs no item with the offline backend; a standard lm-eval task's
+    settings are only known at run time, where the served model refuses one that samples)."""
+    from suite.stages.evaluate import tasks
+
+    r, f = loaded.recipe, str(loaded.path)
+    if r.eval.engine != "served" or not r.eval.tasks:
+        return []
+    problems = []
+    if r.throughput is None:
+        problems.append(Problem(f, "eval.engine", "'served' scores the tasks on the benchmark stage's vllm serve, and "
+                                "this recipe has no throughput section (no server is started)",
+                                "add a throughput section, or set eval.engine: vllm"))
+    for i, t in enumerate(r.eval.tasks):
+        if tasks.samples(t.name):
+            problems.append(Problem(f, f"eval.tasks[{i}].name", f"{t.name} samples its generations (do_sample / "
+                                    "temperature > 0): served scoring pairs with the offline backend only when greedy "
+                                    "(one seeded stream offline, a seed per request on a server)",
+                                    "set eval.engine: vllm, or drop the task"))
     return problems
 
 

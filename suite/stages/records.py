@@ -1,13 +1,16 @@
-"""The base of every typed config and result that crosses a process boundary, and the engine config two stages share.
+"""The base of every typed config and result that crosses a process boundary, and the records two stages share.
 
 Only pydantic here: every stage environment (the quantize one too) can import it. Each stage reads
 its config from a JSON file and writes its result to another; the parent reads the results back.
+Shared by evaluate and benchmark: the engine config, the engine-start breakdown, and the evaluation's
+config and result (a variant with ``eval.engine: served`` is scored inside its benchmark stage, whose
+records carry them; ``suite.stages.evaluate.records`` re-exports them, the stages stay independent).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,3 +40,72 @@ class EngineConfig(Record):
     max_model_len: int = 4096
     kv_cache_dtype: str = "auto"
     engine_args: dict[str, Any] = Field(default_factory=dict)
+
+
+class EngineStart(Record):
+    """Where one vLLM engine start went, from vLLM's own log lines (suite.stages.enginelog). ``total_s`` is
+    the suite's measurement (engine construction, or spawn to a ready server); each part is None when its
+    line was not in the log (CUDA graphs and model_load_s are GPU-only; compile_s needs torch.compile)."""
+
+    total_s: Optional[float] = None
+    model_init_s: Optional[float] = Field(None, description="'Initializing model took' (building the module)")
+    weights_s: Optional[float] = Field(None, description="'Loading weights took' (reading the checkpoint)")
+    model_load_s: Optional[float] = Field(
+        None, description="GPU runners: 'Model loading took X GiB memory and Y seconds' (init + weights + moves)")
+    init_engine_s: Optional[float] = Field(
+        None, description="'init engine (profile, create kv cache, warmup model) took': holds compile and graphs")
+    compile_s: Optional[float] = Field(None, description="torch.compile (the init-engine line's 'compilation')")
+    cuda_graphs_s: Optional[float] = Field(None, description="'Graph capturing finished in N secs' (whole seconds)")
+    other_s: Optional[float] = Field(
+        None, description="total minus loading and init engine: process start, imports, tokenizer, API server")
+
+
+class TaskRun(Record):
+    name: str
+    metric: Optional[str] = None
+    num_fewshot: Optional[int] = None
+    limit: Optional[float] = None
+
+
+class EvaluateConfig(Record):
+    engine: EngineConfig
+    tasks: list[TaskRun]
+    batch_size: Any = "auto"
+    data_dir: str
+    include_path: str
+    apply_chat_template: bool = False
+    allow_code_execution: bool = False
+    code_sandbox: str = "namespaces"
+    max_gen_toks: Optional[int] = None
+    seed: int = 1234
+    backend: Literal["vllm", "served"] = Field(
+        "vllm", description="vllm: lm-eval's in-process vLLM engine; served: lm-eval's local-completions against "
+        "the benchmark stage's vllm serve (eval.engine)")
+    base_url: Optional[str] = Field(None, description="served: the server's /v1/completions (set at run time)")
+    output_dir: str
+
+
+class TaskScore(Record):
+    task: str
+    metric: str
+    value: float
+    stderr: Optional[float] = None
+    n: Optional[int] = None
+    all_metrics: dict[str, float] = Field(default_factory=dict, description="every 'metric,filter' lm-eval gave")
+
+
+class EvaluateResult(Record):
+    scores: list[TaskScore]
+    cache_hit: bool = False
+    cache_key: Optional[str] = None
+    results_file: str
+    samples_files: dict[str, str] = Field(default_factory=dict)
+    wall_s: float
+    engine_load_s: float
+    engine_start: Optional[EngineStart] = Field(None, description="where the engine start went (None: no engine "
+                                                "started here, e.g. served)")
+    backend: str = Field("vllm", description="how it was scored: vllm (in-process engine) or served")
+    versions: dict[str, str] = Field(default_factory=dict)
+    config_hash: dict[str, Any] = Field(default_factory=dict, description="lm-eval task hashes / chat template")
+    code_sandbox: Optional[str] = Field(None, description="the suite.stages.evaluate.sandbox mode model-written code ran under "
+                                        "(None: no code ran)")

@@ -1,4 +1,8 @@
-"""The benchmark stage's config and result: load points, server statistics, the SLO search (pydantic only)."""
+"""The benchmark stage's config and result: load points, server statistics, the SLO search (pydantic only).
+
+With ``eval.engine: served`` the config carries the variant's ``EvaluateConfig`` and the result its
+``EvaluateResult``: the tasks are scored on this stage's server before its load points.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any, Optional
 from pydantic import Field
 
 from suite.recipe.throughput import SloSpec
-from suite.stages.records import EngineConfig, Record
+from suite.stages.records import EngineConfig, EngineStart, EvaluateConfig, EvaluateResult, Record
 
 
 class BenchmarkConfig(Record):
@@ -31,6 +35,9 @@ class BenchmarkConfig(Record):
     gpu: Optional[str] = Field(None, description="GPU name for the roofline (default: NVML's, GPU 0)")
     seed: int = 0
     server_timeout_s: int = 900
+    evaluate: Optional[EvaluateConfig] = Field(
+        None, description="eval.engine: served: score these tasks on this stage's server (lm-eval local-completions) "
+        "before the load points, then reset its prefix cache")
     output_dir: str
 
 
@@ -107,6 +114,9 @@ class BenchmarkResult(Record):
     overhead_s: Optional[float] = Field(
         None, description="the suite's own time while a server was up: neither server start/stop nor a client running")
     server_start_s: float
+    engine_start: Optional[EngineStart] = Field(None, description="where the reported server's engine start went "
+                                                "(vLLM's log lines in server.log)")
+    evaluate: Optional[EvaluateResult] = Field(None, description="eval.engine: served: the scores, from this server")
     wall_s: float
     server_log: str
     server_command: list[str] = Field(default_factory=list)

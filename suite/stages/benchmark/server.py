@@ -246,16 +246,50 @@ def kv_capacity(metrics: str | None, log_text: str) -> tuple[int | None, float |
     return g_tokens, g_conc if g_conc is not None else l_conc, CACHE_INFO
 
 
+def reset_prefix_cache(port: int, api_key: str | None, attempts: int = 5, interval_s: float = 1.0) -> None:
+    """Empty the server's prefix cache (``POST /reset_prefix_cache``, a route vLLM registers only with
+    ``VLLM_SERVER_DEV_MODE=1``: vllm/entrypoints/launchers/api_server/routers.py); raises ServerError when
+    the route is missing or the reset keeps failing. vLLM answers ``{"success": false}`` while blocks are
+    still held (running requests): that is retried ``attempts`` times, ``interval_s`` apart."""
+    url = f"http://127.0.0.1:{port}/reset_prefix_cache"
+    said = "no answer"
+    for attempt in range(attempts):
+        req = urllib.request.Request(url, data=b"", method="POST",
+                                     headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                status, body = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, body = e.code, b""
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError) as e:
+            raise ServerError(f"POST /reset_prefix_cache on port {port} failed: {e}") from e
+        if status == 404:
+            raise ServerError(f"the server on port {port} has no /reset_prefix_cache (HTTP 404): vLLM registers it "
+                              "only with VLLM_SERVER_DEV_MODE=1")
+        try:
+            success = status == 200 and json.loads(body or b"{}").get("success") is True
+        except (ValueError, AttributeError):
+            success = False
+        if success:
+            return
+        said = f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
+        if attempt + 1 < attempts:
+            time.sleep(interval_s)
+    raise ServerError(f"the prefix cache of the server on port {port} was not reset after {attempts} attempts "
+                      f"({said}): the load points would reuse the evaluation's prompts")
+
+
 @contextmanager
-def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path: Path, timeout_s: float):
+def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path: Path, timeout_s: float,
+                env: dict[str, str] | None = None):
     """``vllm serve`` on a free loopback port with a per-run random API key (in its environment, never on
     its command line), identified before any load (``wait_healthy``); yields (proc, port, ready_s, cmd,
-    api_key); always stops its whole process tree."""
+    api_key); always stops its whole process tree. ``env``: more environment for the server."""
     port = free_port()
     api_key = secrets.token_urlsafe(24)
     cmd = serve_command(engine, port, api_server_count, seed)
     log = open(log_path, "w")
-    proc = procs.spawn(cmd, stdout=log, env={**os.environ, "VLLM_API_KEY": api_key})
+    proc = procs.spawn(cmd, stdout=log, env={**os.environ, **(env or {}), "VLLM_API_KEY": api_key})
     try:
         ready_s = wait_healthy(proc, port, timeout_s, log_path, api_key, engine.model)
         yield proc, port, ready_s, cmd, api_key

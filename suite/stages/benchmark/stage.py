@@ -10,7 +10,9 @@ run, saved JSON) while ``suite.stages.benchmark.bottleneck`` samples ``/metrics`
 point, adds roofline fractions (``suite.stages.benchmark.roofline``), searches the sustainable rate under the SLO
 (``suite.stages.benchmark.slo``), and always stops the whole process tree, also on failure. A failed point (client
 error, lost requests, a point that timed out, the server dying) fails the stage with the client's or
-the server's own error line.
+the server's own error line. With ``evaluate`` set (``eval.engine: served``) the first server scores the
+variant's tasks before any load point (``suite.stages.benchmark.served``) and its prefix cache is reset.
+Where the server's engine start went is read from its log (``suite.stages.enginelog``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from suite.stages.benchmark import server
 from suite.stages.benchmark.bottleneck import ServerMonitor, classify
 from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
 from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
+from suite.stages.benchmark.served import SERVED_ENV, evaluate_on_server
 from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_port, the regexes: used through this module)
-    KV_TOKENS_RE, MAX_CONC_RE, ServerError, engine_flags, free_port, kv_capacity, metrics_text, server_line, tail,
-    vllm_server)
+    KV_TOKENS_RE, MAX_CONC_RE, ServerError, engine_flags, free_port, kv_capacity, metrics_text, reset_prefix_cache,
+    server_line, tail, vllm_server)
+from suite.stages.enginelog import parse_engine_start
 from suite.stages.benchmark.slo import search
 from suite.stages.benchmark.workload import task_prompts, write_dataset
 
@@ -251,13 +255,20 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     slo = None
     count = config.api_server_count
     earlier: list[dict] = []
-    served_s = client_s = start_stop_s = 0.0
+    served_s = client_s = start_stop_s = evaluate_s = 0.0
+    evaluation = None
     while True:
         points: list[LoadPoint] = []
         t_server = time.perf_counter()
-        with vllm_server(config.engine, count, config.seed, log_path,
-                         config.server_timeout_s) as (proc, port, ready_s, cmd, api_key):
+        with vllm_server(config.engine, count, config.seed, log_path, config.server_timeout_s,
+                         env=SERVED_ENV if config.evaluate else None) as (proc, port, ready_s, cmd, api_key):
             kv_page = metrics_text(port)  # vllm:cache_config_info is set before /health answers
+            if config.evaluate is not None and evaluation is None:  # served: the tasks first, on this server
+                t_eval = time.perf_counter()
+                evaluation = evaluate_on_server(config.evaluate, config.engine, proc, port, api_key, out_dir, log_path)
+                reset_prefix_cache(port, api_key)  # the load points must not reuse the evaluation's prompts
+                evaluate_s = time.perf_counter() - t_eval
+                print(f"benchmark: served evaluation {evaluate_s:.1f} s; prefix cache reset", flush=True)
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
                                 server_log=log_path)
             for label, rate, conc in load_points(config):
@@ -290,7 +301,8 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
         api_server_count=count, scaled_from=earlier, client_s=client_s,
-        overhead_s=max(0.0, served_s - start_stop_s - client_s),
-        server_start_s=ready_s, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
+        overhead_s=max(0.0, served_s - start_stop_s - client_s - evaluate_s),
+        server_start_s=ready_s, engine_start=parse_engine_start(log_path.read_text(errors="replace"), ready_s),
+        evaluate=evaluation, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
         versions=package_versions(),
     )

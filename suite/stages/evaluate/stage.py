@@ -1,10 +1,13 @@
-"""Evaluate stage: lm-eval (``simple_evaluate``) through its vLLM backend, one engine per variant.
+"""Evaluate stage: lm-eval (``simple_evaluate``) through its vLLM backend, one engine per variant, or on a server.
 
 Runs in the serve environment (``python -m suite.stages evaluate``). All tasks of a variant share one
 vLLM engine: the engine is built once (lm-eval's ``VLLM`` LM) and ``simple_evaluate`` is called once
 per group of tasks that share n-shot and limit. Local task YAMLs (tasks/) read their data relative to
 ``data_dir``, so the stage runs with that folder as its working directory. Every sample is kept
-(``log_samples``) for paired statistics.
+(``log_samples``) for paired statistics. Where the engine's start went is read from vLLM's own log
+lines (``suite.stages.enginelog``). With ``backend: served`` no engine starts here: the benchmark stage
+runs this same stage against its ``vllm serve`` (``base_url``), through ``suite.stages.evaluate.served``;
+the files written are the same.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from itertools import groupby
 from pathlib import Path
 
+from suite.stages.enginelog import StdoutWindow, parse_engine_start
 from suite.stages.records import EngineConfig
 from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
 
@@ -52,7 +56,6 @@ def run(config: EvaluateConfig) -> EvaluateResult:
 
     install_vllm_version_alias()
     import lm_eval
-    from lm_eval.models.vllm_causallms import VLLM
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import handle_non_serializable
 
@@ -63,9 +66,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                                include_defaults=any(t.name not in local for t in config.tasks))
     os.chdir(config.data_dir)  # local task YAMLs name their data files relative to it
 
-    t_load = time.perf_counter()
-    lm = VLLM(**lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks))
-    engine_load_s = time.perf_counter() - t_load
+    lm, engine_load_s, engine_start = build_lm(config)
 
     merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
                     "task_hashes": {}, "versions": {}}
@@ -101,11 +102,28 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         samples_files[t.name] = str(path)
     return EvaluateResult(
         scores=scores, results_file=str(results_file), samples_files=samples_files,
-        wall_s=time.perf_counter() - start, engine_load_s=engine_load_s, versions=package_versions(),
+        wall_s=time.perf_counter() - start, engine_load_s=engine_load_s, engine_start=engine_start,
+        backend=config.backend, versions=package_versions(),
         config_hash={"task_hashes": merged.get("task_hashes", {}),
                      "chat_template_sha256": merged["chat_template_sha256"]},
         code_sandbox=_code_sandbox(),
     )
+
+
+def build_lm(config: EvaluateConfig):
+    """(lm-eval model, engine load seconds, EngineStart): lm-eval's in-process vLLM engine, or the served model
+    on ``config.base_url`` (no engine starts here: 0 s and no breakdown)."""
+    if config.backend == "served":
+        from suite.stages.evaluate.served import served_lm
+
+        return served_lm(config), 0.0, None
+    from lm_eval.models.vllm_causallms import VLLM
+
+    window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own
+    t_load = time.perf_counter()
+    lm = VLLM(**lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks))
+    engine_load_s = time.perf_counter() - t_load
+    return lm, engine_load_s, parse_engine_start(window.text(), engine_load_s)
 
 
 def _code_sandbox() -> str | None:

