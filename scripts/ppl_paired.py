@@ -7,8 +7,11 @@ or a NAME.ppl.jsonl.gz this script wrote to --out from one (one row per document
 bucket, summed log-likelihood, token count). lm-eval keeps one summed log-likelihood per document
 (rolling) or span (pos); the token count comes from the model's tokenizer (each span's continuation
 tokenized on its own: within a token or two of its count inside the document). Prints corpus perplexity
-exp(-sum ll / sum tokens), the mean paired per-document delta with a 95% bootstrap CI (suite.analysis.paired.bootstrap_ci), and,
-for the position task, the perplexity of each span bucket against the base.
+exp(-sum ll / sum tokens), the mean paired per-document delta with a 95% bootstrap CI, and, for the position
+task, the perplexity of each span bucket against the base. The pairing is the suite's own
+(suite.analysis.perplexity.compare, what `suite run` puts in summary.json and `suite gate`'s
+max_perplexity_increase reads); the suite counts tokens with the baseline's tokenizer.json (`tokenizers`),
+the same counts as transformers' tokenizer here.
 """
 from __future__ import annotations
 
@@ -58,9 +61,7 @@ def ppl(rows) -> float:
 
 
 def main() -> int:
-    import numpy as np
-
-    from suite.analysis.paired import bootstrap_ci  # the suite's paired interval (BCa, seeded)
+    from suite.analysis.perplexity import compare  # the suite's pairing and interval (BCa, seeded)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizer")
@@ -83,12 +84,12 @@ def main() -> int:
         for vname, vrows in variants:
             var = {r["id"]: r for r in vrows if r["task"] == task}
             keys = sorted(set(base) & set(var))
-            pb, pv = ppl([base[k] for k in keys]), ppl([var[k] for k in keys])
-            d = np.array([math.exp(-var[k]["ll"] / var[k]["tokens"]) - math.exp(-base[k]["ll"] / base[k]["tokens"])
-                          for k in keys])
-            low, high, _ = bootstrap_ci(d)
+            c = compare(task, {k: (r["ll"], r["tokens"]) for k, r in base.items()},
+                        {k: (r["ll"], r["tokens"]) for k, r in var.items()}, unit)
+            pb, pv = c.baseline_ppl, c.ppl
             print(f"  {vname:18s} token ppl {pv:.4f} (delta {pv - pb:+.4f}, {100 * (pv / pb - 1):+.2f}%); per-{unit} "
-                  f"delta mean {d.mean():+.4f} [{low:+.4f}, {high:+.4f}], worse in {int((d > 0).sum())}/{len(d)}")
+                  f"delta mean {c.delta:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}], worse in {c.worse}/{c.n}"
+                  + (f"; {c.unpaired} not paired: {', '.join(c.unpaired_ids)}" if c.unpaired else ""))
             if len(buckets) > 1:
                 parts = []
                 for b in buckets:

@@ -10,18 +10,27 @@ CI of the delta (its lower bound must be above minus the margin) and the lower b
 ``suite.stages.quantize.kvcheck``) under the KV scale option the variant serves with, layers kept in BF16
 not counted; checked for every variant with an FP8 KV cache (``kv.flagged_layers``), bad input when the
 stage did not run.
+``max_perplexity_increase``: on every perplexity task the run evaluated (``suite_longppl*``: headline metric a
+perplexity, lower is better), the **upper bound** of the paired 95% CI of the mean per-document token-perplexity
+delta (variant minus baseline, ``suite.analysis.perplexity``) must be at most the threshold. The upper bound,
+not the point estimate: a release gate must be shown that perplexity rose by no more than the threshold, as
+``non_inferiority_margin`` is for accuracy; a point estimate passes a variant whose few, noisy documents say
+nothing, and passes it more easily the noisier they are. The accuracy gates skip perplexity tasks (a rise
+in perplexity would read as a gain), and a policy naming one in an accuracy gate is refused.
 
 The gate refuses to give a verdict (``GateResult.problems``, exit 2) rather than read a number that
 does not mean what the gate assumes:
 - a number it reads that is missing, NaN or infinite, a latency or ratio below 0, a relative gate on a
   baseline accuracy of 0 or less, or two figures of the summary that disagree (a metric against the
   stage result it came from, a ratio against its two throughputs, a CI bound against its paired record);
-- a CI gate without the paired item count ``n`` or over fewer than 2 common items;
+- a CI gate without the paired item count ``n`` or over fewer than 2 common items; a perplexity gate on a
+  pairing that left documents out (in one side only, scored twice, different text) or over fewer than 2;
 - a run that did not finish, or is not what its recipe describes: no baseline or more than one,
   duplicate variant names, a variant not in the recipe (or a recipe variant not in the run), a task list
   other than the recipe's;
-- a policy naming a task the run did not evaluate, an accuracy gate on a run with no tasks, a
-  non-finite threshold; a policy file that is not UTF-8 YAML mapping onto ``GateSpec`` (``load_policy``).
+- a policy naming a task the run did not evaluate, an accuracy gate on a run with no tasks or on a
+  perplexity task, ``max_perplexity_increase`` on a run that evaluated no perplexity task, a non-finite
+  threshold; a policy file that is not UTF-8 YAML mapping onto ``GateSpec`` (``load_policy``).
 A variant whose stages recorded errors fails (exit 1) with the error shown; the numbers it is missing
 are listed in that failure, not reported as bad input. A baseline with errors is bad input: nothing can
 be judged against it.
@@ -38,6 +47,8 @@ from pathlib import Path
 
 from suite.errors import Problem, SuiteError
 from suite.recipe import DEFAULTS, PER_TASK, GateSpec
+from suite.analysis import perplexity
+from suite.analysis.paired import is_perplexity_metric
 from suite.analysis.records import RunSummary, VariantSummary
 from suite.analysis.summary import metric_name
 
@@ -208,6 +219,31 @@ def _policy_problems(policy: GateSpec, tasks: list[str], psrc: str, bad) -> None
                 bad(name, "an accuracy gate, but the run evaluated no tasks: it would check nothing", fix_task)
 
 
+def perplexity_tasks(s: RunSummary, base: VariantSummary, bad) -> list[str]:
+    """The run's tasks whose headline metric is a perplexity (lower is better), as the baseline scored them;
+    a variant that scored one of them as the other kind is a problem."""
+    kinds = {t: {is_perplexity_metric(sc.metric) for v in s.variants if v.evaluate for sc in v.evaluate.scores
+                 if sc.task == t} for t in s.tasks}
+    for t, k in kinds.items():
+        if len(k) > 1:
+            bad(f"evaluate.scores.{t}", "scored as a perplexity by some variants and as an accuracy by others",
+                FIX_SUMMARY)
+    base_scores = {sc.task: sc.metric for sc in base.evaluate.scores} if base.evaluate else {}
+    return [t for t in s.tasks if is_perplexity_metric(base_scores.get(t))]
+
+
+def _perplexity_policy_problems(policy: GateSpec, ppl_tasks: list[str], bad) -> None:
+    for name in PER_TASK:
+        for task in getattr(policy, name):
+            if task in ppl_tasks:
+                bad(f"{name}.{task}", "an accuracy gate on a perplexity task (lower is better): it would read a rise "
+                    "in perplexity as a gain", "gate it with max_perplexity_increase")
+    if policy.max_perplexity_increase is not None and not ppl_tasks:
+        bad("max_perplexity_increase", "the run evaluated no perplexity task (word_perplexity, byte_perplexity or "
+            "bits_per_byte, as its baseline scored them): it would check nothing",
+            "add suite_longppl to eval.tasks, or drop the gate")
+
+
 # --------------------------------------------------------------------------------------------------
 # Reading numbers
 
@@ -362,13 +398,17 @@ def run(config: GateConfig) -> GateResult:
         bad(base.name, f"the baseline's stages failed ({base.errors[0].splitlines()[0]}): nothing can be judged "
                        "against it", "fix the failure (its stage log) and rerun or `--resume` the run")
         return result
+    ppl_tasks = perplexity_tasks(s, base, bad)
+    _perplexity_policy_problems(policy, ppl_tasks, bad_in(psrc))
+    if result.problems:
+        return result
 
     for v in s.variants:
         if v is base:
             continue
         r = _Reader(v, base, src, bad)
         first = len(result.checks)
-        for task in s.tasks:
+        for task in (t for t in s.tasks if t not in ppl_tasks):  # accuracy: higher is better
             limit = policy.max_drop.get(task, policy.default_max_drop)
             rel = policy.max_relative_drop.get(task, policy.default_max_relative_drop)
             key = metric_name("acc", task)
@@ -426,6 +466,15 @@ def run(config: GateConfig) -> GateResult:
                 check = _check(v.name, "max KV flagged layers", got, policy.max_kv_flagged_layers, True)
                 if v.kvcheck is not None and v.kvcheck.flagged_layers:
                     check.detail = f"layers {', '.join(map(str, v.kvcheck.flagged_layers))} ({v.kvcheck.kv_scales})"
+                result.checks.append(check)
+        for task in ppl_tasks if policy.max_perplexity_increase is not None else ():
+            why = f"the max_perplexity_increase gate on {task}"
+            got = perplexity.gate_reading(r, task, metric_name("ppl", task), why, FIX_SUMMARY)
+            if got is not None and r.same_items(task, why):
+                check = _check(v.name, f"max perplexity increase {task} (CI high of delta)", got[0],
+                               policy.max_perplexity_increase, True, got[1])
+                check.detail = got[2] + (f": its upper bound is above {policy.max_perplexity_increase:g}"
+                                         if not check.passed else "")
                 result.checks.append(check)
         if v.errors:
             detail = "; ".join(e.splitlines()[0] for e in v.errors if e.strip()) or "(empty error)"

@@ -18,6 +18,10 @@ Cost and effect, measured on 14,042 MMLU-sized 0/1 items (4% flipped, 2 cores): 
 (the percentile interval 0.1 s: BCa adds a jackknife over the items); its bounds moved by -0.7e-4 and
 -1.4e-4 against the percentile interval this module computed before (width 66e-4); on 1,319 items by
 -15e-4 / -8e-4 (width 272e-4). scipy's percentile interval with the same seed is the old one to the bit.
+
+Perplexity tasks (headline metric in ``PPL_METRICS``: lower is better, and a sample holds a
+(log-likelihood, count) pair, not a score) are not compared here: ``suite.analysis.perplexity`` pairs
+them document by document.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 N_BOOT = 2000
+# lm-eval's perplexity metrics (wikitext, tasks/suite_longppl*): lower is better
+PPL_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
+
+
+def is_perplexity_metric(metric: str | None) -> bool:
+    """Whether a task's 'metric,filter' is a perplexity (lower is better), not an accuracy."""
+    return isinstance(metric, str) and metric.partition(",")[0] in PPL_METRICS
 
 
 @dataclass
@@ -108,13 +119,14 @@ def compare(task: str, metric: str, base: dict, variant: dict, confidence: float
 
 
 def compare_variant(base_eval, variant_eval, seed: int = 0) -> list[PairedComparison]:
-    """Every task both evaluations scored, on the task's headline metric."""
+    """Every accuracy task both evaluations scored, on the task's headline metric (perplexity tasks: see
+    ``suite.analysis.perplexity``)."""
     out = []
     variant_scores = {s.task: s for s in variant_eval.scores}
     for s in base_eval.scores:
         v = variant_scores.get(s.task)
         bf, vf = base_eval.samples_files.get(s.task), variant_eval.samples_files.get(s.task)
-        if v is None or not bf or not vf or v.metric != s.metric:
+        if v is None or not bf or not vf or v.metric != s.metric or is_perplexity_metric(s.metric):
             continue
         out.append(compare(s.task, s.metric, item_scores(bf, s.metric), item_scores(vf, s.metric), seed=seed))
     return out

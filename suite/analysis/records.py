@@ -27,12 +27,28 @@ class VariantSummary(Record):
     benchmark: Optional[BenchmarkResult] = None
     metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
     paired: list[dict[str, Any]] = Field(default_factory=list, description="per-task paired comparison with the baseline")
+    perplexity: list[dict[str, Any]] = Field(default_factory=list, description="per perplexity task, the paired "
+                                             "per-document comparison with the baseline (suite.analysis.perplexity)")
     kv_scales: Optional[str] = Field(None, description="FP8 KV-cache scale option served with (suite.recipe.kv)")
     kv_skip_layers: list[int] = Field(default_factory=list, description="layers whose KV stayed BF16 (given, or "
                                       "chosen by kvcheck for kv_skip_layers: auto)")
     kv_skip_layers_auto: bool = False
     tokenizer: dict[str, Any] = Field(default_factory=dict, description="BOS handling and chat template (suite.stages.evaluate.preflight)")
     errors: list[str] = Field(default_factory=list)
+
+
+class CostBasis(Record):
+    """The price behind a run's ``cost.*`` metrics: the recipe's ``throughput.gpu_hour_cost``, an assumption of
+    the recipe (never a built-in default), recorded once per run (suite.analysis.summary.add_cost)."""
+
+    gpu_hour: float = Field(description="price of one GPU hour")
+    currency: str
+    source: str = Field(description="where the price came from, as the recipe says")
+    scope: str = Field("", description="what the figures include and leave out")
+
+    def params(self) -> dict[str, str]:
+        """As MLflow params (suite.outputs.mlflow: the parent run's and every variant run's)."""
+        return {"cost.gpu_hour": f"{self.gpu_hour:g}", "cost.currency": self.currency, "cost.source": self.source}
 
 
 class TrackingInfo(Record):
@@ -58,6 +74,7 @@ class RunSummary(Record):
     variants: list[VariantSummary]
     stage_wall_s: dict[str, float] = Field(default_factory=dict)
     artifacts: dict[str, str] = Field(default_factory=dict)
+    cost: Optional[CostBasis] = Field(None, description="the GPU-hour price of the cost.* metrics (absent: none)")
     tracking: Optional[TrackingInfo] = None
     tracking_pending: Optional[str] = Field(None, description="why MLflow logging was deferred (`suite sync`)")
     warnings: list[str] = Field(default_factory=list, description="pre-flight findings (suite.stages.evaluate.preflight) and notes on stages that succeeded oddly")

@@ -4,7 +4,7 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   acc.<task>                  the task's headline metric (e.g. acc,none for MMLU)
   acc.<task>.<metric>.<filter>  every other lm-eval metric of the task ('@' written as '_at_')
   acc.<task>.delta            variant minus baseline (0 for the baseline)
-  acc.mean, acc.mean.delta    mean of the headline metrics over tasks
+  acc.mean, acc.mean.delta    mean of the headline metrics over the accuracy tasks (perplexity tasks left out)
   tput.output_tok_s, tput.req_s, tput.ttft_p99_ms, tput.tpot_p99_ms, tput.ttft_p50_ms, tput.tpot_p50_ms
                               at the headline load point (recipe throughput.headline)
   acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired-bootstrap interval of the delta
@@ -21,16 +21,28 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   tput.sustainable_rate, tput.sustainable_output_tok_s   highest Poisson rate meeting the SLO
   tput.<k>.ratio              variant / baseline (output_tok_s, sustainable_rate, kv_cache_tokens, offline_tok_s)
   time.<stage>_s              wall time of each stage for the variant
+  cost.per_1m_output_tokens   (only with the recipe's throughput.gpu_hour_cost) price of 1M output tokens at
+                              the headline load point: gpu_hour x GPUs / (tput.output_tok_s x 3600) x 1e6
+  cost.per_1m_output_tokens.slo   the same at the SLO's sustainable rate (tput.sustainable_output_tok_s)
+  cost.per_1m_output_tokens[.slo].ratio   variant / baseline (< 1: cheaper per token)
+  cost.gpus                   GPUs one engine takes: tensor_parallel_size x pipeline_parallel_size (engine_args)
   kv.flagged_layers           layers the kvcheck stage flagged under the variant's KV scale option (kept ones not counted)
   kv.skip_layers, kv.capacity_vs_bf16   layers kept in BF16 and the KV capacity that leaves, 2L/(L+s)
   kv.kl, kv.kl_with_skip      KL(BF16 || FP8 KV) per token, every layer in FP8 / with the kept layers in BF16
+  ppl.<task>                  perplexity tasks (suite.analysis.perplexity): corpus token perplexity, the baseline's
+                              over every document, a variant's over the documents paired with the baseline's
+  ppl.<task>.delta, ppl.<task>.delta_ci_low, ppl.<task>.delta_ci_high   mean per-document token-perplexity delta
+                              (variant minus baseline; > 0 is worse) and its 95% paired-bootstrap interval
+  ppl.<task>.docs_paired, ppl.<task>.docs_unpaired, ppl.<task>.docs_worse   documents in the delta, left out
+                              (in one side only, scored twice, different text: a warning), and worse in the variant
 """
 
 from __future__ import annotations
 
 import re
 
-from suite.analysis.records import RunSummary, VariantSummary
+from suite.analysis.paired import is_perplexity_metric
+from suite.analysis.records import CostBasis, RunSummary, VariantSummary
 from suite.stages.benchmark.records import BenchmarkResult, LoadPoint
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
@@ -56,8 +68,9 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
             for k, val in s.all_metrics.items():
                 if k != s.metric and k != "alias":
                     m[metric_name("acc", s.task, k)] = val
-        if v.evaluate.scores:
-            m["acc.mean"] = sum(s.value for s in v.evaluate.scores) / len(v.evaluate.scores)
+        accuracy = [s.value for s in v.evaluate.scores if not is_perplexity_metric(s.metric)]  # lower is better
+        if accuracy:
+            m["acc.mean"] = sum(accuracy) / len(accuracy)
         m["time.evaluate_s"] = v.evaluate.wall_s
         m["time.engine_load_s"] = v.evaluate.engine_load_s
     if v.benchmark:
@@ -115,6 +128,49 @@ def add_deltas(variants: list[VariantSummary]) -> None:
                 v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
 
 
+COST_SCOPE = ("GPU time only, at the measured output rate: GPU-hour price x the engine's GPUs (tensor x pipeline "
+              "parallel size) / output tokens per hour. All of that GPU time is charged to the output tokens (the "
+              "prefill of the input tokens included, not priced apart); no idle or start-up time, no CPU, host, "
+              "memory, network or storage cost")
+
+
+def add_cost(summary: RunSummary, price) -> None:
+    """Cost per 1M output tokens of each variant, from the recipe's ``throughput.gpu_hour_cost`` (``price``,
+    a ``GpuHourCost`` or None: then no cost figure and no ``summary.cost``).
+
+    ``cost.per_1m_output_tokens`` = amount x GPUs / (output tok/s x 3600) x 1e6 at the headline load point
+    (``tput.output_tok_s``), and ``.slo`` the same at the SLO's sustainable rate
+    (``tput.sustainable_output_tok_s``, when the SLO search found one with a rate above zero). GPUs: one
+    engine's, tensor_parallel_size x pipeline_parallel_size of the variant's engine_args (a variant on 2 GPUs
+    costs twice per hour; data parallelism is not counted). What the figure includes: ``COST_SCOPE`` —
+    GPU time only, at the measured rate; no idle time, no CPU/host cost. ``.ratio``: variant / baseline."""
+    from suite.plan.dag import parallel_size
+
+    summary.cost = None
+    if price is None:
+        return
+    summary.cost = CostBasis(gpu_hour=price.amount, currency=price.currency, source=price.source, scope=COST_SCOPE)
+    for v in summary.variants:
+        gpus = parallel_size(v.engine_args)
+        figures = {"cost.per_1m_output_tokens": v.metrics.get("tput.output_tok_s"),
+                   "cost.per_1m_output_tokens.slo": v.metrics.get("tput.sustainable_output_tok_s")}
+        for key, tok_s in figures.items():
+            if tok_s is not None and tok_s > 0:
+                v.metrics[key] = cost_per_1m(price.amount, gpus, tok_s)
+        if any(k in v.metrics for k in figures):
+            v.metrics["cost.gpus"] = float(gpus)
+    base = next((v for v in summary.variants if v.is_baseline), None)
+    for v in summary.variants if base is not None else ():
+        for key in ("cost.per_1m_output_tokens", "cost.per_1m_output_tokens.slo"):
+            if base.metrics.get(key) and key in v.metrics:
+                v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
+
+
+def cost_per_1m(gpu_hour: float, gpus: int, output_tok_s: float) -> float:
+    """Price of 1M output tokens: ``gpus`` GPUs at ``gpu_hour`` each per hour, producing ``output_tok_s``."""
+    return gpu_hour * gpus / (output_tok_s * 3600.0) * 1e6
+
+
 def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
     """Item-by-item comparison of each variant with the baseline (suite.analysis.paired), as metrics too."""
     from suite.analysis.paired import compare_variant
@@ -135,6 +191,54 @@ def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
                               f"{key}.items_gained": float(c.gained), f"{key}.items_lost": float(c.lost)})
             if c.mcnemar_p is not None:
                 v.metrics[f"{key}.mcnemar_p"] = c.mcnemar_p
+
+
+def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
+    """Document-by-document perplexity of each variant against the baseline (suite.analysis.perplexity), as
+    metrics too. Returns the warnings: documents that did not pair, no tokenizer to count tokens with."""
+    from suite.analysis import perplexity as ppl
+
+    base = next(v for v in variants if v.is_baseline)
+    tasks = [s.task for s in base.evaluate.scores if is_perplexity_metric(s.metric)] if base.evaluate else []
+    if not tasks:
+        return []
+    nothing = "no paired perplexity delta (`suite gate` refuses max_perplexity_increase on this run)"
+    count = ppl.token_counter(base.model_path)
+    if count is None:
+        return [f"{', '.join(tasks)}: {nothing}: no readable tokenizer.json for the baseline's model "
+                f"{base.model_path} to count tokens with"]
+    warnings = []
+    for v in variants:
+        if v.is_baseline:
+            try:
+                values = {t: ppl.corpus_ppl(v.evaluate, t, count) for t in tasks}
+            except Exception as e:  # noqa: BLE001 - a broken samples file is a warning, not a lost summary
+                warnings.append(f"{v.name}: its perplexity samples cannot be read: {type(e).__name__}: {e}")
+                continue
+            v.metrics.update({metric_name("ppl", t): x for t, x in values.items() if x is not None})
+            continue
+        v.perplexity = []  # computed here only: a second finish() does not double the records
+        if not v.evaluate:
+            continue
+        try:
+            found = ppl.compare_variant(base.evaluate, v.evaluate, count, seed=seed)
+        except Exception as e:  # noqa: BLE001 - a samples file gone or broken: say so, no record (the gate refuses)
+            warnings.append(f"{v.name}: {nothing}: its or {base.name}'s samples cannot be read: {type(e).__name__}: {e}")
+            continue
+        for c in found:
+            key = metric_name("ppl", c.task)
+            v.metrics.update({f"{key}.docs_paired": float(c.n), f"{key}.docs_unpaired": float(c.unpaired)})
+            if c.unpaired:
+                warnings.append(f"{v.name}: {c.task}: {c.unpaired} {c.unit}(s) not paired with {base.name}'s, left out "
+                                f"of the perplexity delta: {', '.join(c.unpaired_ids)}"
+                                f"{' ...' if c.unpaired > len(c.unpaired_ids) else ''}")
+            if c.n < 2:  # no interval over 0 or 1 documents (`suite gate` refuses the gate here)
+                warnings.append(f"{v.name}: {c.task}: {nothing}: {c.n} {c.unit}(s) paired with {base.name}'s")
+                continue
+            v.perplexity.append(c.as_dict())
+            v.metrics.update({key: c.ppl, f"{key}.delta": c.delta, f"{key}.delta_ci_low": c.ci_low,
+                              f"{key}.delta_ci_high": c.ci_high, f"{key}.docs_worse": float(c.worse)})
+    return warnings
 
 
 def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlier: RunSummary | None = None,
@@ -170,8 +274,9 @@ def variant_summary(vp) -> VariantSummary:
 
 
 def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: dict[str, float]) -> None:
-    """After the last stage: versions, the weak-sandbox warnings, every variant's metrics, and (with a
-    baseline that has metrics) the deltas and paired comparisons against it."""
+    """After the last stage: versions, the weak-sandbox warnings, every variant's metrics (cost per 1M output
+    tokens too when the recipe prices a GPU hour), and (with a baseline that has metrics) the deltas and
+    paired comparisons (accuracy and perplexity) against it."""
     summary.versions = versions
     summary.warnings += [f"{v.name}: model-written code ran in the weaker 'process' sandbox (eval.code_sandbox: "
                          "process): no network, file-system or process isolation" for v in summary.variants
@@ -182,9 +287,11 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         if v.kvcheck is not None:
             summary.warnings += kv_warnings(v)
         v.metrics = variant_metrics(v, recipe.throughput.headline if recipe.throughput else "max")
+    add_cost(summary, recipe.throughput.gpu_hour_cost if recipe.throughput else None)
     if any(v.is_baseline and v.metrics for v in summary.variants):
         add_deltas(summary.variants)
         add_paired(summary.variants, seed=recipe.eval.seed)
+        summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
     summary.stage_wall_s = stage_wall_s
 
 

@@ -180,8 +180,11 @@ def _artifacts(client, run_id: str, files: list[tuple[str, str]]) -> None:
             client.log_artifact(run_id, path, artifact_path=folder or None)
 
 
-def _kv_table(client, run_id: str, v: VariantSummary) -> None:
-    """kvcheck/rows.json (every layer x option x tensor, an MLflow table) and kvcheck/result.json (the rest)."""
+def _tables(client, run_id: str, v: VariantSummary) -> None:
+    """kvcheck/rows.json (every layer x option x tensor, an MLflow table), kvcheck/result.json (the rest) and
+    perplexity/paired.json (the paired perplexity comparisons; their ppl.<task>.* figures are metrics too)."""
+    if v.perplexity:
+        client.log_dict(run_id, {"comparisons": v.perplexity}, "perplexity/paired.json")
     if v.kvcheck is not None and v.kvcheck.rows:
         cols = ("layer", "option", "tensor", "absmax", "scale", "clipped_frac", "underflow_frac", "rel_err", "flags")
         table = {c: [r.get(c) if c != "flags" else "; ".join(r.get(c) or []) for r in v.kvcheck.rows] for c in cols}
@@ -197,6 +200,9 @@ def variant_tags(v: VariantSummary) -> dict[str, str]:
             if p.bottleneck:
                 tags[metric_name("bottleneck", p.label)] = p.bottleneck
     return tags
+
+
+OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's pictures, on the parent run
 
 
 def variant_artifacts(v: VariantSummary) -> list[tuple[str, str]]:
@@ -262,7 +268,8 @@ def run(config: TrackConfig) -> TrackResult:
     status = "FAILED"
     try:
         params = _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
-                          "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()}})
+                          "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()},
+                          **(s.cost.params() if s.cost else {})})
         had = client.get_run(pid).data.params if earlier else {}
         # MLflow params cannot change: a resumed run whose environment moved keeps the first values and
         # says what moved in tags
@@ -282,8 +289,10 @@ def run(config: TrackConfig) -> TrackResult:
                     "suite.baseline": str(v.is_baseline).lower()}).info.run_id
             child_ids[v.name] = child_id
             _log(client, child_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
+            if s.cost is not None:  # the price behind its cost.* metrics, beside them
+                _log(client, child_id, s.cost.params(), {}, {})
             _artifacts(client, child_id, variant_artifacts(v))
-            _kv_table(client, child_id, v)
+            _tables(client, child_id, v)
             client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
                             parent_run_id=pid, variant_run_ids=child_ids)
@@ -292,7 +301,7 @@ def run(config: TrackConfig) -> TrackResult:
         logged = s.model_copy(update={"tracking": info, "tracking_pending": None})
         with tempfile.TemporaryDirectory(prefix="suite-track-") as tmp:  # the run folder's copy says "logged"
             copy = logged.write(Path(tmp) / "summary.json")  # only once the parent is closed (below)
-            _artifacts(client, pid, [(str(copy), ""), (s.artifacts.get("frontier_png", ""), ""),
+            _artifacts(client, pid, [(str(copy), ""), *((s.artifacts.get(k, ""), "") for k in OUTPUT_PNGS),
                                      (s.artifacts.get("report_html", ""), ""),
                                      (s.artifacts.get("recipe", ""), "")])
         client.set_tag(pid, "suite.summary_finished", s.finished or "")

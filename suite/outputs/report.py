@@ -4,8 +4,11 @@
 no network — tables, inline SVG charts (matplotlib, see ``plots``) and the frontier PNG embedded as data. The
 HTML is ``templates/report.html.j2`` (jinja2, autoescaped); this module gathers what it shows. Sections: the gate
 verdicts (the recipe's policy), accuracy per task with the paired delta and its 95% CI drawn against
-zero, the accuracy/throughput frontier, every load point with what bounded it, throughput against
-offered load, and provenance (checkpoints, versions, commands).
+zero, perplexity per task with the paired per-document delta, its CI and the gate's threshold, the KV-scale
+check (per layer and scale option: clipping and relative error; flagged layers; the recommendation), the
+accuracy/throughput frontier (and accuracy against cost), every load point with what bounded it,
+throughput against offered load, cost per 1M output tokens with the GPU-hour price and its source (the
+recipe's assumption, shown as such), and provenance (checkpoints, versions, commands).
 """
 
 from __future__ import annotations
@@ -40,6 +43,32 @@ def frontier_chart(s: RunSummary):
     return scatter_svg(series, "output tok/s (headline point)", "mean accuracy", line=False) if series else None
 
 
+def cost_rows(s: RunSummary) -> list[dict]:
+    """Per variant with a cost figure: its GPUs, cost per 1M output tokens at the headline point and at the SLO
+    rate, and each against the baseline's (suite.analysis.summary.add_cost); [] when the recipe set no price."""
+    if s.cost is None:
+        return []
+    k = "cost.per_1m_output_tokens"
+    return [{"variant": v.name, "baseline": v.is_baseline, "gpus": v.metrics.get("cost.gpus"),
+             "tok_s": v.metrics.get("tput.output_tok_s"), "cost": v.metrics.get(k), "ratio": v.metrics.get(k + ".ratio"),
+             "slo_tok_s": v.metrics.get("tput.sustainable_output_tok_s"), "slo_cost": v.metrics.get(k + ".slo"),
+             "slo_ratio": v.metrics.get(k + ".slo.ratio")}
+            for v in s.variants if k in v.metrics or k + ".slo" in v.metrics]
+
+
+def cost_chart(s: RunSummary):
+    """The variants' mean accuracy against their cost per 1M output tokens at the headline point, or None."""
+    if s.cost is None:
+        return None
+    key, cur = "cost.per_1m_output_tokens", s.cost.currency
+    series = {v.name + (" (baseline)" if v.is_baseline else ""): [(v.metrics[key], v.metrics["acc.mean"],
+                                                                     f"{v.name}: {v.metrics[key]:,.4f} {cur}/1M output tokens, "
+                                                                     f"acc {v.metrics['acc.mean']:.4f}")]
+              for v in s.variants if key in v.metrics and "acc.mean" in v.metrics}
+    return scatter_svg(series, f"{cur} per 1M output tokens (headline point; lower is better)", "mean accuracy",
+                       line=False) if series else None
+
+
 def throughput_chart(s: RunSummary):
     """Output throughput against offered load: each variant's load points and SLO probes, or None."""
     series: dict[str, list[tuple[float, float, str]]] = {}
@@ -56,6 +85,68 @@ def throughput_chart(s: RunSummary):
     return scatter_svg(series, "offered rate (req/s)", "output tok/s") if series else None
 
 
+def perplexity_rows(s: RunSummary, gate) -> list[dict]:
+    """One row per variant and perplexity task: corpus token perplexity, the paired delta [CI] against the
+    baseline, documents, and the max_perplexity_increase gate's threshold and verdict (None: not gated)."""
+    from suite.analysis.summary import metric_name
+
+    records = {(v.name, p["task"]): p for v in s.variants for p in v.perplexity}
+    tasks = [t for t in s.tasks if any(metric_name("ppl", t) in v.metrics or (v.name, t) in records for v in s.variants)]
+    checks = {(c.variant, c.gate.removeprefix("max perplexity increase ").split(" ")[0]): c
+              for c in getattr(gate, "checks", []) if c.gate.startswith("max perplexity increase ")}
+    try:
+        from suite.recipe import Recipe
+
+        threshold = Recipe.model_validate(s.recipe).gates.max_perplexity_increase
+    except Exception:  # noqa: BLE001 - a recipe copy that does not validate: the gate section says so
+        threshold = None
+    rows = []
+    for t in tasks:
+        for v in s.variants:
+            p, c = records.get((v.name, t)), checks.get((v.name, t))
+            rows.append({"variant": v.name, "baseline": v.is_baseline, "task": t, "ppl": v.metrics.get(metric_name("ppl", t)),
+                         "p": p, "n": p["n"] if p else v.metrics.get(metric_name("ppl", t) + ".docs_paired"),
+                         "threshold": c.threshold if c else (None if v.is_baseline else threshold),
+                         "passed": c.passed if c else None})
+    return rows
+
+
+def kv_sections(s: RunSummary, worst: int = 3) -> list[dict]:
+    """Each variant's kvcheck result as the report shows it: per layer and scale option the K/V clipped fraction
+    and relative error and the attention error (against the ideal per-tensor scale's), for the flagged layers
+    and the ``worst`` others by attention error under the option in use (``all`` holds every layer)."""
+    out = []
+    for v in s.variants:
+        res = v.kvcheck
+        if res is None:
+            continue
+        cells: dict[tuple[int, str], dict] = {}
+        for r in res.rows:
+            if r.get("tensor") in ("k", "v", "attn"):
+                c = cells.setdefault((r["layer"], r["option"]), {"layer": r["layer"], "option": r["option"], "flags": []})
+                c[r["tensor"]] = r
+                c["flags"] += [f"{r['tensor']}: {f}" for f in r.get("flags") or []]
+        for c in cells.values():
+            ideal = cells.get((c["layer"], "dynamic"), {}).get("attn", {}).get("rel_err")
+            a = c.get("attn", {}).get("rel_err")
+            c["attn_ratio"] = a / ideal if a is not None and ideal else None
+            c["kept"] = c["layer"] in res.skip_layers
+        options = [o for o in res.options if any(k[1] == o for k in cells)]
+        layers = sorted({k[0] for k in cells})
+        in_use = {layer: cells.get((layer, res.option), {}) for layer in layers}
+        ranked = sorted(layers, key=lambda x: -(in_use[x].get("attn_ratio") or 0))
+        shown = sorted({x for x in layers if in_use[x].get("flags")} | set(res.flagged_layers)
+                       | set([x for x in ranked if not in_use[x].get("flags")][:worst]))
+        pick = lambda keep: [cells[(x, o)] for x in keep for o in options if (x, o) in cells]  # noqa: E731
+        why: dict[int, list[str]] = {}
+        for r in res.flagged:
+            why.setdefault(r.get("layer"), []).extend(f"{r.get('tensor', '?')}: {f}" for f in r.get("flags") or [])
+        out.append({"variant": v.name, "res": res, "rows": pick(shown), "all": pick(layers), "num_shown": len(shown),
+                    "kl": [[o, d.get("kl"), d.get("ppl"), d.get("ppl_bf16"), d.get("top1_agree")] for o, d in res.kl.items()],
+                    "flagged": [[x, "; ".join(why.get(x, []))] for x in res.flagged_layers]})
+    return out
+
+
 def context(s: RunSummary, gate) -> dict:
     """What ``templates/report.html.j2`` shows, beyond the summary itself: the derived rows and the charts."""
     paired = [(v.name, p) for v in s.variants for p in v.paired]
@@ -69,7 +160,9 @@ def context(s: RunSummary, gate) -> dict:
     return {"s": s, "gate": gate, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
             "span": span, "sandboxes": sandboxes, "stage_wall": [[k, f"{v:.1f}"] for k, v in s.stage_wall_s.items()],
             "frontier_png": png_data, "frontier_chart": frontier_chart(s), "has_points": has_points,
-            "throughput_chart": throughput_chart(s) if has_points else None}
+            "throughput_chart": throughput_chart(s) if has_points else None,
+            "ppl_rows": perplexity_rows(s, gate), "kv_sections": kv_sections(s),
+            "cost_rows": cost_rows(s), "cost_chart": cost_chart(s)}
 
 
 def run(config: ReportConfig) -> ReportResult:

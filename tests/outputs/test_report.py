@@ -117,3 +117,98 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
     assert near((31, 119, 180)) > 50 and near((214, 39, 40)) > 50  # the two variants' series (#1f77b4, #d62728)
     assert near((176, 0, 0)) > 50  # the red CI bar and the FAIL verdict (#b00)
+
+
+def summary_with_kv_check_and_perplexity(tmp_path):
+    """A run with suite_longppl (the paired perplexity record and metrics as suite.analysis.summary writes them,
+    the H200 run's calibrated-skip-layer-0 figures) and a kvcheck result over 6 layers and 3 scale options."""
+    from suite.stages.evaluate.records import EvaluateResult, TaskScore
+    from suite.stages.kvcheck.records import KVCheckResult
+
+    s = make_summary({"bf16": {"ppl.suite_longppl": 53.5441},
+                      "fp8-kv": {"ppl.suite_longppl": 54.7445, "ppl.suite_longppl.delta": 0.9394,
+                                 "ppl.suite_longppl.delta_ci_low": 0.7448, "ppl.suite_longppl.delta_ci_high": 1.1191,
+                                 "ppl.suite_longppl.docs_paired": 30.0, "ppl.suite_longppl.docs_unpaired": 0.0,
+                                 "ppl.suite_longppl.docs_worse": 28.0}},
+                     tasks=("suite_longppl",), gates={"max_perplexity_increase": 0.2}, run_dir=str(tmp_path))
+    for v, word_ppl in zip(s.variants, (80.1, 82.0)):
+        v.metrics["acc.suite_longppl"] = word_ppl
+        v.evaluate = EvaluateResult(scores=[TaskScore(task="suite_longppl", metric="word_perplexity,none",
+                                                      value=word_ppl, n=30)], results_file="r", wall_s=1, engine_load_s=1)
+    fp8 = s.variants[1]
+    fp8.perplexity = [{"task": "suite_longppl", "unit": "document", "n": 30, "delta": 0.9394, "ci_low": 0.7448,
+                       "ci_high": 1.1191, "ppl": 54.7445, "baseline_ppl": 53.5441, "tokens": 351716, "worse": 28,
+                       "unpaired": 0, "unpaired_ids": [], "confidence": 0.95, "ci_method": "BCa"}]
+    rows = []
+    for layer in range(6):
+        for option, err in (("calibrated", 0.03), ("unit", 0.025), ("dynamic", 0.02)):
+            bad = layer == 0 and option == "calibrated"
+            for tensor in ("k", "v", "attn"):
+                flags = ["attention error 1.62x the ideal scale's"] if bad and tensor == "attn" else []
+                rows.append({"layer": layer, "option": option, "tensor": tensor, "absmax": 10.0, "scale": 0.3,
+                             "clipped_frac": 2e-4 if bad and tensor == "k" else 0.0, "underflow_frac": 0.0,
+                             "rel_err": err * (1.62 if bad and tensor == "attn" else 1 + layer / 10 * (option != "dynamic")),
+                             "flags": flags})
+    fp8.kv_cache_dtype = "fp8"
+    fp8.kvcheck = KVCheckResult(kv_scales="calibrated", option="calibrated", options=["calibrated", "unit", "dynamic"],
+                                num_layers=6, num_texts=2, tokens=1024, rows=rows,
+                                flagged=[r for r in rows if r["flags"]], flagged_layers=[0],
+                                kl={"calibrated": {"kl": 0.0412, "ppl": 23.1, "ppl_bf16": 22.0, "top1_agree": 0.93},
+                                    "unit": {"kl": 0.0031, "ppl": 22.1, "ppl_bf16": 22.0, "top1_agree": 0.98}},
+                                recommended="unit", recommended_reason="lowest KL(BF16 || FP8 KV)", wall_s=30.0)
+    return s
+
+
+def test_report_shows_the_kv_check_and_the_perplexity_gate(tmp_path):
+    s = summary_with_kv_check_and_perplexity(tmp_path)
+    gate = report.recipe_verdict(s)
+    assert not gate.problems and [c.passed for c in gate.checks] == [False]
+    page = report.run(report.ReportConfig(s, tmp_path / "report.html", gate=gate)).html.read_text()
+    p = Collect()
+    p.feed(page)
+    text = " ".join(" ".join(p.text).split())
+    for needle in ("Perplexity", "53.5441", "54.7445", "+0.9394", "[+0.7448, +1.1191]", "max perplexity increase suite_longppl",
+                   "token-perplexity delta +0.9394 [95% CI +0.7448, +1.1191] over 30 documents",  # the gate's detail
+                   "KV-scale check", "fp8-kv: FP8 KV scales (calibrated) on 1024 held-out tokens, 6 layers",
+                   "Flagged under calibrated: layer(s) 0", "attn: attention error 1.62x the ideal scale's",
+                   "unit (recommended)", "calibrated (in use)", "0.04120", "Recommended kv_scales: unit",
+                   "lowest KL(BF16 || FP8 KV)", "2.0e-04", "1.62", "every layer (18 rows)"):
+        assert needle in text, needle
+    ppl_table = page[page.index("<h2>Perplexity</h2>"):page.index("<h2>KV-scale check</h2>")]
+    fp8_row = next(r for r in ppl_table.split("<tr>") if r.startswith('<td class="l">fp8-kv'))
+    assert ">30<" in fp8_row and ">28<" in fp8_row and ">0.2<" in fp8_row and "FAIL" in fp8_row
+    kv = page[page.index("<h2>KV-scale check</h2>"):]
+    shown = kv[:kv.index("<details>")]
+    # flagged layer 0 and the 3 worst others by attention error under calibrated (5, 4, 3), under every option
+    assert [int(x) for x in re.findall(r'<tr><td class="l">(\d+)</td><td class="l">calibrated', shown)] == [0, 3, 4, 5]
+    assert shown.count('<td class="l">unit</td>') == 4 and shown.count('<td class="l">dynamic</td>') == 4
+    assert "script" not in p.tags
+
+
+def test_report_without_kv_check_or_perplexity_has_neither_section(tmp_path):
+    page = report.run(report.ReportConfig(summary_with_everything(tmp_path), tmp_path / "r.html")).html.read_text()
+    assert "KV-scale check" not in page and "<h2>Perplexity</h2>" not in page
+
+
+def test_report_shows_cost_with_its_price_and_source(tmp_path):
+    """With throughput.gpu_hour_cost: the price, currency and source as the recipe's assumption, a cost table
+    (headline point and SLO rate, against the baseline) and accuracy against cost; without: none of it."""
+    from suite.analysis.summary import add_cost
+    from suite.recipe.throughput import GpuHourCost
+
+    s = summary_with_everything(tmp_path)
+    for v in s.variants:
+        v.metrics["tput.sustainable_output_tok_s"] = 6900.0
+    add_cost(s, GpuHourCost(amount=3.6, currency="EUR", source="quote <b>Q-17</b> & co, 2025-03"))
+    page = report.run(report.ReportConfig(s, tmp_path / "report.html")).html.read_text()
+    p = Collect()
+    p.feed(page)
+    text = " ".join(" ".join(p.text).split())
+    for needle in ("Cost per 1M output tokens", "Assumed price: 3.6 EUR per GPU hour",
+                   "source: quote <b>Q-17</b> & co, 2025-03", "an assumption, not a measurement", "GPU time only",
+                   "no idle", "EUR / 1M out", "0.1111", "0.0833", "0.75", "0.1449",  # 3.6e6 / (9,000 | 12,000 | 6,900 x 3,600)
+                   "EUR per 1M output tokens (headline point; lower is better)", "fp8: 0.0833 EUR/1M output tokens"):
+        assert needle in text, needle
+    assert "b" not in p.tags  # the source is text, escaped
+    plain = report.run(report.ReportConfig(summary_with_everything(tmp_path), tmp_path / "r.html")).html.read_text()
+    assert "Cost per 1M" not in plain and "per GPU hour" not in plain and "/1M output tokens" not in plain

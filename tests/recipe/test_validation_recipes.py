@@ -252,3 +252,13 @@ def test_every_schema_refusal_has_a_fix():
     assert len(problems) >= 7
     for p in problems:
         assert p.fix and "Input should be" not in p.message and "Value error" not in p.message, str(p)
+
+
+def test_perplexity_tasks_are_accepted_and_their_gate_needs_one(demo_recipe_copy):
+    """suite_longppl's metric is lower-is-better: accepted as a perplexity task (paired by document), and
+    gates.max_perplexity_increase without any perplexity task is refused before any model loads."""
+    tasks = [{"name": "suite_mmlu", "limit": 1, "num_fewshot": 0}]
+    load_recipe(demo_recipe_copy(eval__tasks=tasks + [{"name": "suite_longppl", "limit": 2}],
+                                 gates__max_perplexity_increase=0.2))  # no refusal
+    assert any("gates.max_perplexity_increase" in p and "no perplexity task" in p
+               for p in refusals(demo_recipe_copy(eval__tasks=tasks, gates__max_perplexity_increase=0.2)))

@@ -1,0 +1,184 @@
+"""Cost per 1M output tokens (issue 16, item 5): the recipe's GPU-hour price, the arithmetic with its GPU
+scaling, no figure without a price, the Pareto front flipped on the cost axis, and where the figures show."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from pydantic import ValidationError
+
+from conftest import make_summary
+from suite.analysis import frontier as fa
+from suite.analysis.summary import add_cost, add_deltas, cost_per_1m, finish, variant_metrics
+from suite.recipe import Recipe
+from suite.stages.benchmark.records import BenchmarkResult, LoadPoint, SloResult
+
+PRICE = {"amount": 3.6, "currency": "USD", "source": "test price list, 2025-01"}
+
+
+def bench(tok_s: float, slo_tok_s: float | None = None, rate: float | None = 8.0) -> BenchmarkResult:
+    """A benchmark result whose best load point makes ``tok_s`` (another point makes less)."""
+    pts = [LoadPoint(label="rate-inf", request_rate="inf", output_tok_s=tok_s, req_s=1.0),
+           LoadPoint(label="rate-4", request_rate=4, output_tok_s=tok_s / 4, req_s=0.5)]
+    slo = SloResult(sustainable_rate=rate, output_tok_s=slo_tok_s) if slo_tok_s is not None or rate is None else None
+    return BenchmarkResult(points=pts, server_start_s=1, wall_s=2, server_log="/x/server.log", slo=slo)
+
+
+def recipe_with(summary, price=PRICE) -> Recipe:
+    r = copy.deepcopy(summary.recipe)
+    if price is not None:
+        r["throughput"]["gpu_hour_cost"] = price
+    return Recipe.model_validate(r)
+
+
+def priced_run(price=PRICE):
+    """bf16 on 1 GPU at 1,000 tok/s (500 at the SLO rate); fp8 on 1 GPU at 2,000 (1,600); fp8-tp on
+    tensor 2 x pipeline 2 = 4 GPUs at 2,000 tok/s, its SLO search found no sustainable rate."""
+    s = make_summary({"bf16": {}, "fp8": {}, "fp8-tp": {}})
+    for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0), bench(2000.0, None, rate=None))):
+        v.benchmark, v.evaluate = b, None
+    s.variants[2].engine_args = {"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "enforce_eager": True}
+    finish(s, recipe_with(s, price), {}, {})
+    return s
+
+
+def test_cost_per_1m_output_tokens_arithmetic_and_gpu_scaling():
+    s = priced_run()
+    bf16, fp8, tp = (v.metrics for v in s.variants)
+    # 3.6 USD/h x 1 GPU / (1,000 tok/s x 3,600 s/h) x 1e6 = 1.0 USD per 1M output tokens
+    assert bf16["cost.per_1m_output_tokens"] == pytest.approx(1.0)
+    assert bf16["cost.per_1m_output_tokens.slo"] == pytest.approx(2.0)          # at 500 tok/s
+    assert fp8["cost.per_1m_output_tokens"] == pytest.approx(0.5)
+    assert fp8["cost.per_1m_output_tokens.slo"] == pytest.approx(0.625)         # 3.6e6 / (1,600 x 3,600)
+    assert fp8["cost.per_1m_output_tokens.ratio"] == pytest.approx(0.5)
+    assert fp8["cost.per_1m_output_tokens.slo.ratio"] == pytest.approx(0.3125)
+    # 4 GPUs: four times the hourly price at the same rate
+    assert tp["cost.gpus"] == 4.0 and bf16["cost.gpus"] == 1.0
+    assert tp["cost.per_1m_output_tokens"] == pytest.approx(2.0)
+    assert tp["cost.per_1m_output_tokens.ratio"] == pytest.approx(2.0)
+    assert "cost.per_1m_output_tokens.slo" not in tp  # no sustainable rate, no SLO cost (not a 0 tok/s division)
+    assert cost_per_1m(2.0, 8, 1e6 / 3600) == pytest.approx(16.0)
+    assert s.cost.gpu_hour == 3.6 and s.cost.currency == "USD" and s.cost.source == PRICE["source"]
+    assert "GPU time only" in s.cost.scope and "no idle" in s.cost.scope
+    assert s.cost.params() == {"cost.gpu_hour": "3.6", "cost.currency": "USD", "cost.source": PRICE["source"]}
+
+
+def test_no_price_no_cost_figures():
+    s = priced_run(price=None)
+    assert s.cost is None
+    assert not [k for v in s.variants for k in v.metrics if k.startswith("cost.")]
+    assert s.variants[1].metrics["tput.output_tok_s.ratio"] == pytest.approx(2.0)  # the rest is still there
+    # a price given, then taken away: a second summary pass leaves no stale figure
+    s = priced_run()
+    add_cost(s, None)
+    for v in s.variants:
+        v.metrics = variant_metrics(v, "max")
+    add_deltas(s.variants)
+    assert s.cost is None and not [k for v in s.variants for k in v.metrics if k.startswith("cost.")]
+
+
+def test_headline_last_prices_the_last_point():
+    s = make_summary({"bf16": {}})
+    s.variants[0].benchmark, s.variants[0].evaluate = bench(1000.0), None
+    r = recipe_with(s)
+    r.throughput.headline = "last"  # rate-4: 250 tok/s
+    finish(s, r, {}, {})
+    assert s.variants[0].metrics["cost.per_1m_output_tokens"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("price, says", [
+    ({"amount": 3.6, "currency": "USD"}, "no source"),
+    ({"amount": 3.6, "currency": "USD", "source": "   "}, "no source"),
+    ({"amount": 0, "currency": "USD", "source": "x"}, "greater than 0"),
+    ({"amount": -1.0, "currency": "USD", "source": "x"}, "greater than 0"),
+    ({"amount": "3.6", "currency": "USD", "source": "x"}, "valid number"),
+    ({"amount": 3.6, "currency": "dollars", "source": "x"}, "pattern"),
+    ({"amount": 3.6, "source": "x"}, "currency"),
+    ({"amount": 3.6, "currency": "USD", "source": "x", "per": "hour"}, "Extra inputs"),
+])
+def test_recipe_refuses_a_price_without_source_or_sense(price, says):
+    s = make_summary({"bf16": {}})
+    with pytest.raises(ValidationError) as e:
+        recipe_with(s, price)
+    assert says in str(e.value) and "gpu_hour_cost" in str(e.value)
+
+
+def test_recipe_has_no_default_price():
+    s = make_summary({"bf16": {}})
+    assert recipe_with(s, None).throughput.gpu_hour_cost is None
+    assert recipe_with(s).throughput.gpu_hour_cost.amount == 3.6
+
+
+def test_pareto_front_flips_on_the_cost_axis():
+    P = fa.FrontierPoint
+    pts = [P("bf16", 1.0, 0.60, True), P("fp8-a", 0.5, 0.59, False),
+           P("fp8-b", 0.6, 0.55, False),   # dearer and less accurate than fp8-a: dominated
+           P("fp8-c", 0.4, 0.50, False), P("fp8-d", 0.4, 0.45, False)]  # as cheap as c, less accurate
+    assert [p.name for p in fa.pareto_front(pts, lower_is_better=True)] == ["fp8-c", "fp8-a", "bf16"]
+    # read as a throughput (higher is better) the same numbers give another front: the flip matters
+    assert [p.name for p in fa.pareto_front(pts)] == ["bf16"]
+    assert fa.lower_is_better("cost.per_1m_output_tokens.slo") and not fa.lower_is_better("tput.output_tok_s")
+
+
+def test_frontier_draws_the_cost_chart_with_the_price(tmp_path):
+    from suite.outputs import frontier
+
+    s = priced_run()
+    for v, acc in zip(s.variants, (0.60, 0.59, 0.61)):
+        v.metrics["acc.mean"] = acc
+    res = frontier.run(fa.FrontierConfig(s, tmp_path / "frontier.png", out_html=tmp_path / "frontier.html"))
+    assert res.pareto == ["fp8-tp"]  # 2,000 tok/s at 0.61: as fast as fp8 and more accurate, faster than bf16
+    assert res.cost_png == tmp_path / "frontier-cost.png" and res.cost_png.read_bytes()[:4] == b"\x89PNG"
+    # per 1M tokens: fp8 0.5 USD (0.59), bf16 1.0 (0.60), fp8-tp 2.0 on 4 GPUs (0.61): none is cheaper and as accurate
+    assert res.cost_pareto == ["fp8", "bf16", "fp8-tp"]
+    page = res.html.read_text()
+    assert "acc.mean against cost" in page and "USD/1M output tokens" in page and PRICE["source"] in page
+    # a cost metric as the axis itself: the front flips there too
+    res = frontier.run(fa.FrontierConfig(s, tmp_path / "c.png", throughput="cost.per_1m_output_tokens"))
+    assert res.pareto == ["fp8", "bf16", "fp8-tp"] and res.cost_png is None
+
+
+def test_frontier_without_price_or_with_mixed_currencies_has_no_cost_chart(tmp_path):
+    from suite.outputs import frontier
+
+    plain = priced_run(price=None)
+    for v in plain.variants:
+        v.metrics["acc.mean"] = 0.5
+    res = frontier.run(fa.FrontierConfig(plain, tmp_path / "f.png"))
+    assert res.png and res.cost_png is None and not (tmp_path / "f-cost.png").exists()
+    a, b = priced_run(), priced_run({**PRICE, "currency": "EUR"})
+    for v in a.variants + b.variants:
+        v.metrics["acc.mean"] = 0.5
+    b.run_dir = "/tmp/other"
+    res = frontier.run(fa.FrontierConfig(None, tmp_path / "m.png", summaries=[a, b], out_html=tmp_path / "m.html"))
+    assert res.png and res.cost_png is None and "different currencies" in res.html.read_text()
+
+
+def test_cli_summary_shows_one_cost_column_when_priced(capsys):
+    from suite.cli.render import print_summary
+
+    print_summary(priced_run())
+    out = capsys.readouterr().out
+    assert "USD/1M out" in out and "0.500" in out and "2.000" in out and PRICE["source"] in out
+    print_summary(priced_run(price=None))
+    assert "/1M out" not in capsys.readouterr().out
+
+
+def test_mlflow_gets_the_cost_metrics_and_the_price_as_params(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from suite.outputs import mlflow as track
+
+    s = priced_run()
+    s.run_dir = str(tmp_path / "run")
+    uri = track.default_uri(tmp_path)
+    res = track.run(track.TrackConfig(s, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
+    client = MlflowClient(tracking_uri=uri)
+    parent = client.get_run(res.info.parent_run_id).data
+    assert parent.params["cost.gpu_hour"] == "3.6" and parent.params["cost.currency"] == "USD"
+    assert parent.params["cost.source"] == PRICE["source"]
+    fp8 = client.get_run(res.info.variant_run_ids["fp8"]).data
+    assert fp8.metrics["cost.per_1m_output_tokens"] == pytest.approx(0.5)
+    assert fp8.metrics["cost.per_1m_output_tokens.slo.ratio"] == pytest.approx(0.3125)
+    assert fp8.params["cost.source"] == PRICE["source"] and fp8.params["variant"] == "fp8"
