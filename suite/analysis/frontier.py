@@ -1,9 +1,11 @@
-"""The Pareto front of accuracy against output throughput, for one run or across runs (the data; outputs.frontier draws it).
+"""The Pareto front of accuracy against output throughput or cost, for one run or across runs (the data; outputs.frontier draws it).
 
-A point is on the front when no other point is at least as accurate and at least as fast, and strictly
-better in one of the two. Accuracy: ``acc.mean`` or one task's ``acc.<task>``; throughput: the headline
-load point (``tput.output_tok_s``, saturation) or the sustainable rate under the SLO
-(``tput.sustainable_output_tok_s``).
+A point is on the front when no other point is at least as accurate and at least as good on the other
+axis, and strictly better in one of the two. Accuracy: ``acc.mean`` or one task's ``acc.<task>``; the other
+axis: the headline load point (``tput.output_tok_s``, saturation) or the sustainable rate under the SLO
+(``tput.sustainable_output_tok_s``), where higher is better; or the cost per 1M output tokens at either
+(``cost.per_1m_output_tokens``, ``cost.per_1m_output_tokens.slo``: runs whose recipe prices a GPU hour),
+where LOWER is better, so the front flips on that axis (``lower_is_better``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,20 @@ from pathlib import Path
 
 from suite.analysis.records import RunSummary
 
+# each throughput metric's cost counterpart (suite.analysis.summary.add_cost)
+COST_OF = {"tput.output_tok_s": "cost.per_1m_output_tokens",
+           "tput.sustainable_output_tok_s": "cost.per_1m_output_tokens.slo"}
+
+
+def lower_is_better(metric: str) -> bool:
+    """The x axis metrics where less is better: the cost ones."""
+    return metric.startswith("cost.")
+
 
 @dataclass
 class FrontierPoint:
     name: str
-    throughput: float
+    throughput: float  # the x axis: the throughput metric's value, or the cost metric's (FrontierConfig.throughput)
     accuracy: float
     is_baseline: bool
 
@@ -28,7 +39,7 @@ class FrontierConfig:
     out_png: Path
     summaries: list[RunSummary] = field(default_factory=list)
     accuracy: str = "acc.mean"
-    throughput: str = "tput.output_tok_s"
+    throughput: str = "tput.output_tok_s"  # or a cost.* metric (the front flips on it)
     out_html: Path | None = None
 
     def runs(self) -> list[RunSummary]:
@@ -41,6 +52,8 @@ class FrontierResult:
     pareto: list[str]
     png: Path | None
     html: Path | None = None
+    cost_png: Path | None = None  # accuracy against the cost counterpart of the throughput metric, when priced
+    cost_pareto: list[str] = field(default_factory=list)
 
 
 def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[FrontierPoint]:
@@ -57,9 +70,20 @@ def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[Fron
     return points
 
 
-def pareto_front(points: list[FrontierPoint]) -> list[FrontierPoint]:
+def cost_currency(runs: list[RunSummary]) -> str | None:
+    """The one currency of the runs that carry cost figures; None when none does or when they mix currencies
+    (figures in different currencies are not put on one axis)."""
+    found = {r.cost.currency for r in runs if r.cost is not None}
+    return found.pop() if len(found) == 1 else None
+
+
+def pareto_front(points: list[FrontierPoint], lower_is_better: bool = False) -> list[FrontierPoint]:
+    """The points no other point dominates, sorted along the x axis. ``lower_is_better``: the x axis is a
+    cost (less is better); accuracy is always higher-is-better."""
+    sign = -1.0 if lower_is_better else 1.0
+
     def dominated(p: FrontierPoint) -> bool:
-        return any(q.throughput >= p.throughput and q.accuracy >= p.accuracy
-                   and (q.throughput > p.throughput or q.accuracy > p.accuracy) for q in points)
+        return any(sign * q.throughput >= sign * p.throughput and q.accuracy >= p.accuracy
+                   and (sign * q.throughput > sign * p.throughput or q.accuracy > p.accuracy) for q in points)
 
     return sorted((p for p in points if not dominated(p)), key=lambda p: p.throughput)

@@ -1,13 +1,17 @@
-"""The frontier chart and page: accuracy against output throughput, the Pareto front drawn (``suite frontier``).
+"""The frontier chart and page: accuracy against output throughput (and cost), the Pareto front drawn (``suite frontier``).
 
 For one run, or across runs and recipes (``suite frontier RUN...``); the points and the front are
 ``suite.analysis.frontier``'s.
 
-A point is on the front when no other point is at least as accurate and at least as fast, and strictly
-better in one of the two. Accuracy: ``acc.mean`` or one task's ``acc.<task>``; throughput: the headline
-load point (``tput.output_tok_s``, saturation) or the sustainable rate under the SLO
-(``tput.sustainable_output_tok_s``). Output: a PNG, and optionally a self-contained HTML page (one
-chart per accuracy metric, each point's figures on hover, the table of points with the front marked):
+A point is on the front when no other point is at least as accurate and at least as good on the other
+axis, and strictly better in one of the two. Accuracy: ``acc.mean`` or one task's ``acc.<task>``;
+throughput: the headline load point (``tput.output_tok_s``, saturation) or the sustainable rate under the
+SLO (``tput.sustainable_output_tok_s``). When the runs' recipes price a GPU hour (``throughput.gpu_hour_cost``,
+one currency across the runs), a second chart puts accuracy against the cost per 1M output tokens at the
+same load point (``cost.per_1m_output_tokens[.slo]``; lower is better there, and the front flips):
+``<png stem>-cost.png``. ``FrontierConfig.throughput`` may also name a cost metric itself. Output: PNGs,
+and optionally a self-contained HTML page (per accuracy metric a throughput chart and a cost chart, each
+point's figures on hover, the tables of points with the front marked, the prices and their sources):
 ``templates/frontier.html.j2``, its charts drawn by matplotlib (``suite.outputs.plots``).
 """
 
@@ -15,16 +19,44 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.analysis.frontier import FrontierConfig, FrontierResult, collect, pareto_front
+from suite.analysis.frontier import (COST_OF, FrontierConfig, FrontierResult, collect, cost_currency,
+                                     lower_is_better, pareto_front)
 from suite.analysis.records import RunSummary
+
+
+def points_of(runs: list[RunSummary], accuracy: str, x: str):
+    """The points on ``x`` and their front (flipped for a cost); no points for a cost whose runs mix currencies."""
+    if lower_is_better(x) and cost_currency(runs) is None:
+        return [], []
+    pts = collect(runs, accuracy, x)
+    return pts, pareto_front(pts, lower_is_better(x))
+
+
+def x_label(x: str, runs: list[RunSummary]) -> str:
+    slo = " at the SLO rate" if ("sustainable" in x or x.endswith(".slo")) else ""
+    if lower_is_better(x):
+        return f"{cost_currency(runs)} per 1M output tokens{slo} (GPU time only; lower is better)"
+    return f"output throughput (tok/s){slo}"
 
 
 def run(config: FrontierConfig) -> FrontierResult:
     runs = config.runs()
-    points = collect(runs, config.accuracy, config.throughput)
-    front = pareto_front(points)
+    points, front = points_of(runs, config.accuracy, config.throughput)
     if not points:
         return FrontierResult(points, [], None)
+    draw(runs, config, points, front, config.throughput, config.out_png)
+    cost_png, cost_front = None, []
+    if (cost := COST_OF.get(config.throughput)) is not None:
+        cpts, cfront = points_of(runs, config.accuracy, cost)
+        if cpts:
+            cost_png = config.out_png.with_name(f"{config.out_png.stem}-cost{config.out_png.suffix}")
+            draw(runs, config, cpts, cfront, cost, cost_png)
+            cost_front = [p.name for p in cfront]
+    html = write_html(config, runs) if config.out_html else None
+    return FrontierResult(points, [p.name for p in front], config.out_png, html, cost_png, cost_front)
+
+
+def draw(runs: list[RunSummary], config: FrontierConfig, points, front, x: str, out: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,41 +71,58 @@ def run(config: FrontierConfig) -> FrontierResult:
     ax.plot([p.throughput for p in front], [p.accuracy for p in front], "--o", color="tab:red",
             markerfacecolor="none", markersize=14, label="Pareto front", zorder=2)
     ax.margins(x=0.25, y=0.25)
-    ax.set_xlabel("output throughput (tok/s)" + (" at the SLO rate" if "sustainable" in config.throughput else ""))
+    ax.set_xlabel(x_label(x, runs))
     ax.set_ylabel("accuracy, mean over tasks" if config.accuracy == "acc.mean" else config.accuracy)
     title = runs[0].recipe_name if len({r.recipe_name for r in runs}) == 1 else f"{len(runs)} runs"
-    ax.set_title(f"{title}: accuracy vs throughput ({', '.join(sorted({r.platform for r in runs}))})")
+    what = "cost" if lower_is_better(x) else "throughput"
+    ax.set_title(f"{title}: accuracy vs {what} ({', '.join(sorted({r.platform for r in runs}))})")
+    if lower_is_better(x):
+        ax.text(0.01, 0.01, "price: " + "; ".join(price_notes(runs)), transform=ax.transAxes, fontsize=7,
+                color="tab:gray", va="bottom")
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
-    config.out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(config.out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
     plt.close(fig)
-    html = write_html(config, runs) if config.out_html else None
-    return FrontierResult(points, [p.name for p in front], config.out_png, html)
+    return out
+
+
+def price_notes(runs: list[RunSummary]) -> list[str]:
+    """Each distinct GPU-hour price of the runs, with its source: the assumption the cost figures rest on."""
+    notes = {f"{r.cost.gpu_hour:g} {r.cost.currency}/GPU-hour (assumed; source: {r.cost.source})"
+             for r in runs if r.cost is not None}
+    return sorted(notes)
 
 
 def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
-    """One chart per accuracy metric (mean, then each task), hover for figures; the table of points
-    (``templates/frontier.html.j2``)."""
+    """Per accuracy metric (mean, then each task) a chart against throughput and, with prices, one against
+    cost; hover for figures; the tables of points (``templates/frontier.html.j2``)."""
     from suite.outputs.plots import render, scatter_svg
 
     keys = ["acc.mean"] + sorted({k for r in runs for v in r.variants for k in v.metrics
                                   if k.startswith("acc.") and k.count(".") == 1 and k != "acc.mean"})
+    xs = [config.throughput] + [c for c in [COST_OF.get(config.throughput)] if c]
     charts = []
     for key in keys:
-        pts = collect(runs, key, config.throughput)
-        if not pts:
-            continue
-        front = {p.name for p in pareto_front(pts)}
-        series = {"Pareto front": [], "dominated": [], "baseline": []}
-        for p in pts:
-            tip = f"{p.name}: {p.throughput:,.0f} tok/s, {key} {p.accuracy:.4f}" + (" (on the front)" if p.name in front else "")
-            series["baseline" if p.is_baseline else ("Pareto front" if p.name in front else "dominated")].append(
-                (p.throughput, p.accuracy, tip))
-        chart = scatter_svg({k: v for k, v in series.items() if v}, config.throughput, key, line=False)
-        charts.append({"key": key, "chart": chart, "points": pts, "front": front})
-    page = render("frontier.html.j2", throughput=config.throughput, charts=charts)
+        for x in xs:
+            pts, front_pts = points_of(runs, key, x)
+            if not pts:
+                continue
+            front = {p.name for p in front_pts}
+            cost = lower_is_better(x)
+            unit = f"{cost_currency(runs)}/1M output tokens" if cost else "tok/s"
+            series = {"Pareto front": [], "dominated": [], "baseline": []}
+            for p in pts:
+                tip = (f"{p.name}: {p.throughput:,.4g} {unit}, {key} {p.accuracy:.4f}"
+                       + (" (on the front)" if p.name in front else ""))
+                series["baseline" if p.is_baseline else ("Pareto front" if p.name in front else "dominated")].append(
+                    (p.throughput, p.accuracy, tip))
+            chart = scatter_svg({k: v for k, v in series.items() if v}, x_label(x, runs), key, line=False)
+            charts.append({"key": key, "title": f"{key} against {'cost' if cost else 'throughput'}", "chart": chart,
+                           "points": pts, "front": front, "x_head": unit, "x_fmt": "{:,.4f}" if cost else "{:,.1f}"})
+    page = render("frontier.html.j2", throughput=config.throughput, charts=charts, prices=price_notes(runs),
+                  mixed_currencies=any(r.cost for r in runs) and cost_currency(runs) is None)
     config.out_html.parent.mkdir(parents=True, exist_ok=True)
     config.out_html.write_text(page, encoding="utf-8")
     return config.out_html

@@ -1,4 +1,4 @@
-"""The recipe's throughput section: the serving workload, its load points and the latency SLO search."""
+"""The recipe's throughput section: the serving workload, its load points, the latency SLO search and the GPU-hour price."""
 
 from __future__ import annotations
 
@@ -28,6 +28,24 @@ class SloSpec(BaseModel):
     tolerance: float = Field(0.1, gt=0, lt=1, description="stop when the bracket is this narrow (relative)")
     max_probes: int = Field(7, ge=1, description="at most this many probes")
     num_prompts: Optional[int] = Field(None, gt=0, description="prompts per probe (default: throughput.num_prompts)")
+
+
+class GpuHourCost(Strict):
+    """What one GPU hour costs: a labelled assumption of the recipe (there is no built-in price). The summary
+    turns it into cost per 1M output tokens (suite.analysis.summary); absent, no cost figure is made."""
+
+    amount: float = Field(gt=0, allow_inf_nan=False, description="price of one GPU hour (e.g. 3.5)")
+    currency: str = Field(pattern=r"^[A-Z]{3}$", description="ISO 4217-like code, e.g. USD, EUR")
+    source: str = Field(min_length=1, pattern=r"\S", description="where the price came from (a quote, a price list "
+                        "and its date, an internal rate): shown with every cost figure as the assumption it is")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_price_says_where_from(cls, v):
+        if isinstance(v, dict) and not (isinstance(v.get("source"), str) and v["source"].strip()):
+            raise bad("gpu_hour_cost has no source: a price is an assumption, and a figure made from it needs its origin",
+                      "add source: where the price came from (e.g. 'on-demand list price, <provider>, <date>')")
+        return v
 
 
 class ThroughputSpec(Strict):
@@ -68,6 +86,9 @@ class ThroughputSpec(Strict):
     )
     server_timeout_s: int = Field(900, gt=0, description="time allowed for vllm serve to become healthy")
     seed: int = Field(0, ge=0, le=SEED_MAX, description="vllm bench serve --seed of the first run")
+    gpu_hour_cost: GpuHourCost | None = Field(
+        None, description="price of one GPU hour with its currency and source: the summary reports cost per 1M output "
+        "tokens (GPU time only, x tensor x pipeline parallel size); absent: no cost figures")
 
     @field_validator("request_rates", mode="before")
     @classmethod
