@@ -12,7 +12,10 @@ name=$(basename "$recipe" .yaml)
 src=/tmp/suite-src-$name
 rm -rf "$src" && cp -r . "$src" && cd "$src"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
-[ -n "$gpu" ] && export CUDA_VISIBLE_DEVICES=$gpu
+if [ -n "$gpu" ]; then
+  [[ "$gpu" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "h200-run: GPU must be an index list like 0 or 0,1, not '$gpu'" >&2; exit 2; }
+  export CUDA_VISIBLE_DEVICES=$gpu
+fi
 # The quantize stage's interpreter: the device Python with the llmcompressor environment first.
 printf '#!/bin/sh\nPYTHONPATH=/tmp/envs/quantize:%s exec python3 "$@"\n' "$src" > "/tmp/quantize-python-$name"
 chmod +x "/tmp/quantize-python-$name"

@@ -15,6 +15,7 @@ fi
 t0=$(date +%s); bash scripts/h200-models.sh || exit 2; echo "models ready in $(( $(date +%s) - t0 )) s"
 for job in "$@"; do
   recipe=${job%:*} gpu=${job##*:}
+  [ "$recipe" = "$job" ] && gpu=""  # no :GPU given: the run sees every GPU (2026-12-01: it got the recipe path)
   bash scripts/h200-run.sh "$recipe" "/tmp/runs-$(basename "$recipe" .yaml)" "$gpu" || exit 2
 done
 bash scripts/h200-wait.sh "$wait_s"

@@ -239,9 +239,15 @@ def error_line(text: str) -> str | None:
     it), else the last line with 'error:' / 'ERROR' / '[Errno N]' (argparse, uvicorn, vLLM's logger);
     None when there is none."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(_NOISE)]
-    for ln in reversed(lines):
-        if m := _EXCEPTION_LINE.match(ln):
-            return m.group(1)[:400]
+    found = [m.group(1) for ln in lines if (m := _EXCEPTION_LINE.match(ln))]
+    if found:
+        last = found[-1]
+        if "root cause above" in last:  # vLLM's wrapper ("Engine core initialization failed. See root cause
+            # above"): the cause is the engine core's own exception, printed before it
+            cause = next((f for f in reversed(found[:-1]) if "root cause above" not in f), None)
+            if cause:
+                return f"{cause[:300]} ({last[:100]})"
+        return last[:400]
     for ln in reversed(lines):
         if _ERROR_LINE.search(ln) and "Traceback" not in ln:
             return ln[:400]

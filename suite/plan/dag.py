@@ -9,7 +9,7 @@ every job: the ``publish`` job, run by the runner itself.
 Resources: GPUs = tensor x pipeline parallel size for the stages that start vLLM (quantize and kvcheck:
 one), CPU cores and host memory from the recipe's ``executor`` section. A single-GPU job of a stage in
 ``executor.gpu_fraction`` asks for that share of a GPU, and its vLLM engine (evaluate) gets a matching
-``gpu_memory_utilization``; multi-GPU jobs and the benchmark take whole GPUs, and the benchmark's are its
+``gpu_memory_utilization`` and a KV cache of fixed size (``EngineConfig.gpu_share``, suite.stages.gpushare); multi-GPU jobs and the benchmark take whole GPUs, and the benchmark's are its
 own (``exclusive``: nothing else runs on them while it measures).
 """
 
@@ -93,7 +93,8 @@ def share_gpus(plan, executor: ExecutorSpec) -> None:
             continue
         own = float(cfg.engine.engine_args.get("gpu_memory_utilization", VLLM_DEFAULT_GPU_MEMORY_UTILIZATION))
         args = {**cfg.engine.engine_args, "gpu_memory_utilization": round(own * share, 4)}
-        vp.evaluate = cfg.model_copy(update={"engine": cfg.engine.model_copy(update={"engine_args": args})})
+        engine = cfg.engine.model_copy(update={"engine_args": args, "gpu_share": share})
+        vp.evaluate = cfg.model_copy(update={"engine": engine})
 
 
 def build(plan, executor: ExecutorSpec) -> list[Job]:

@@ -40,6 +40,9 @@ class EngineConfig(Record):
     max_model_len: int = 4096
     kv_cache_dtype: str = "auto"
     engine_args: dict[str, Any] = Field(default_factory=dict)
+    gpu_share: Optional[float] = Field(
+        None, description="the share of one GPU this engine's job was given (executor.gpu_fraction); on CUDA its "
+        "KV cache is then a fixed size (suite.stages.gpushare), not what vLLM's memory profiling finds")
 
 
 class EngineStart(Record):

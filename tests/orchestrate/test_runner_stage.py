@@ -216,3 +216,14 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
         assert ran == ["quantize fp8-kv", "evaluate fp8-kv"]
         assert "differs" in warning and "redoing evaluate fp8-kv" in warning
         assert resumed.variants[1].quantize.content_sha256 == "b" * 64
+
+
+def test_an_engine_core_failure_names_its_root_cause_not_the_wrapper():
+    """The end of an evaluate log from the H200 (vLLM 0.26, 2026-12-01): the exception that ends
+    the process is vLLM's 'Engine core initialization failed. See root cause above'; the failure line
+    names the engine core's own AssertionError first."""
+    from suite.orchestrate.procs import failure_line
+
+    line = failure_line(Path(__file__).parent / "data" / "h200-vllm-0.26-engine-core-failure.log")
+    assert line.startswith("AssertionError: Error in memory profiling. Initial free memory 106.13 GiB")
+    assert line.endswith("(RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {})")

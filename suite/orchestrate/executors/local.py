@@ -11,24 +11,17 @@ from __future__ import annotations
 
 import os
 import queue
-import re
 import shutil
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
 
 EPS = 1e-6
-# vLLM sizes its KV cache from the GPU's free memory before and after it loads and profiles (vllm
-# utils/mem_utils.py: total_consumed = free before - free after), so another engine allocating on the same
-# GPU in that window is counted as its own and can leave it no KV cache at all. Engines sharing a GPU
-# therefore start one after another: the next starts once this line is in the previous one's log.
-ENGINE_READY = re.compile(r"init engine \(profile, create kv cache, warmup model\) took")
-VLLM_STAGES = ("evaluate", "benchmark")
-WARMUP_TIMEOUT_S = 900.0
+# Engines sharing a GPU start at once: each has a KV cache of fixed size (EngineConfig.gpu_share,
+# suite.stages.gpushare), so vLLM's memory profiling does not count (or trip over) its neighbours.
 
 
 def visible_gpus() -> list[str]:
@@ -66,7 +59,6 @@ class LocalExecutor(Executor):
             [str(g) for g in spec.gpus] if spec.gpus is not None else visible_gpus())
         self.free = {g: 1.0 for g in self.gpus}  # the share of each GPU no job holds
         self.exclusive: set[str] = set()
-        self.warming: dict[str, tuple[Path, float]] = {}  # GPU -> (log of the engine starting there, since)
         self.active: dict[str, tuple] = {}  # job id -> (job, placement, [(gpu, share)])
         self.done: queue.Queue[Finished] = queue.Queue()
         self._lock = threading.Lock()
@@ -81,22 +73,7 @@ class LocalExecutor(Executor):
                     f"{len(self.gpus)} ({', '.join(self.gpus)})")
         return None
 
-    def _warming(self, gpu: str) -> bool:
-        """Whether a vLLM engine is still starting on ``gpu`` (its log lacks ENGINE_READY, for at most
-        WARMUP_TIMEOUT_S)."""
-        if gpu not in self.warming:
-            return False
-        log, since = self.warming[gpu]
-        try:
-            ready = ENGINE_READY.search(log.read_text(errors="replace")) is not None
-        except OSError:
-            ready = False
-        if ready or time.time() - since > WARMUP_TIMEOUT_S:
-            del self.warming[gpu]
-            return False
-        return True
-
-    def _take(self, r, vllm: bool = False) -> list[tuple[str, float]] | None:
+    def _take(self, r) -> list[tuple[str, float]] | None:
         """The (GPU, share) a job with resources ``r`` gets now, [] for no GPU, None when it does not fit yet."""
         if not self.gpus:
             return [] if not self.active else None  # CPU: one job at a time
@@ -105,8 +82,7 @@ class LocalExecutor(Executor):
         if r.exclusive or r.gpu_share >= 1.0 - EPS:
             idle = [g for g in self.gpus if self.free[g] >= 1.0 - EPS]
             return [(g, 1.0) for g in idle[:r.gpus]] if len(idle) >= r.gpus else None
-        fits = [g for g in self.gpus if g not in self.exclusive and self.free[g] >= r.gpu_share - EPS
-                and not (vllm and self._warming(g))]
+        fits = [g for g in self.gpus if g not in self.exclusive and self.free[g] >= r.gpu_share - EPS]
         if not fits:
             return None
         best = min(fits, key=lambda g: (self.free[g], self.gpus.index(g)))  # the tightest fit
@@ -114,13 +90,9 @@ class LocalExecutor(Executor):
 
     def submit(self, job, call: JobCall) -> bool:
         with self._lock:
-            vllm = job.stage in VLLM_STAGES
-            taken = self._take(job.resources, vllm)
+            taken = self._take(job.resources)
             if taken is None:
                 return False
-            log = call.run_dir / "variants" / job.variant / f"{job.stage}.log"
-            if vllm and job.resources.gpu_share < 1.0 - EPS:
-                self.warming.update({g: (log, time.time()) for g, _ in taken})
             for g, share in taken:
                 self.free[g] -= share
                 if job.resources.exclusive:
@@ -128,7 +100,7 @@ class LocalExecutor(Executor):
             placement = ("CPU" if not taken else
                          ", ".join(f"GPU {g}" + (f" ({s:g})" if s < 1 else "") for g, s in taken)
                          + (" exclusive" if job.resources.exclusive else ""))
-            self.active[job.id] = (job, placement, taken, log)
+            self.active[job.id] = (job, placement, taken)
         env = {"CUDA_VISIBLE_DEVICES": ",".join(g for g, _ in taken)} if self.gpus else {}
         threading.Thread(target=self._run, args=(job, call, env, placement, time.time()), daemon=True,
                          name=f"job {job.id}").start()
@@ -149,12 +121,8 @@ class LocalExecutor(Executor):
             return [(job, placement) for job, placement, *_ in self.active.values()]
 
     def wait(self) -> list[Finished]:
-        """The jobs that ended; [] after a few seconds while an engine is starting on a shared GPU (the
-        runner then offers the waiting jobs again: the GPU may take the next one)."""
-        try:
-            finished = [self.done.get(timeout=2.0 if self.warming else None)]
-        except queue.Empty:
-            return []
+        """The jobs that ended (at least one: it blocks until then)."""
+        finished = [self.done.get()]
         while True:
             try:
                 finished.append(self.done.get_nowait())
@@ -163,10 +131,8 @@ class LocalExecutor(Executor):
         with self._lock:
             for f in finished:
                 f.received = time.time()
-                job, _, taken, log = self.active.pop(f.job.id)
+                job, _, taken = self.active.pop(f.job.id)
                 for g, share in taken:
                     self.free[g] = min(1.0, self.free[g] + share)
                     self.exclusive.discard(g)
-                    if self.warming.get(g, (None,))[0] == log:  # it ended before its engine was ready
-                        del self.warming[g]
         return finished

@@ -121,7 +121,12 @@ def build_lm(config: EvaluateConfig):
 
     window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own
     t_load = time.perf_counter()
-    lm = VLLM(**lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks))
+    args = lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks)
+    if config.engine.gpu_share:  # a GPU shared with other jobs: a KV cache of fixed size (suite.stages.gpushare)
+        from suite.stages.gpushare import shared_engine_args
+
+        args.update(shared_engine_args(config.engine))
+    lm = VLLM(**args)
     engine_load_s = time.perf_counter() - t_load
     return lm, engine_load_s, parse_engine_start(window.text(), engine_load_s)
 
