@@ -52,9 +52,9 @@ def with_executor(loaded, value: str):
     if value == "local":
         fields = {k: v for k, v in current.items() if k != "address"} | {"kind": "local"}
     else:
-        fields = {k: v for k, v in current.items() if k != "gpus"} | {"kind": "ray"}
-        if value != "ray":
-            fields["address"] = value
+        fields = current | {"kind": "ray"}
+        if value != "ray":  # a cluster places jobs on its own GPUs: executor.gpus is for a Ray instance of our own
+            fields = {k: v for k, v in fields.items() if k != "gpus"} | {"address": value}
     try:
         spec = ExecutorSpec(**fields)
     except ValueError as e:

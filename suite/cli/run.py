@@ -48,9 +48,14 @@ def cmd_run(args) -> int:
 
         table["now"] = job_table(running, queued) if running or queued else None
 
+    from contextlib import nullcontext
+
     from rich.live import Live
 
-    with Live(View(), console=console, refresh_per_second=4, transient=False):
+    # a terminal gets the live job lines and table; a log file one line per event (report below), and nothing
+    # drawn at the end (a Live's last frame there ran into the next line printed)
+    live = Live(View(), console=console, refresh_per_second=4, transient=False) if console.is_terminal else nullcontext()
+    with live:
         jobs: dict[tuple[str, str], int] = {}
 
         def report(stage: str, variant: str, event: str, where: str = "") -> None:

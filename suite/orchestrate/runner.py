@@ -111,7 +111,8 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                     continue  # still waiting
                 vs = by_name[job.variant]
                 failed_dep = next((d for d in job.deps if state[d] != "ok"), None)
-                if failed_dep or vs.errors or (why := executor.never_fits(job)):
+                kept_here = (job.stage, job.variant) in kept and not failed_dep and not vs.errors
+                if not kept_here and (failed_dep or vs.errors or (why := executor.never_fits(job))):
                     pending.remove(job)
                     if not vs.errors and failed_dep:
                         vs.errors.append(f"{job.stage} not run: {failed_dep} did not succeed")
@@ -179,6 +180,11 @@ def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:
     users = [vp.variant.name for vp in plan.variants if vp.model_path == plan_path(plan, variant)]
     dropped = sorted(f"{s} {v}" for (s, v) in list(kept) if v in users and s not in ("quantize", rundir.REBUILD)
                      and kept.pop((s, v)) is not None)
+    for job in dropped:  # and from the folder: a resume interrupted before they run again must not keep them
+        stage, name = job.split(" ", 1)
+        res = plan.run_dir / "variants" / name / f"{stage}.result.json"
+        if res.is_file():
+            res.rename(res.with_name(f"{stage}.result.stale-{(old.content_sha256 or 'unknown')[:12]}.json"))
     was = (old.content_sha256 or "not recorded")[:12]
     return [f"{variant}: checkpoint rebuilt on this machine differs from the one the run used (sha256 {was} -> "
             f"{(new.content_sha256 or '?')[:12]}): redoing {', '.join(dropped) or 'nothing (no later result yet)'}"]

@@ -26,7 +26,7 @@ MIN_KV_BYTES = 1 * GIB
 
 def weights_bytes(model: str) -> int:
     """Bytes of the checkpoint's weight files (safetensors, else PyTorch bins) in a local model folder; 0 when
-    it is not one (a hub id: the caller then leaves a bigger margin)."""
+    it is not one (a hub id: shared_engine_args then refuses to guess)."""
     folder = Path(model)
     if not folder.is_dir():
         return 0
@@ -55,4 +55,8 @@ def shared_engine_args(engine) -> dict:
         return {}
     utilization = float(engine.engine_args.get("gpu_memory_utilization", 0.9))
     total = torch.cuda.get_device_properties(0).total_memory
-    return {"kv_cache_memory_bytes": kv_cache_bytes(total, utilization, weights_bytes(engine.model))}
+    weights = weights_bytes(engine.model)
+    if not weights:
+        raise RuntimeError(f"{engine.model}: not a local folder with weight files, so its share of the GPU cannot be "
+                           "sized: give a local model folder, or remove this stage from executor.gpu_fraction")
+    return {"kv_cache_memory_bytes": kv_cache_bytes(total, utilization, weights)}

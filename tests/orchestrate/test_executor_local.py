@@ -69,9 +69,9 @@ def test_shares_fill_a_gpu_and_the_benchmark_has_its_gpu_to_itself():
     bench = next(e for e in log if e[0] == "benchmark:b0")
     tp2 = next(e for e in log if e[0] == "evaluate:tp2")
     assert tp2[1] == "0,1"
-    for other in log:
-        if other is not bench and set((other[1] or "").split(",")) & {bench[1]}:
-            assert not overlap(bench, other), f"{other[0]} ran on the benchmark's GPU {bench[1]}"
+    for other in log:  # the benchmark measured alone on the machine, not only on its GPU
+        if other is not bench:
+            assert not overlap(bench, other), f"{other[0]} ran while the benchmark measured"
     assert by["benchmark:b0"][0] in {"0", "1"}
 
 
@@ -195,11 +195,12 @@ def test_a_shared_engine_gets_a_fixed_kv_cache_that_fits_its_share(tmp_path):
     from suite.stages import gpushare
 
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 1000)
-    assert gpushare.weights_bytes(str(tmp_path)) == 1000 and gpushare.weights_bytes("Qwen/x") == 0
+    assert gpushare.weights_bytes(str(tmp_path)) == 1000
     gib = gpushare.GIB
     total = 140 * gib  # an H200
     kv = gpushare.kv_cache_bytes(total, 0.2125, int(1.2 * gib))  # Qwen2.5-0.5B at a quarter of 0.85
     assert kv == int(total * 0.2125) - int(1.2 * gib) - 2 * gib - int(0.1 * int(total * 0.2125))
     assert 22 * gib < kv < 25 * gib
+    assert gpushare.weights_bytes(str(tmp_path / "nope")) == 0  # a hub id or a missing folder: refused, not 0 weights
     with pytest.raises(RuntimeError, match="give this stage a larger executor.gpu_fraction"):
         gpushare.kv_cache_bytes(total, 0.05, 16 * gib)  # an 8B model does not fit a 5% share

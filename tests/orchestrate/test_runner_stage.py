@@ -227,3 +227,19 @@ def test_an_engine_core_failure_names_its_root_cause_not_the_wrapper():
     line = failure_line(Path(__file__).parent / "data" / "h200-vllm-0.26-engine-core-failure.log")
     assert line.startswith("AssertionError: Error in memory profiling. Initial free memory 106.13 GiB")
     assert line.endswith("(RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {})")
+
+
+def test_ray_not_installed_is_one_clear_error(demo_recipe_copy, monkeypatch):
+    """executor.kind: ray without Ray: the install hint, not a traceback from closing what never started."""
+    import builtins
+
+    from suite.errors import SuiteError
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "ray" or name.startswith("ray.") else real_import(name, *a, **k))
+    with pytest.raises(SuiteError, match="Ray is not installed"):
+        execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None,
+                                             executor={"kind": "ray"})), track=False)

@@ -3,7 +3,8 @@
 
 A job asking for a share of a GPU (``executor.gpu_fraction``) goes to the GPU where it fits most tightly
 (best fit: whole GPUs stay free for the jobs that need one); a whole-GPU job takes GPUs nobody uses; an
-exclusive job (the benchmark) also keeps every other job off its GPUs until it ends. Each job runs in a
+exclusive job (the benchmark) starts only on an idle machine and nothing else starts until it ends (its
+serving speed needs the host's CPUs, PCIe and memory too, not only its GPUs). Each job runs in a
 thread that waits on its stage process (``procs.supervised``: the process tree dies with ``suite``).
 """
 
@@ -79,7 +80,11 @@ class LocalExecutor(Executor):
             return [] if not self.active else None  # CPU: one job at a time
         if r.gpus == 0:
             return []
-        if r.exclusive or r.gpu_share >= 1.0 - EPS:
+        if any(job.resources.exclusive for job, *_ in self.active.values()):
+            return None  # a benchmark is measuring: nothing else starts on this machine (CPU, PCIe, memory)
+        if r.exclusive:  # and it starts only on an idle machine
+            return [(g, 1.0) for g in self.gpus[:r.gpus]] if not self.active else None
+        if r.gpu_share >= 1.0 - EPS:
             idle = [g for g in self.gpus if self.free[g] >= 1.0 - EPS]
             return [(g, 1.0) for g in idle[:r.gpus]] if len(idle) >= r.gpus else None
         fits = [g for g in self.gpus if g not in self.exclusive and self.free[g] >= r.gpu_share - EPS]
@@ -115,6 +120,22 @@ class LocalExecutor(Executor):
         except Exception as e:  # the job's own code failed before or after its process: a failed job
             outcome = StageOutcome(None, f"{job.stage} failed in the runner: {type(e).__name__}: {e}", 0.0)
         self.done.put(Finished(job, outcome, placement, submitted, started, time.time()))
+
+    def close(self) -> None:
+        """Stop what still runs (an interrupted job loop: Ctrl-C, an error): each job's stage runs under a
+        ``procs.supervised`` supervisor, a child of this process; stopping it takes the stage's tree down."""
+        if not self.active:
+            return
+        import psutil
+
+        from suite.orchestrate import procs
+
+        for child in psutil.Process().children():
+            try:
+                if "suite.orchestrate.procs" in " ".join(child.cmdline()):
+                    procs.stop(child.pid, grace_s=10)
+            except psutil.Error:
+                continue
 
     def running(self) -> list[tuple]:
         with self._lock:

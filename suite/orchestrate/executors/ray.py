@@ -135,7 +135,7 @@ class RayExecutor(Executor):
                     remove_placement_group(pg)
                 try:
                     outcome, started, ended, where = ray.get(ref)
-                except (WorkerCrashedError, NodeDiedError) as e:
+                except (WorkerCrashedError, NodeDiedError, ray.exceptions.OutOfMemoryError) as e:
                     why = f"attempt {attempts}: the Ray worker was lost ({type(e).__name__}: {str(e).splitlines()[0]})"
                     call.clean()  # its partial outputs go before it runs again
                     if attempts <= self.spec.max_retries:
@@ -149,7 +149,9 @@ class RayExecutor(Executor):
                     continue
                 except ray.exceptions.RayError as e:  # the task itself raised: a failed job, not a lost worker
                     now = time.time()
-                    outcome = StageOutcome(None, f"{job.stage} failed in its Ray task: {str(e).splitlines()[0]}", 0.0)
+                    cause = getattr(e, "cause", None)  # the task's own exception, not Ray's 'ray::job() (pid=...)' header
+                    why = f"{type(cause).__name__}: {cause}" if cause is not None else str(e).splitlines()[-1]
+                    outcome = StageOutcome(None, f"{job.stage} failed in its Ray task: {why[:400]}", 0.0)
                     out.append(Finished(job, outcome, "Ray", submitted, now, now, attempts=attempts, lost=lost))
                     continue
                 out.append(Finished(job, outcome, where, submitted, started, ended, attempts=attempts, lost=lost))
@@ -159,6 +161,8 @@ class RayExecutor(Executor):
                 return []
 
     def close(self) -> None:
+        if not self.where:  # start() did not get as far as Ray (not installed, no cluster): nothing to close
+            return
         import ray
 
         for ref, (*_, pg) in list(self.inflight.items()):
