@@ -67,6 +67,10 @@ LLAMA3_8B_CONFIG = {
     "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
     "bos_token_id": 128000, "eos_token_id": 128009, "torch_dtype": "bfloat16", "initializer_range": 0.02,
 }
+# the published Llama-3-70B config (issue 17): 80 layers, hidden 8192, 64 heads, 8 KV heads, intermediate 28672
+LLAMA3_70B_CONFIG = {**LLAMA3_8B_CONFIG, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+                     "num_attention_heads": 64, "num_key_value_heads": 8}
+LLAMA3_CONFIGS = {"8b": LLAMA3_8B_CONFIG, "70b": LLAMA3_70B_CONFIG}
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 LLAMA3_CHAT_TEMPLATE = (
@@ -83,8 +87,8 @@ def llama3_special_tokens() -> list[str]:
     return named + [f"<|reserved_special_token_{i}|>" for i in range(2, 256 - len(named) + 2)]
 
 
-def llama3_shape(tokenizer_model: Path, out: Path) -> Path:
-    """config.json of Llama-3-8B + the Llama 3 tokenizer from its tiktoken file; no weights."""
+def llama3_shape(tokenizer_model: Path, out: Path, size: str = "8b") -> Path:
+    """config.json of Llama-3-8B (or -70B: ``size``) + the Llama 3 tokenizer from its tiktoken file; no weights."""
     import json
 
     from tokenizers import processors
@@ -108,12 +112,12 @@ def llama3_shape(tokenizer_model: Path, out: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tok.save_pretrained(tmp)
-    (tmp / "config.json").write_text(json.dumps(LLAMA3_8B_CONFIG, indent=2))
+    (tmp / "config.json").write_text(json.dumps(LLAMA3_CONFIGS[size], indent=2))
     (tmp / "generation_config.json").write_text(json.dumps({"bos_token_id": 128000, "eos_token_id": [128001, 128009]}))
     (tmp / ".complete").write_text(f"{tokenizer_model}\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
-    print(f"{out}: Llama-3-8B shape, no weights; tokenizer {len(tok)} tokens", file=sys.stderr)
+    print(f"{out}: Llama-3-{size.upper()} shape, no weights; tokenizer {len(tok)} tokens", file=sys.stderr)
     return out
 
 
@@ -128,11 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("llama3-shape", help="Llama-3-8B config.json + the Llama 3 tokenizer, no weights")
     s.add_argument("--tokenizer", required=True, type=Path, help="Llama 3 tiktoken file (tokenizer.model)")
     s.add_argument("--out", required=True, type=Path)
+    s.add_argument("--size", choices=sorted(LLAMA3_CONFIGS), default="8b", help="which published config (default 8b)")
     args = ap.parse_args(argv)
     if args.cmd == "convert-gguf":
         convert_gguf(args.package, args.gguf, args.out)
     else:
-        llama3_shape(args.tokenizer, args.out)
+        llama3_shape(args.tokenizer, args.out, args.size)
     return 0
 
 

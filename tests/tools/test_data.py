@@ -130,3 +130,13 @@ def test_recipe_calibration_references_are_checked(demo_recipe_copy, tmp_path):
         shutil.copy(ROOT / "calibration" / "examples" / f, tmp_path / f)
     ok = run_cli("validate", str(demo_recipe_copy(variants__0__quantization__calibration="my-texts.yaml")))
     assert ok.returncode == 0, ok.stderr
+
+
+def test_llama3_70b_shape_is_the_published_config():
+    """Issue 17's 70B shape: 80 layers, hidden 8192, 64 heads, 8 KV heads, intermediate 28672 (the rest as 8B)."""
+    from tools.models import LLAMA3_70B_CONFIG, LLAMA3_8B_CONFIG
+
+    c = LLAMA3_70B_CONFIG
+    assert (c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"],
+            c["intermediate_size"]) == (80, 8192, 64, 8, 28672)
+    assert c["vocab_size"] == LLAMA3_8B_CONFIG["vocab_size"] == 128256 and c["head_dim"] == 128
