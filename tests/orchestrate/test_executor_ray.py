@@ -57,21 +57,31 @@ def stages(tmp_path, monkeypatch):
 
 
 def test_ray_overlaps_two_variants_and_matches_the_local_executor(demo_recipe_copy, stages):
-    local = execute(load_recipe(demo_recipe_copy(**COMMON)), track=False)
+    """... and a tensor-parallel-2 variant runs in a STRICT_PACK placement group on both declared GPUs."""
+    import yaml
+
+    from conftest import DEMO_RECIPE
+
+    variants = yaml.safe_load(DEMO_RECIPE.read_text())["variants"] + [
+        {"name": "tp2", "engine_args": {"tensor_parallel_size": 2}}]
+    local = execute(load_recipe(demo_recipe_copy(**COMMON, variants=variants)), track=False)
     stages.unlink()
-    ray_run = execute(load_recipe(demo_recipe_copy(**COMMON, executor={"kind": "ray", "gpus": [0, 1]})), track=False,
+    ray_run = execute(load_recipe(demo_recipe_copy(**COMMON, variants=variants,
+                                                   executor={"kind": "ray", "gpus": [0, 1]})), track=False,
                       force=True)  # not the evaluation cache's copies of the local run's results
     rows = [json.loads(line) for line in stages.read_text().splitlines()]
     ran = {(s, v): (gpu, t0, t1) for s, v, gpu, t0, t1 in rows}
     q, e = ran["quantize", "fp8-kv"], ran["evaluate", "bf16"]
     assert e[1] < q[2] and q[1] < e[2], "bf16's evaluation did not overlap fp8-kv's quantize on Ray"
     assert ran["evaluate", "fp8-kv"][1] >= q[2] - 0.05
-    assert {gpu for gpu, *_ in ran.values()} <= {"0", "1"}  # each job on the GPU Ray gave it
+    assert ran.pop(("evaluate", "tp2"))[0] in ("0,1", "1,0")  # both GPUs, in one placement group
+    assert {gpu for gpu, *_ in ran.values()} <= {"0", "1"}  # each other job on the GPU Ray gave it
     assert [v.metrics for v in ray_run.variants] == [v.metrics for v in local.variants]
-    assert [v.errors for v in ray_run.variants] == [[], []]
+    assert [v.errors for v in ray_run.variants] == [[], [], []]
     timeline = json.loads((Path(ray_run.run_dir) / "jobs.json").read_text())
     assert timeline["executor"].startswith("Ray instance for the run") and timeline["startup_s"] > 0
-    assert all(j["attempts"] == 1 and j["placement"].endswith(("GPU 0", "GPU 1")) for j in timeline["jobs"])
+    assert all(j["attempts"] == 1 and j["placement"].endswith(("GPU 0", "GPU 1", "GPU 0,1", "GPU 1,0"))
+               for j in timeline["jobs"])
 
 
 @pytest.fixture(scope="module")
