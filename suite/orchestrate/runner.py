@@ -40,7 +40,7 @@ Watcher = Callable[[list, list], None]  # (running [(Job, placement)], queued [J
 
 def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
             track: bool = True, force: bool = False, resume: Path | None = None,
-            executor=None, watch: Watcher | None = None) -> "summaries.RunSummary":
+            watch: Watcher | None = None) -> "summaries.RunSummary":
     """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
     results already there are kept (event 'resumed'), the other jobs run. The folder is locked
     (``run.lock``) for as long as this runs: a resume refuses while a run of it, or a stage of one, is alive."""
@@ -55,13 +55,13 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
     try:
         if not resume:
             shutil.copy(loaded.path, run_dir / "recipe.yaml")
-        return _execute(loaded, run_dir, out_root, lock, report, track, force, resume, executor, watch)
+        return _execute(loaded, run_dir, out_root, lock, report, track, force, resume, watch)
     finally:
         lock.release()
 
 
 def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
-             resume: Path | None, executor_spec=None, watch: Watcher | None = None) -> "summaries.RunSummary":
+             resume: Path | None, watch: Watcher | None = None) -> "summaries.RunSummary":
     r = loaded.recipe
     plan, kept = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     env = envs.stage_env(plan.env)
@@ -74,7 +74,7 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
         t = lock.taken_over
         summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
                                 "(no longer running here); results its stages may still write are refused")
-    totals = schedule(plan, summary, kept, executor_spec or plan.executor, run_dir, out_root, env, force, lock, report,
+    totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock, report,
                       watch)
     summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
     publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report)

@@ -20,6 +20,7 @@ import re
 import pytest
 
 from conftest import ROOT, make_summary
+from test_gate_tamper import _both  # several tamperings of one summary at once
 from suite import cli
 from suite.analysis import gate, perplexity
 from suite.analysis.paired import bootstrap_ci
@@ -340,13 +341,6 @@ def _metric(key, value):
 def _record(field, value):
     def change(s):
         _fp8(s)["perplexity"][0][field] = value
-    return change
-
-
-def _both(*changes):
-    def change(s):
-        for c in changes:
-            c(s)
     return change
 
 

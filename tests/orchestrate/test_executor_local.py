@@ -46,6 +46,32 @@ def run_all(executor: LocalExecutor, jobs: list[Job], seconds: float = 0.3) -> l
     return log
 
 
+def timed_stages(tmp_path: Path, monkeypatch, seconds: float, before: str = "") -> Path:
+    """Stand-in stage interpreters (test_runner_stage.fake_stage) that run ``before``, sleep ``seconds`` and
+    log [stage, variant, CUDA_VISIBLE_DEVICES, start, end] as a JSON line to the returned file."""
+    import textwrap
+
+    from test_runner_stage import fake_stage
+
+    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
+    from suite.stages.quantize.records import QuantizeResult
+
+    calls = tmp_path / "calls.jsonl"
+    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
+    script = fake_stage(tmp_path, "import json, time\nstage = sys.argv[-3]\n"
+                        "variant = os.path.basename(os.path.dirname(out))\n" + textwrap.dedent(before) + textwrap.dedent(f"""
+        t0 = time.time(); time.sleep({seconds})
+        with open({str(calls)!r}, "a") as f:
+            f.write(json.dumps([stage, variant, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time()]) + "\\n")
+        if stage == "quantize":
+            result_json = {quantized.model_dump_json()!r}
+        write_result()
+    """))
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    return calls
+
+
 def overlap(a, b) -> bool:
     return a[2] < b[3] - 0.01 and b[2] < a[3] - 0.01
 
@@ -145,27 +171,10 @@ def test_a_run_on_two_fake_gpus_overlaps_variants_and_keeps_the_results(demo_rec
     """The demo's jobs on executor.gpus [0, 1] with half-GPU evaluations: bf16's evaluation runs while
     fp8-kv's checkpoint is built, each job sees its own CUDA_VISIBLE_DEVICES, and the summary equals the
     one-at-a-time run's."""
-    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
-    from suite.stages.quantize.records import QuantizeResult
-    from test_runner_stage import fake_stage  # the same stand-in interpreter
 
-    calls = tmp_path / "calls.jsonl"
-    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
-    script = fake_stage(tmp_path, f"""
-        import json, time
-        stage = sys.argv[-3]
-        variant = os.path.basename(os.path.dirname(out))
-        t0 = time.time(); time.sleep(1.0)
-        with open({str(calls)!r}, "a") as f:
-            f.write(json.dumps([stage, variant, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time()]) + "\\n")
-        if stage == "quantize":
-            result_json = {quantized.model_dump_json()!r}
-        write_result()
-    """)
-    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
-    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    calls = timed_stages(tmp_path, monkeypatch, seconds=1.0)
     common = dict(throughput=None, gates__min_throughput_gain=None)
     sequential = execute(load_recipe(demo_recipe_copy(**common)), track=False)
     calls.unlink()

@@ -15,12 +15,10 @@ import pytest
 
 pytest.importorskip("ray")
 
-from test_runner_stage import fake_stage  # noqa: E402  the stand-in stage interpreter
+from test_executor_local import timed_stages  # noqa: E402  the stand-in stage interpreters
 
-from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV  # noqa: E402
 from suite.orchestrate.runner import execute  # noqa: E402
 from suite.recipe import load_recipe  # noqa: E402
-from suite.stages.quantize.records import QuantizeResult  # noqa: E402
 
 COMMON = dict(throughput=None, gates__min_throughput_gain=None)
 
@@ -29,31 +27,18 @@ COMMON = dict(throughput=None, gates__min_throughput_gain=None)
 def stages(tmp_path, monkeypatch):
     """Stand-in stages that sleep, log (stage, variant, CUDA_VISIBLE_DEVICES, start, end) and, while
     ``kill-me`` exists, write the pid of the Ray worker running them to ``worker.pid`` first."""
-    calls = tmp_path / "calls.jsonl"
-    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
-    script = fake_stage(tmp_path, f"""
-        import json, time
+    kill = str(tmp_path / "kill-me")
+    return timed_stages(tmp_path, monkeypatch, seconds=1.5, before=f"""
         import psutil
-        stage = sys.argv[-3]
-        variant = os.path.basename(os.path.dirname(out))
-        if stage == "evaluate" and variant == "fp8-kv" and os.path.exists({str(tmp_path / 'kill-me')!r}):
-            os.remove({str(tmp_path / 'kill-me')!r})
+        if stage == "evaluate" and variant == "fp8-kv" and os.path.exists({kill!r}):
+            os.remove({kill!r})
             worker = psutil.Process().parent().parent()  # stage <- procs supervisor <- Ray worker
             open({str(tmp_path / 'partial')!r}, "w").write("x")
             os.makedirs(os.path.join(os.path.dirname(out), "evaluate"), exist_ok=True)
             open(os.path.join(os.path.dirname(out), "evaluate", "half.json"), "w").write("{{")
             open({str(tmp_path / 'worker.pid')!r}, "w").write(str(worker.pid))
             time.sleep(120)
-        t0 = time.time(); time.sleep(1.5)
-        with open({str(calls)!r}, "a") as f:
-            f.write(json.dumps([stage, variant, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time()]) + "\\n")
-        if stage == "quantize":
-            result_json = {quantized.model_dump_json()!r}
-        write_result()
     """)
-    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
-    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
-    return calls
 
 
 def test_ray_overlaps_two_variants_and_matches_the_local_executor(demo_recipe_copy, stages):

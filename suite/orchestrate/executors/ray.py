@@ -93,7 +93,7 @@ class RayExecutor(Executor):
         return self.where or "ray"
 
     def never_fits(self, job) -> str | None:
-        if job.resources.gpus > max(self.total_gpus, 0) and self.total_gpus > 0:
+        if 0 < self.total_gpus < job.resources.gpus:  # a cluster without GPUs runs every job on CPU
             return f"{job.id} asks for {job.resources.gpus} GPUs and the Ray cluster has {self.total_gpus}"
         return None
 
