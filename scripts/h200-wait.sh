@@ -5,10 +5,11 @@
 set -uo pipefail
 limit=${1:-540}
 start=$(date +%s)
-running() { pgrep -f "[p]ython3 -m suite run" >/dev/null; }
+running() { pgrep -f "[p]ython3 -m suite run" >/dev/null || pgrep -f "[h]200-chain-loop" >/dev/null; }
 while running && [ $(( $(date +%s) - start )) -lt "$limit" ]; do
   sleep 5
 done
+[ -f /tmp/h200-chain.log ] && cat /tmp/h200-chain.log
 for log in /tmp/suite-run-*.log; do
   echo "== $log"
   tr '\r' '\n' < "$log" | grep -E "^[0-9:]+ (quantize|kvcheck|evaluate|benchmark|track) +[^ ]+ (start|ok|failed|cached|skipped)( on .*)?$"

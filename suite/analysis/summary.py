@@ -86,6 +86,9 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
                     m[f"tput.{k}"] = p.roofline[k]
             if p.ceiling_fraction is not None:
                 m["tput.ceiling_fraction"] = p.ceiling_fraction
+            for k in ("gpu_util_mean", "gpu_sm_clock_mhz_mean", "gpu_power_w_mean", "gpu_mem_used_gib_max"):
+                if p.server is not None and getattr(p.server, k) is not None:
+                    m[f"tput.{k}"] = getattr(p.server, k)  # NVML during the headline point
         for q in v.benchmark.points:
             if q.ok:
                 for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms"):

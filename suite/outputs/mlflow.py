@@ -29,6 +29,7 @@ from pathlib import Path
 
 from suite.analysis.records import RunSummary, TrackingInfo, VariantSummary
 from suite.analysis.summary import metric_name
+from suite.outputs.gpu_series import gpu_series, monitor_files
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
@@ -192,6 +193,17 @@ def _tables(client, run_id: str, v: VariantSummary) -> None:
         client.log_dict(run_id, v.kvcheck.model_dump(exclude={"rows"}), "kvcheck/result.json")
 
 
+def _system_metrics(client, run_id: str, v: VariantSummary) -> None:
+    """NVML during the load points as MLflow system metrics (suite.outputs.gpu_series)."""
+    from mlflow.entities import Metric
+
+    if not v.benchmark:
+        return
+    series = [Metric(k, val, ts, step) for k, val, ts, step in gpu_series(monitor_files(Path(v.benchmark.server_log).parent))]
+    for i in range(0, len(series), MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=series[i:i + MAX_METRICS_PER_BATCH])
+
+
 def variant_tags(v: VariantSummary) -> dict[str, str]:
     """Errors, and what bounded each load point (suite.stages.benchmark.bottleneck), as run tags."""
     tags = {"suite.errors": "; ".join(v.errors)[:5000]} if v.errors else {}
@@ -217,6 +229,7 @@ def variant_artifacts(v: VariantSummary) -> list[tuple[str, str]]:
         out = Path(v.benchmark.server_log).parent
         files += [(str(f), "benchmark") for f in sorted(out.glob("bench-slo-*.json"))]
         files.append((str(out / "offline.json"), "benchmark"))
+        files += [(str(f), "benchmark/monitor") for f in monitor_files(out)]
     if v.quantize:
         files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
         files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))
@@ -293,6 +306,7 @@ def run(config: TrackConfig) -> TrackResult:
                 _log(client, child_id, s.cost.params(), {}, {})
             _artifacts(client, child_id, variant_artifacts(v))
             _tables(client, child_id, v)
+            _system_metrics(client, child_id, v)
             client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
                             parent_run_id=pid, variant_run_ids=child_ids)

@@ -9,13 +9,17 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
   preemptions summed over engines (one series per ``engine`` label), KV usage the max over engines
   (each engine has its own KV cache: two at 60% are 60% full, not 120%);
 - the CPU use of each process of the server's group by role (API server, engine core, workers; vLLM
-  names them with ``setproctitle``) and of the benchmark client.
+  names them with ``setproctitle``) and of the benchmark client;
+- each visible GPU's NVML utilisation, SM clock, memory used and power (``suite.stages.benchmark.gpumon``).
 
 ``classify`` turns the summary into one label per point:
   ``kv-cache``      requests were preempted (or KV usage hit ~100%): capacity-bound
   ``seq-cap``       requests queued while the batch sat at its cap (``max_num_seqs``, set or vLLM's
                     default: 1024 on an H200) with KV space to spare: the cap, not KV space, held the batch
-  ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit
+  ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit;
+                    with NVML samples split by evidence (``suite.stages.benchmark.gpumon``) into
+  ``gpu``           ... and kernels ran ≥ 90% of the time: the GPU set the pace (the reason says near which roof)
+  ``engine-cpu``    ... while the GPU idled (< 70% busy) and the engine-core process used a full core
   ``client``        the load generator used a full core: the numbers measure the client
   ``frontend``      an API-server process used a full core while the engine had no queue
                     (and ``engine`` again when only the engine-core process is busy)
@@ -31,6 +35,7 @@ import urllib.error
 import urllib.request
 from statistics import fmean
 
+from suite.stages.benchmark.gpumon import BUSY_CORE, GpuSampler, gpu_evidence, summarize_gpu
 from suite.stages.benchmark.records import LoadPoint, ServerStats
 
 GAUGES = {
@@ -40,7 +45,6 @@ GAUGES = {
     "vllm:gpu_cache_usage_perc": "kv_usage",  # the name in older vLLM releases
 }
 PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
-BUSY_CORE = 90.0  # CPU percent of one core that counts as "saturated"
 
 
 MAX_OVER_SERIES = {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}
@@ -73,7 +77,7 @@ def process_role(cmdline: str, is_root: bool) -> str:
 class ServerMonitor:
     """Background sampler of one server (and, while attached, one benchmark client)."""
 
-    def __init__(self, port: int, server_pid: int, interval_s: float = 1.0):
+    def __init__(self, port: int, server_pid: int, interval_s: float = 1.0, gpus: GpuSampler | None = None):
         import psutil
 
         self._psutil = psutil
@@ -85,6 +89,7 @@ class ServerMonitor:
         self._client = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.gpus = gpus
 
     # -- control
     def start(self, client_pid: int | None = None) -> "ServerMonitor":
@@ -128,6 +133,8 @@ class ServerMonitor:
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):  # ValueError: bad text
             s["scrape_failed"] = True
         s["cpu"] = self._cpu_by_role()
+        if self.gpus is not None and self.gpus.available:
+            s["gpu"] = self.gpus.sample()
         if self._client is not None:
             try:
                 s["cpu"]["client"] = self._client.cpu_percent(None)
@@ -188,12 +195,14 @@ def summarize(samples: list[dict]) -> ServerStats:
         queued_at_peak_frac=(sum(s["running"] >= running_max for s in queued) / len(queued)) if queued else None,
         kv_usage_max=peak("kv_usage"), preemptions=(max(pre) - min(pre)) if pre else None,
         api_server_cpu_pct=cpu_mean("api_server"), engine_core_cpu_pct=cpu_mean("engine_core"),
-        client_cpu_pct=cpu_mean("client"),
+        client_cpu_pct=cpu_mean("client"), **summarize_gpu(active),
     )
 
 
-def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None) -> tuple[str, str]:
-    """(label, reason) for one load point; see the module docstring for the labels.
+def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None,
+             roofline: dict | None = None) -> tuple[str, str]:
+    """(label, reason) for one load point; see the module docstring for the labels. ``roofline`` (the point's
+    implied fractions, ``suite.stages.benchmark.roofline.implied``) says how a GPU-bound point used the GPU.
 
     ``max_num_seqs`` is the recipe's engine argument when it sets one. When it does not, a cap is
     inferred from the samples: requests waited and, in at least half of those samples, the running
@@ -215,6 +224,8 @@ def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | No
                            f"({source}) held the batch, not KV space; raising engine_args.max_num_seqs trades "
                            "queueing (TTFT) for per-token latency, and adds tok/s only if the GPU has compute left")
     if (stats.waiting_mean or 0) >= 1 or at_cap:  # at an inferred cap something waited: seq-cap above
+        if (split := gpu_evidence(stats, roofline)) is not None:
+            return split
         return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
                           f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")
     if (stats.client_cpu_pct or 0) >= BUSY_CORE:

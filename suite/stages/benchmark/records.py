@@ -57,6 +57,14 @@ class ServerStats(Record):
     api_server_cpu_pct: Optional[float] = None
     engine_core_cpu_pct: Optional[float] = None
     client_cpu_pct: Optional[float] = None
+    gpu_samples: int = Field(0, description="samples with NVML readings (suite.stages.benchmark.gpumon); 0: no NVML")
+    gpu_count: Optional[int] = None
+    gpu_util_mean: Optional[float] = Field(None, description="NVML utilisation, %: the share of time any kernel ran")
+    gpu_util_min: Optional[float] = Field(None, description="the least busy GPU's mean utilisation, %")
+    gpu_sm_clock_mhz_mean: Optional[float] = None
+    gpu_power_w_mean: Optional[float] = None
+    gpu_power_limit_w: Optional[float] = None
+    gpu_mem_used_gib_max: Optional[float] = Field(None, description="peak memory used on the server's GPUs (all processes)")
 
 
 class LoadPoint(Record):
@@ -107,6 +115,7 @@ class BenchmarkResult(Record):
     offline_s: Optional[float] = None
     slo: Optional[SloResult] = None
     gpu: Optional[str] = None
+    gpu_sampling: Optional[str] = Field(None, description="where the load points' GPU readings came from, or why none")
     api_server_count: Optional[int] = Field(None, description="API servers of the reported points")
     scaled_from: list[dict[str, Any]] = Field(
         default_factory=list, description="earlier, frontend-bound measurements with fewer API servers")

@@ -28,6 +28,7 @@ from pathlib import Path
 from suite.orchestrate import procs
 from suite.stages.benchmark import server
 from suite.stages.benchmark.bottleneck import ServerMonitor, classify
+from suite.stages.benchmark.gpumon import GpuSampler
 from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
 from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
 from suite.stages.benchmark.served import SERVED_ENV, evaluate_on_server
@@ -129,10 +130,10 @@ class LoadRunner:
     a miss; ``run`` fails the stage for a sweep point)."""
 
     def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path, tag: str = "",
-                 api_key: str | None = None, server_log: Path | None = None):
+                 api_key: str | None = None, server_log: Path | None = None, gpus: GpuSampler | None = None):
         self.config, self.proc, self.port, self.out_dir, self.tag = config, proc, port, out_dir, tag
         self.api_key, self.server_log = api_key, server_log or out_dir / "server.log"
-        self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s)
+        self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s, gpus)
         self.runs = 0
         self.client_s = 0.0  # wall time of the benchmark client processes (start-up included)
         self._prompts: list[str] | None = None
@@ -186,6 +187,8 @@ class LoadRunner:
                 procs.stop(client, grace_s=5)
             stats = self.monitor.stop()
             self.client_s += time.perf_counter() - t0
+        with open(self.out_dir / f"monitor-{self.tag}{label}-r{rep}.jsonl", "w") as fh:  # the evidence behind the label
+            fh.writelines(json.dumps(s) + "\n" for s in self.monitor.samples)
         if self.proc.poll() is not None:
             raise self._server_died(label, rep, procs.error_line(tail(client_log, 400)))
         if rc is None:
@@ -204,14 +207,15 @@ class LoadRunner:
 
 
 def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, peak, offline_tok_s: float | None) -> LoadPoint:
-    """Bottleneck label, roofline fractions and the share of the offline ceiling, for one point."""
-    label, reason = classify(point, point.server, config.engine.engine_args.get("max_num_seqs"))
-    update: dict = {"bottleneck": label, "bottleneck_reason": reason}
+    """Roofline fractions, bottleneck label (which reads them) and the share of the offline ceiling, for one point."""
+    update: dict = {}
     if point.ok and cost is not None:
         running = point.server.running_mean if point.server else None
         input_len = point.mean_input_len or config.input_len
         input_tok_s = point.input_tok_s if point.input_tok_s is not None else point.req_s * input_len
         update["roofline"] = implied(cost, peak, point.output_tok_s, input_tok_s, running, input_len + config.output_len / 2)
+    update["bottleneck"], update["bottleneck_reason"] = classify(
+        point, point.server, config.engine.engine_args.get("max_num_seqs"), update.get("roofline"))
     if point.ok and offline_tok_s:
         update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     return point.model_copy(update=update)
@@ -250,6 +254,7 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     named_peak = gpu_peak(gpu)
     peak = named_peak[1] if named_peak else None
     cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
+    gpus = GpuSampler()  # NVML readings beside /metrics in every load point (none on a machine without NVIDIA GPUs)
     offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
     offline_tok_s = offline["output_tok_s"] if offline else None
     slo = None
@@ -270,7 +275,7 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
                 evaluate_s = time.perf_counter() - t_eval
                 print(f"benchmark: served evaluation {evaluate_s:.1f} s; prefix cache reset", flush=True)
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
-                                server_log=log_path)
+                                server_log=log_path, gpus=gpus)
             for label, rate, conc in load_points(config):
                 point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
                 if not point.ok:  # no number from a broken point: the stage fails, with the reason
@@ -295,11 +300,14 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         earlier.append({"api_server_count": count, "points": [p.model_dump() for p in points]})
         count = more
     kv_tokens, max_conc, _ = kv_capacity(kv_page, log_path.read_text(errors="replace"))
+    gpu_sampling = f"NVML, GPUs {gpus.indices}" if gpus.available else gpus.error
+    gpus.close()
     return BenchmarkResult(
         points=points, kv_cache_tokens=kv_tokens,
         max_concurrency_at_max_len=max_conc,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
+        gpu_sampling=gpu_sampling,
         api_server_count=count, scaled_from=earlier, client_s=client_s,
         overhead_s=max(0.0, served_s - start_stop_s - client_s - evaluate_s),
         server_start_s=ready_s, engine_start=parse_engine_start(log_path.read_text(errors="replace"), ready_s),

@@ -8,6 +8,7 @@ process is left behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -51,6 +52,10 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     assert p.server.samples > 0 and p.server.scrape_failures == 0 and p.server.running_max > 0
     assert p.bottleneck in {"engine", "unsaturated", "client", "frontend", "kv-cache"} and p.bottleneck_reason
     assert p.roofline["tensor_tflops"] > 0 and "hbm_tb_s" in p.roofline and "hbm_frac" not in p.roofline  # no GPU peak
+    # no NVIDIA GPU here: the monitor says why there are no GPU readings, and keeps its samples beside the result
+    assert p.server.gpu_samples == 0 and p.server.gpu_util_mean is None and res.gpu_sampling.startswith(("NVML", "no NVML"))
+    samples = [json.loads(line) for line in (tmp_path / "bench" / "monitor-rate-inf-r0.jsonl").read_text().splitlines()]
+    assert samples and all("cpu" in s and "gpu" not in s for s in samples)
     assert res.kv_cache_tokens > 0 and res.peak_concurrency == res.kv_cache_tokens / 160
     assert res.client_s > 0 and 0 <= res.overhead_s < res.client_s and res.api_server_count == 1
     print(f"benchmark wall {res.wall_s:.1f} s, clients {res.client_s:.1f} s, suite overhead {res.overhead_s:.2f} s")

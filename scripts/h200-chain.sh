@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Run RECIPEs one after another on the project's H200 machine (each `suite run` has every GPU to itself), in the
+# background, after install.sh (as scripts/h200-study.sh); then wait like it. The chain runs from a copy of the
+# tree, so later device commands (which lay the working tree anew) cannot change its code.
+#   bash scripts/h200-chain.sh 480 recipes/qwen0.5b-4variants.yaml recipes/qwen0.5b-served-check.yaml
+set -uo pipefail
+wait_s=$1; shift
+tail -n 3 /tmp/install.log
+if [ -d .device-data ]; then
+  mkdir -p /tmp/shared && rm -rf /tmp/shared/data && cp -r .device-data /tmp/shared/data
+  ( cd /tmp/shared/data && sha256sum --quiet -c SHA256SUMS 2>&1 | head -5 )
+fi
+t0=$(date +%s); bash scripts/h200-models.sh || exit 2; echo "models ready in $(( $(date +%s) - t0 )) s"
+for recipe in "$@"; do [ -f "$recipe" ] || { echo "h200-chain: no recipe $recipe" >&2; exit 2; }; done
+src=/tmp/suite-chain-src
+rm -rf "$src" && cp -r . "$src"
+cat > /tmp/h200-chain-loop.sh <<LOOP
+cd $src
+for recipe in $*; do
+  echo "\$(date +%T) chain: \$recipe" >> /tmp/h200-chain.log
+  bash scripts/h200-run.sh "\$recipe" "/tmp/runs-\$(basename "\$recipe" .yaml)" >> /tmp/h200-chain.log 2>&1 || exit 2
+  sleep 2
+  while pgrep -f "[p]ython3 -m suite run" >/dev/null; do sleep 5; done
+done
+echo "\$(date +%T) chain: done" >> /tmp/h200-chain.log
+LOOP
+setsid nohup bash /tmp/h200-chain-loop.sh > /dev/null 2>&1 < /dev/null &
+sleep 5
+bash scripts/h200-wait.sh "$wait_s"

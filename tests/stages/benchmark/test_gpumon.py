@@ -1,0 +1,152 @@
+"""NVML sampling and the GPU split of the ``engine`` label, without a GPU: a stand-in for pynvml's API (the calls
+GpuSampler makes, with nvidia-ml-py's units: mW, bytes, MHz) and samples in the monitor's own format."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from suite.outputs.gpu_series import gpu_series
+from suite.stages.benchmark import bottleneck, gpumon
+from suite.stages.benchmark.records import LoadPoint, ServerStats
+
+
+class FakeNVML:
+    """pynvml's functions this module calls, for N GPUs; ``unsupported`` readings raise NVMLError."""
+
+    class NVMLError(Exception):
+        pass
+
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, n=4, util=(97, 40, 10, 0), fail_init=False, unsupported=()):
+        self.n, self.util, self.fail_init, self.unsupported, self.shut = n, util, fail_init, set(unsupported), False
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.NVMLError("Driver Not Loaded")
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+    def nvmlDeviceGetCount(self):
+        return self.n
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        if not 0 <= i < self.n:
+            raise self.NVMLError("Invalid Argument")
+        return i
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return int(uuid.rsplit("-", 1)[1])
+
+    def nvmlDeviceGetIndex(self, h):
+        return h
+
+    def _check(self, what):
+        if what in self.unsupported:
+            raise self.NVMLError("Not Supported")
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        self._check("power_limit")
+        return 700_000  # mW
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return SimpleNamespace(gpu=self.util[h], memory=5)
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        assert clock == self.NVML_CLOCK_SM
+        return 1980
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(used=(h + 1) * 2**30, total=141 * 2**30)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        self._check("power")
+        return 350_500  # mW
+
+
+def test_sampler_reads_the_gpus_cuda_visible_devices_names():
+    nv = FakeNVML()
+    s = gpumon.GpuSampler(nv, env={"CUDA_VISIBLE_DEVICES": "2,0"})
+    assert s.available and s.indices == [2, 0]
+    (a, b) = s.sample()
+    assert a == {"index": 2, "util_pct": 10.0, "sm_clock_mhz": 1980.0, "mem_used_mib": 3072.0, "power_w": 350.5,
+                 "power_limit_w": 700.0}
+    assert b["index"] == 0 and b["util_pct"] == 97.0
+    assert gpumon.GpuSampler(nv, env={"CUDA_VISIBLE_DEVICES": "GPU-8c1a-3"}).indices == [3]  # a UUID
+    assert gpumon.GpuSampler(nv, env={}).indices == [0, 1, 2, 3]  # unset: every GPU
+    s.close()
+    assert nv.shut and not s.available
+
+
+def test_sampler_without_nvml_or_with_an_unknown_gpu_says_why():
+    s = gpumon.GpuSampler(FakeNVML(fail_init=True), env={})
+    assert not s.available and s.error == "NVML: Driver Not Loaded" and s.sample() == []
+    assert "Invalid Argument" in gpumon.GpuSampler(FakeNVML(n=1), env={"CUDA_VISIBLE_DEVICES": "3"}).error
+    assert "bogus" in gpumon.GpuSampler(FakeNVML(), env={"CUDA_VISIBLE_DEVICES": "bogus"}).error
+
+
+def test_a_reading_the_gpu_does_not_support_is_left_out_not_zero():
+    (r,) = gpumon.GpuSampler(FakeNVML(n=1, unsupported={"power", "power_limit"}), env={}).sample()
+    assert "power_w" not in r and "power_limit_w" not in r and r["util_pct"] == 97.0
+
+
+def samples(utils, waiting=8.0, running=256.0, engine_core=40.0, power=350.0):
+    """Monitor samples as ServerMonitor.sample() writes them (monitor-*.jsonl), one GPU per entry of utils' rows; the
+    batch moves (not pinned at a cap: that would be seq-cap)."""
+    out = []
+    for i, row in enumerate(utils):
+        out.append({"t": 1000.0 + 0.5 * i, "running": running - 10 * i, "waiting": waiting, "kv_usage": 0.3,
+                    "cpu": {"api_server": 60.0, "engine_core": engine_core, "client": 30.0},
+                    "gpu": [{"index": g, "util_pct": u, "sm_clock_mhz": 1980.0, "mem_used_mib": 120_000.0,
+                             "power_w": power, "power_limit_w": 700.0} for g, u in enumerate(row)]})
+    return out
+
+
+def point() -> LoadPoint:
+    return LoadPoint(label="rate-inf", request_rate="inf", completed=500, output_tok_s=20_000.0, req_s=80.0)
+
+
+def test_summary_means_over_gpus_and_the_least_busy_one():
+    st = bottleneck.summarize(samples([[100, 60], [100, 80], [96, 70]]))
+    assert st.gpu_samples == 3 and st.gpu_count == 2
+    assert st.gpu_util_mean == pytest.approx((100 + 60 + 100 + 80 + 96 + 70) / 6)
+    assert st.gpu_util_min == pytest.approx(70.0)  # GPU 1's mean: an idle tensor-parallel rank shows there
+    assert st.gpu_mem_used_gib_max == pytest.approx(240_000 / 1024) and st.gpu_power_limit_w == 700.0
+
+
+LOW_ROOF = {"tensor_frac": 0.04, "hbm_frac": 0.035}  # Qwen 0.5B serving on the H200 (issue 16)
+
+
+@pytest.mark.parametrize("utils,engine_core,roof,power,label,says", [
+    ([[99]] * 6, 45.0, LOW_ROOF, 250.0, "gpu", "latency-bound kernels"),
+    ([[99]] * 6, 45.0, {"tensor_frac": 0.1, "hbm_frac": 0.72}, 600.0, "gpu", "memory-bandwidth roof"),
+    ([[98]] * 6, 45.0, {"tensor_frac": 0.62, "hbm_frac": 0.3}, 650.0, "gpu", "tensor roof"),
+    ([[99]] * 6, 45.0, None, 600.0, "gpu", "no roofline"),
+    ([[55]] * 6, 99.0, LOW_ROOF, 200.0, "engine-cpu", "engine-core process used 99%"),
+    ([[55]] * 6, 30.0, LOW_ROOF, 200.0, "engine", "does not decide"),   # idle GPU, no busy engine core
+    ([[82]] * 6, 99.0, LOW_ROOF, 300.0, "engine", "does not decide"),   # 70-90%: the evidence does not decide
+])
+def test_the_engine_label_split_by_gpu_evidence(utils, engine_core, roof, power, label, says):
+    st = bottleneck.summarize(samples(utils, engine_core=engine_core, power=power))
+    got, reason = bottleneck.classify(point(), st, roofline=roof)
+    assert got == label and says in reason, reason
+
+
+def test_no_gpu_readings_keep_the_engine_label_and_other_labels_win_first():
+    cpu_only = [{k: v for k, v in s.items() if k != "gpu"} for s in samples([[99]] * 4)]
+    assert bottleneck.classify(point(), bottleneck.summarize(cpu_only), roofline=LOW_ROOF)[0] == "engine"
+    preempted = ServerStats(samples=4, preemptions=3, waiting_mean=5, gpu_samples=4, gpu_util_mean=99.0)
+    assert bottleneck.classify(point(), preempted, roofline=LOW_ROOF)[0] == "kv-cache"
+
+
+def test_samples_become_mlflow_system_metric_series(tmp_path):
+    f = tmp_path / "monitor-rate-inf-r0.jsonl"
+    f.write_text("".join(json.dumps(s) + "\n" for s in samples([[99, 40], [98, 41]])))
+    rows = gpu_series([f])
+    assert ("system/gpu_1_utilization_percentage", 41.0, 1000500, 1) in rows
+    assert ("system/gpu_0_power_usage_watts", 350.0, 1000000, 0) in rows
+    assert len(rows) == 2 * 2 * 4  # samples x GPUs x (utilisation, memory, power, SM clock)
