@@ -168,10 +168,22 @@ class ServerMonitor:
         return out
 
 
+def live(s: dict) -> bool:
+    """False for a sample whose gauges are stale: vLLM updates them from the engine loop, so after the last reply
+    they keep their last values while the engine core idles (< 5% of a core) and no kernel runs."""
+    core = s.get("cpu", {}).get("engine_core")
+    gpu = [g.get("util_pct", 0) for g in s.get("gpu") or []]
+    return core is None or core >= 5 or any(u > 0 for u in gpu)
+
+
 def summarize(samples: list[dict]) -> ServerStats:
-    """Means over the samples where the server had work (running or waiting > 0); maxima over all."""
+    """Means over the samples where the server had work (running or waiting > 0, gauges not stale); maxima over
+    all. The GPU evidence (``gpumon``) and the engine core's and client's CPU beside it are taken over the loaded
+    samples: at least half the point's peak of running + waiting (not the warm-up requests or the tail)."""
     scraped = [s for s in samples if not s.get("scrape_failed")]
-    active = [s for s in scraped if s.get("running", 0) + s.get("waiting", 0) > 0] or scraped
+    active = [s for s in scraped if s.get("running", 0) + s.get("waiting", 0) > 0 and live(s)] or scraped
+    top = max((s.get("running", 0) + s.get("waiting", 0) for s in active), default=0)
+    loaded = [s for s in active if s.get("running", 0) + s.get("waiting", 0) >= 0.5 * top] or active
 
     def mean(key, src=active):
         vals = [s[key] for s in src if key in s]
@@ -181,8 +193,8 @@ def summarize(samples: list[dict]) -> ServerStats:
         vals = [s[key] for s in scraped if key in s]
         return max(vals) if vals else None
 
-    def cpu_mean(role):
-        vals = [s["cpu"][role] for s in active if role in s.get("cpu", {})]
+    def cpu_mean(role, src=active):
+        vals = [s["cpu"][role] for s in src if role in s.get("cpu", {})]
         return fmean(vals) if vals else None
 
     queued = [s for s in scraped if s.get("waiting", 0) > 0 and "running" in s]
@@ -195,7 +207,9 @@ def summarize(samples: list[dict]) -> ServerStats:
         queued_at_peak_frac=(sum(s["running"] >= running_max for s in queued) / len(queued)) if queued else None,
         kv_usage_max=peak("kv_usage"), preemptions=(max(pre) - min(pre)) if pre else None,
         api_server_cpu_pct=cpu_mean("api_server"), engine_core_cpu_pct=cpu_mean("engine_core"),
-        client_cpu_pct=cpu_mean("client"), **summarize_gpu(active),
+        client_cpu_pct=cpu_mean("client"), loaded_samples=len(loaded),
+        loaded_engine_core_cpu_pct=cpu_mean("engine_core", loaded), loaded_client_cpu_pct=cpu_mean("client", loaded),
+        **summarize_gpu(loaded),
     )
 
 

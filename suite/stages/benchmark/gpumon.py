@@ -126,7 +126,7 @@ class GpuSampler:
 
 
 def summarize_gpu(samples: list[dict]) -> dict:
-    """ServerStats' gpu_* fields from monitor samples (each with an optional ``gpu`` list): utilisation, SM clock
+    """ServerStats' gpu_* fields from (loaded) monitor samples (each with an optional ``gpu`` list): utilisation, SM clock
     and power as means over samples and GPUs (the mean GPU of a tensor-parallel engine), memory used the peak
     over samples of the sum over GPUs, ``gpu_util_min`` the least busy GPU's mean (an idle rank shows there)."""
     rows = [s["gpu"] for s in samples if s.get("gpu")]
@@ -152,7 +152,8 @@ def summarize_gpu(samples: list[dict]) -> dict:
 
 
 def gpu_evidence(stats, roofline: dict | None) -> tuple[str, str] | None:
-    """(label, reason) splitting ``engine`` by the GPU samples (see the module docstring), or None without them."""
+    """(label, reason) splitting ``engine`` by the GPU samples (see the module docstring), or None without them.
+    Utilisation, power and the engine core's CPU are read over the same loaded samples (``bottleneck.summarize``)."""
     util = getattr(stats, "gpu_util_mean", None)
     if util is None:
         return None
@@ -165,7 +166,11 @@ def gpu_evidence(stats, roofline: dict | None) -> tuple[str, str] | None:
                + (f", tensor {100 * tensor:.1f}% / HBM {100 * hbm:.1f}% of peak (roofline)"
                   if tensor is not None and hbm is not None else ""))
     queue = f"mean {stats.waiting_mean or 0:.1f} waiting, {stats.running_mean or 0:.0f} running"
-    core = stats.engine_core_cpu_pct
+    core = stats.loaded_engine_core_cpu_pct if stats.loaded_engine_core_cpu_pct is not None else stats.engine_core_cpu_pct
+    client = stats.loaded_client_cpu_pct
+    if client is not None and client >= BUSY_CORE:  # not the limit while the engine queues, but it colours latencies
+        figures += (f"; the benchmark client used {client:.0f}% of a core too, so its TTFT/TPOT may include "
+                    "the client's own lag")
     if util >= BUSY_UTIL:
         if tensor is not None and hbm is not None and max(tensor, hbm) >= NEAR_ROOF:
             how = "near its " + ("tensor" if tensor >= hbm else "memory-bandwidth") + " roof"

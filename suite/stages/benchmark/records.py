@@ -57,7 +57,10 @@ class ServerStats(Record):
     api_server_cpu_pct: Optional[float] = None
     engine_core_cpu_pct: Optional[float] = None
     client_cpu_pct: Optional[float] = None
-    gpu_samples: int = Field(0, description="samples with NVML readings (suite.stages.benchmark.gpumon); 0: no NVML")
+    loaded_samples: int = Field(0, description="samples with at least half the point's peak of running + waiting")
+    loaded_engine_core_cpu_pct: Optional[float] = Field(None, description="the engine core's CPU over the loaded samples")
+    loaded_client_cpu_pct: Optional[float] = Field(None, description="the benchmark client's CPU over the loaded samples")
+    gpu_samples: int = Field(0, description="loaded samples with NVML readings (suite.stages.benchmark.gpumon); 0: no NVML")
     gpu_count: Optional[int] = None
     gpu_util_mean: Optional[float] = Field(None, description="NVML utilisation, %: the share of time any kernel ran")
     gpu_util_min: Optional[float] = Field(None, description="the least busy GPU's mean utilisation, %")

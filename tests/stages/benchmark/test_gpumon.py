@@ -150,3 +150,27 @@ def test_samples_become_mlflow_system_metric_series(tmp_path):
     assert ("system/gpu_1_utilization_percentage", 41.0, 1000500, 1) in rows
     assert ("system/gpu_0_power_usage_watts", 350.0, 1000000, 0) in rows
     assert len(rows) == 2 * 2 * 4  # samples x GPUs x (utilisation, memory, power, SM clock)
+
+
+# Recorded on the project's H200 (vLLM 0.26.0, 2 API servers, Qwen2.5-Coder-0.5B, 500 random 512/256 prompts at
+# rate inf; docs/results/h200-4variants-20261201): the monitor's samples of each variant's point, with the point's
+# roofline. Kernels ran ~30% of the time while requests queued and the engine core sat at a full core.
+RECORDED = {"bf16": {"tensor_frac": 0.0534, "hbm_frac": 0.0395}, "bf16-fp8kv": {"tensor_frac": 0.0688, "hbm_frac": 0.0329},
+            "fp8kv-cal": {"tensor_frac": 0.0505, "hbm_frac": 0.0236}, "fp8-dynamic": {"tensor_frac": 0.0266, "hbm_frac": 0.0378}}
+
+
+@pytest.mark.parametrize("variant", sorted(RECORDED))
+def test_recorded_h200_samples_are_engine_cpu_bound(variant):
+    from conftest import ROOT
+
+    path = ROOT / "tests/stages/benchmark/data" / f"h200-vllm-0.26-qwen0.5b-{variant}-rate-inf.monitor.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    st = bottleneck.summarize(rows)
+    # the warm-up requests, the ~30 s of client start-up and the stale gauges after the last reply are left out
+    assert 6 <= st.loaded_samples <= 9 < st.samples and st.gpu_samples == st.loaded_samples
+    assert 20 < st.gpu_util_mean < 40 and st.loaded_engine_core_cpu_pct >= 90
+    label, reason = bottleneck.classify(point(), st, roofline=RECORDED[variant])
+    assert label == "engine-cpu" and "GPU idled" in reason, reason
+    # the same samples without the NVML readings: the label the suite gave before it could see the GPU
+    blind = [{k: v for k, v in s.items() if k != "gpu"} for s in rows]
+    assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=RECORDED[variant])[0] == "engine"
