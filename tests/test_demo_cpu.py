@@ -107,4 +107,4 @@ def test_gate_exit_codes(demo_run, tmp_path):
 
 
 def test_no_server_left_behind(demo_run):
-    assert not no_leftover("suite.stages.benchmark.vllm_cli")
+    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")

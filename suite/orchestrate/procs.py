@@ -73,6 +73,13 @@ def spawn(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None, cwd
                             preexec_fn=_preexec(group, os.getpid(), signal.SIGKILL if die_with_parent else None))
 
 
+def spawn_worker(cmd: list[str], *, stderr, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a long-lived worker speaking over pipes (stdin, stdout; stderr into ``stderr``), in its own process
+    group, dying with us (as ``spawn``)."""
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
+                            preexec_fn=_preexec(True, os.getpid(), signal.SIGKILL))
+
+
 def supervised(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None, cwd=None) -> subprocess.Popen:
     """Start ``cmd`` under a supervisor that kills its whole tree when it ends or when we die."""
     python = sys.executable  # ours has psutil; the command may run under another interpreter

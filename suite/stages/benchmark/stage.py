@@ -18,7 +18,6 @@ Where the server's engine start went is read from its log (``suite.stages.engine
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 from suite.orchestrate import procs
 from suite.stages.benchmark import server
 from suite.stages.benchmark.bottleneck import ServerMonitor, classify
+from suite.stages.benchmark.client import WarmClient
 from suite.stages.benchmark.gpumon import GpuSampler
 from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
 from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
@@ -130,9 +130,11 @@ class LoadRunner:
     a miss; ``run`` fails the stage for a sweep point)."""
 
     def __init__(self, config: BenchmarkConfig, proc: subprocess.Popen, port: int, out_dir: Path, tag: str = "",
-                 api_key: str | None = None, server_log: Path | None = None, gpus: GpuSampler | None = None):
+                 api_key: str | None = None, server_log: Path | None = None, gpus: GpuSampler | None = None,
+                 client: WarmClient | None = None):
         self.config, self.proc, self.port, self.out_dir, self.tag = config, proc, port, out_dir, tag
         self.api_key, self.server_log = api_key, server_log or out_dir / "server.log"
+        self.client = client or WarmClient(out_dir / "client-worker.log")
         self.monitor = ServerMonitor(port, proc.pid, config.metrics_interval_s, gpus)
         self.runs = 0
         self.client_s = 0.0  # wall time of the benchmark client processes (start-up included)
@@ -174,17 +176,12 @@ class LoadRunner:
             dataset = write_dataset(self.prompts(), n, self.out_dir / f"prompts-{label}-r{rep}.jsonl", f"r{self.runs}")
         cmd = bench_command(self.config, self.port, rate, concurrency, self.out_dir, filename, num_prompts,
                             seed=self.config.seed + 1009 * self.runs, dataset=dataset)
-        env = {**os.environ, "OPENAI_API_KEY": self.api_key} if self.api_key else None
-        with open(client_log, "w") as fh:
-            client = procs.spawn(cmd, stdout=fh, env=env)
-            t0 = time.perf_counter()
-            self.monitor.start(client.pid)
-            try:
-                rc = client.wait(timeout=self.config.point_timeout_s)
-            except subprocess.TimeoutExpired:
-                rc = None
-            finally:
-                procs.stop(client, grace_s=5)
+        env = {"OPENAI_API_KEY": self.api_key} if self.api_key else {}
+        t0 = time.perf_counter()
+        self.monitor.start(self.client.pid)
+        try:  # the warm client's worker runs `vllm bench serve` (its argv after the CLI's "bench serve")
+            rc = self.client.run(cmd[len(server.VLLM_CLI) + 2:], client_log, env, self.config.point_timeout_s)
+        finally:
             stats = self.monitor.stop()
             self.client_s += time.perf_counter() - t0
         with open(self.out_dir / f"monitor-{self.tag}{label}-r{rep}.jsonl", "w") as fh:  # the evidence behind the label
@@ -244,17 +241,26 @@ def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
 
 
 def run(config: BenchmarkConfig) -> BenchmarkResult:
-    from suite.orchestrate.envs import package_versions
-
     start = time.perf_counter()
     out_dir = Path(config.output_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
+    gpus = GpuSampler()  # NVML readings beside /metrics in every load point (none on a machine without NVIDIA GPUs)
+    client = WarmClient(out_dir / "client-worker.log").start()  # its imports overlap the server's start
+    try:
+        return _run(config, start, out_dir, gpus, client)
+    finally:
+        client.close()
+        gpus.close()
+
+
+def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler, client: WarmClient) -> BenchmarkResult:
+    from suite.orchestrate.envs import package_versions
+
     log_path = out_dir / "server.log"
     gpu = config.gpu or detect_gpu()
     named_peak = gpu_peak(gpu)
     peak = named_peak[1] if named_peak else None
     cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
-    gpus = GpuSampler()  # NVML readings beside /metrics in every load point (none on a machine without NVIDIA GPUs)
     offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
     offline_tok_s = offline["output_tok_s"] if offline else None
     slo = None
@@ -275,7 +281,7 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
                 evaluate_s = time.perf_counter() - t_eval
                 print(f"benchmark: served evaluation {evaluate_s:.1f} s; prefix cache reset", flush=True)
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
-                                server_log=log_path, gpus=gpus)
+                                server_log=log_path, gpus=gpus, client=client)
             for label, rate, conc in load_points(config):
                 point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
                 if not point.ok:  # no number from a broken point: the stage fails, with the reason
@@ -301,7 +307,6 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         count = more
     kv_tokens, max_conc, _ = kv_capacity(kv_page, log_path.read_text(errors="replace"))
     gpu_sampling = f"NVML, GPUs {gpus.indices}" if gpus.available else gpus.error
-    gpus.close()
     return BenchmarkResult(
         points=points, kv_cache_tokens=kv_tokens,
         max_concurrency_at_max_len=max_conc,

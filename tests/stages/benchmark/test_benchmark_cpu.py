@@ -62,7 +62,7 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     # the SLO is loose: 1 req/s and 2 req/s (max_rate) both meet it
     assert [q["rate"] for q in res.slo.probes] == [1, 2] and res.slo.sustainable_rate == 2
     assert res.slo.note == "the SLO held up to max_rate"
-    assert not no_leftover("suite.stages.benchmark.vllm_cli")
+    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothing(tmp_path, cpu_env):
@@ -76,9 +76,9 @@ def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothin
         me = psutil.Process()
         while time.time() < deadline:
             kids = me.children(recursive=True)
-            # by argument, not substring: the CLI module's own path (suite.stages.benchmark.vllm_cli) says "bench"
-            servers = [k for k in kids if "serve" in k.cmdline() and "bench" not in k.cmdline()]
-            clients = [k for k in kids if "bench" in k.cmdline()]
+            # by argument, not substring: the module paths (suite.stages.benchmark.*) say "bench"
+            servers = [k for k in kids if "serve" in k.cmdline()]
+            clients = [k for k in kids if "suite.stages.benchmark.client" in k.cmdline()]  # the warm client
             if servers and clients and list((tmp_path / "bench").glob("bench-rate-inf-r0.log")):
                 time.sleep(8)  # the point is under way
                 killed["pid"] = servers[0].pid
@@ -95,7 +95,7 @@ def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothin
     assert killed, "the server was never killed"
     assert "load point rate-inf (repetition 1): vllm serve died (killed by SIGKILL)" in str(e.value)
     assert time.monotonic() - start < 400
-    assert not no_leftover("suite.stages.benchmark.vllm_cli")
+    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_env):
@@ -112,10 +112,12 @@ def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_
         runner = benchmark.LoadRunner(cfg, server, benchmark.free_port(), tmp_path / "bench", api_key="k")
         with pytest.raises(benchmark.ServerError) as e:
             runner.measure("rate--1", -1, None, 2, 1)
+        assert runner.client.proc.poll() is None  # the warm client survives a failed point
     finally:
+        runner.client.close()
         procs.stop(server, grace_s=1)
     assert "vllm bench serve failed (exit 1): AssertionError: Obtained non-positive request rate -1" in str(e.value)
-    assert isinstance(server, subprocess.Popen) and not no_leftover("suite.stages.benchmark.vllm_cli")
+    assert isinstance(server, subprocess.Popen) and not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_path, cpu_env, monkeypatch):
@@ -140,7 +142,7 @@ def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_pat
     finally:
         foreign.shutdown()
     assert "is held by another process" in str(e.value) and "Address already in use" in str(e.value), str(e.value)
-    assert not list((tmp_path / "bench").glob("bench-*.json")) and not no_leftover("suite.stages.benchmark.vllm_cli")
+    assert not list((tmp_path / "bench").glob("bench-*.json")) and not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
@@ -154,4 +156,4 @@ def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
     rows = (tmp_path / "bench" / "prompts-rate-inf-r0.jsonl").read_text().splitlines()
     assert len(rows) == 12 + cfg.warmup_requests and '"prompt": "[r1-0] ' in rows[0]
     assert res.offline_tok_s > 0 and 0 < p.ceiling_fraction
-    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.offline")
+    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client") and not no_leftover("suite.stages.benchmark.offline")

@@ -1,0 +1,140 @@
+"""A warm ``vllm bench serve``: one client process runs all of a benchmark stage's load points.
+
+On the project's H200 every ``vllm bench serve`` process spent ~30 s at a full core before its first request
+(interpreter, vLLM's imports, the tokenizer), against 5-8 s of load in a 500-prompt point: 12 client starts were
+~6 of the 4-variant study's 23 minutes. ``WarmClient`` starts ``python -m suite.stages.benchmark.client`` once, as
+the stage begins (its imports overlap the server's start), and sends it one job per point: vLLM's own argument
+parser and ``vllm.benchmarks.serve.main`` — the code behind ``vllm bench serve`` (its ``cmd`` calls ``main(args)``),
+so a point measures what the CLI measures. ``main`` seeds ``random`` and NumPy from ``--seed`` and builds its
+dataset and HTTP session anew on each call, so a point does not depend on the points before it.
+
+Protocol: a JSON line per job on the worker's stdin (``argv`` after ``vllm bench serve``, ``log``, ``env``), one
+JSON line back (``rc``: 0, the ``SystemExit`` code, or 1 with the traceback in the job's log). The job's stdout and
+stderr go to its log (file descriptors 1 and 2, so vLLM's loggers and any child process land there too). A job that
+outlives its timeout stops the worker (its whole process tree); the next point starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from suite.orchestrate import procs
+
+WORKER = [sys.executable, "-m", "suite.stages.benchmark.client"]
+
+
+class WarmClient:
+    """The parent's handle on one worker; ``run`` is one load point's client."""
+
+    def __init__(self, startup_log: Path):
+        self.startup_log = startup_log
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> "WarmClient":
+        if self.proc is None or self.proc.poll() is not None:
+            with open(self.startup_log, "a") as fh:
+                self.proc = procs.spawn_worker(WORKER, stderr=fh)
+            self.starts += 1
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.start().proc.pid
+
+    def run(self, argv: list[str], log: Path, env: dict[str, str], timeout_s: float) -> int | None:
+        """The job's exit code, or None if it did not finish in ``timeout_s`` (the worker is then stopped)."""
+        proc = self.start().proc
+        try:
+            proc.stdin.write((json.dumps({"argv": argv, "log": str(log), "env": env}) + "\n").encode())
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._died(log)
+        deadline = time.monotonic() + timeout_s
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                return None
+            ready, _, _ = select.select([proc.stdout], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    return self._died(log)
+                line += chunk
+        return int(json.loads(line.decode())["rc"])
+
+    def _died(self, log: Path) -> int:
+        """The worker ended without an answer: its start-up log says why (an import error, a signal)."""
+        rc = self.proc.wait() if self.proc else None
+        with open(log, "a") as fh:
+            fh.write(f"the benchmark client worker exited ({procs.signal_name(rc)}) without finishing the point; "
+                     f"its start-up output: {procs.error_line(self.startup_log.read_text(errors='replace')[-4000:]) or '-'}\n")
+        self.proc = None
+        return rc if rc not in (0, None) else 1
+
+    def close(self) -> None:
+        if self.proc is not None:
+            procs.stop(self.proc, grace_s=5)
+            self.proc = None
+
+
+def _redirect(path: str):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return saved
+
+
+def _restore(saved) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved[0], 1)
+    os.dup2(saved[1], 2)
+    for fd in saved:
+        os.close(fd)
+
+
+def serve_forever() -> None:
+    from suite.orchestrate.envs import install_vllm_version_alias
+
+    install_vllm_version_alias()
+    answers = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol keeps the real stdout; jobs get their logs
+    os.dup2(2, 1)  # anything printed outside a job goes to the start-up log, not into the protocol
+    import vllm.entrypoints.cli.benchmark.serve as cli  # the module behind `vllm bench serve`
+
+    parser = cli.FlexibleArgumentParser(prog="vllm bench serve")
+    cli.add_cli_args(parser)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        os.environ.update(job.get("env") or {})
+        saved = _redirect(job["log"])
+        try:
+            cli.main(parser.parse_args(job["argv"]))
+            rc = 0
+        except SystemExit as e:  # argparse and vLLM's own exits
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:  # noqa: BLE001 - the point failed: its traceback is its log's last lines
+            traceback.print_exc()
+            rc = 1
+        finally:
+            _restore(saved)
+        answers.write(json.dumps({"rc": rc}) + "\n")
+
+
+if __name__ == "__main__":
+    serve_forever()
