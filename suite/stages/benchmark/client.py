@@ -75,9 +75,11 @@ class WarmClient:
     def _died(self, log: Path) -> int:
         """The worker ended without an answer: its start-up log says why (an import error, a signal)."""
         rc = self.proc.wait() if self.proc else None
+        said = self.startup_log.read_text(errors="replace")[-4000:] if self.startup_log.is_file() else ""
+        last = [line for line in said.splitlines() if line.strip()][-1:] or ["-"]
         with open(log, "a") as fh:
             fh.write(f"the benchmark client worker exited ({procs.signal_name(rc)}) without finishing the point; "
-                     f"its start-up output: {procs.error_line(self.startup_log.read_text(errors='replace')[-4000:]) or '-'}\n")
+                     f"its own output: {procs.error_line(said) or last[0]}\n")
         self.proc = None
         return rc if rc not in (0, None) else 1
 
@@ -113,10 +115,14 @@ def serve_forever() -> None:
     install_vllm_version_alias()
     answers = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol keeps the real stdout; jobs get their logs
     os.dup2(2, 1)  # anything printed outside a job goes to the start-up log, not into the protocol
-    import vllm.entrypoints.cli.benchmark.serve as cli  # the module behind `vllm bench serve`
+    from vllm.benchmarks.serve import add_cli_args, main  # what `vllm bench serve` runs (its cmd: main(args))
 
-    parser = cli.FlexibleArgumentParser(prog="vllm bench serve")
-    cli.add_cli_args(parser)
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # vLLM releases before the utils package was split
+        from vllm.utils import FlexibleArgumentParser
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -124,7 +130,7 @@ def serve_forever() -> None:
         os.environ.update(job.get("env") or {})
         saved = _redirect(job["log"])
         try:
-            cli.main(parser.parse_args(job["argv"]))
+            main(parser.parse_args(job["argv"]))
             rc = 0
         except SystemExit as e:  # argparse and vLLM's own exits
             rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
