@@ -9,6 +9,7 @@ tail -n 3 /tmp/install.log
 if [ -d .device-data ]; then
   mkdir -p /tmp/shared && rm -rf /tmp/shared/data && cp -r .device-data /tmp/shared/data
   ( cd /tmp/shared/data && sha256sum --quiet -c SHA256SUMS 2>&1 | head -5 )
+  cp -r tasks/data/longtext /tmp/shared/data/  # suite_longppl's texts (in the repo, not in ../shared/data)
 fi
 t0=$(date +%s); bash scripts/h200-models.sh || exit 2; echo "models ready in $(( $(date +%s) - t0 )) s"
 for recipe in "$@"; do [ -f "$recipe" ] || { echo "h200-chain: no recipe $recipe" >&2; exit 2; }; done
