@@ -13,8 +13,10 @@ if [ -d .device-data ]; then
 fi
 t0=$(date +%s); bash scripts/h200-models.sh || exit 2; echo "models ready in $(( $(date +%s) - t0 )) s"
 for recipe in "$@"; do [ -f "$recipe" ] || { echo "h200-chain: no recipe $recipe" >&2; exit 2; }; done
+if pgrep -f "[h]200-chain-loop" >/dev/null; then echo "h200-chain: a chain is still running (scripts/h200-wait.sh)" >&2; exit 2; fi
 src=/tmp/suite-chain-src
 rm -rf "$src" && cp -r . "$src"
+: > /tmp/h200-chain.log
 cat > /tmp/h200-chain-loop.sh <<LOOP
 cd $src
 for recipe in $*; do

@@ -10,6 +10,7 @@ from pathlib import Path
 
 SERIES = {"util_pct": "utilization_percentage", "mem_used_mib": "memory_usage_megabytes",
           "power_w": "power_usage_watts", "sm_clock_mhz": "sm_clock_mhz"}
+SCALE = {"mem_used_mib": 2**20 / 1e6}  # MLflow's gpu monitor logs megabytes as bytes / 1e6, the samples hold MiB
 
 
 def monitor_files(bench_dir: Path) -> list[Path]:
@@ -31,5 +32,6 @@ def gpu_series(files: list[Path]) -> list[tuple[str, float, int, int]]:
         for g in s["gpu"]:
             for field, name in SERIES.items():
                 if field in g:
-                    out.append((f"system/gpu_{g['index']}_{name}", float(g[field]), int(s["t"] * 1000), step))
+                    value = float(g[field]) * SCALE.get(field, 1.0)
+                    out.append((f"system/gpu_{g['index']}_{name}", value, int(s["t"] * 1000), step))
     return out

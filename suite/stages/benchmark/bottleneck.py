@@ -214,7 +214,7 @@ def summarize(samples: list[dict]) -> ServerStats:
 
 
 def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None,
-             roofline: dict | None = None) -> tuple[str, str]:
+             roofline: dict | None = None, pipeline_parallel: int = 1) -> tuple[str, str]:
     """(label, reason) for one load point; see the module docstring for the labels. ``roofline`` (the point's
     implied fractions, ``suite.stages.benchmark.roofline.implied``) says how a GPU-bound point used the GPU.
 
@@ -238,7 +238,7 @@ def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | No
                            f"({source}) held the batch, not KV space; raising engine_args.max_num_seqs trades "
                            "queueing (TTFT) for per-token latency, and adds tok/s only if the GPU has compute left")
     if (stats.waiting_mean or 0) >= 1 or at_cap:  # at an inferred cap something waited: seq-cap above
-        if (split := gpu_evidence(stats, roofline)) is not None:
+        if (split := gpu_evidence(stats, roofline, pipeline_parallel)) is not None:
             return split
         return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
                           f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")

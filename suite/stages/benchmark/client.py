@@ -11,11 +11,14 @@ dataset and HTTP session anew on each call, so a point does not depend on the po
 Protocol: a JSON line per job on the worker's stdin (``argv`` after ``vllm bench serve``, ``log``, ``env``), one
 JSON line back (``rc``: 0, the ``SystemExit`` code, or 1 with the traceback in the job's log). The job's stdout and
 stderr go to its log (file descriptors 1 and 2, so vLLM's loggers and any child process land there too). A job that
-outlives its timeout stops the worker (its whole process tree); the next point starts a fresh one.
+outlives its timeout stops the worker (its whole process tree); the next point starts a fresh one (whose imports
+then count in that point's timeout). After each job the worker undoes vLLM's ``gc.freeze()`` and collects, so a
+point's tokenizer and dataset do not pile up over a study.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -75,6 +78,8 @@ class WarmClient:
     def _died(self, log: Path) -> int:
         """The worker ended without an answer: its start-up log says why (an import error, a signal)."""
         rc = self.proc.wait() if self.proc else None
+        if self.proc:
+            self._close_pipes()
         said = self.startup_log.read_text(errors="replace")[-4000:] if self.startup_log.is_file() else ""
         last = [line for line in said.splitlines() if line.strip()][-1:] or ["-"]
         with open(log, "a") as fh:
@@ -86,7 +91,15 @@ class WarmClient:
     def close(self) -> None:
         if self.proc is not None:
             procs.stop(self.proc, grace_s=5)
+            self._close_pipes()
             self.proc = None
+
+    def _close_pipes(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
 
 def _redirect(path: str):
@@ -121,6 +134,10 @@ def serve_forever() -> None:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # vLLM releases before the utils package was split
         from vllm.utils import FlexibleArgumentParser
+    try:
+        from vllm.logger import configure_logging_from_args as configure_logging
+    except ImportError:  # older vLLM: logging is set up at import
+        configure_logging = None
     parser = FlexibleArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
     for line in sys.stdin:
@@ -130,7 +147,10 @@ def serve_forever() -> None:
         os.environ.update(job.get("env") or {})
         saved = _redirect(job["log"])
         try:
-            main(parser.parse_args(job["argv"]))
+            args = parser.parse_args(job["argv"])
+            if configure_logging is not None:  # as the CLI does before dispatching (vLLM's INFO lines in the log)
+                configure_logging(args)
+            main(args)
             rc = 0
         except SystemExit as e:  # argparse and vLLM's own exits
             rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -139,6 +159,10 @@ def serve_forever() -> None:
             rc = 1
         finally:
             _restore(saved)
+            # main() ends its set-up with gc.freeze() (vllm.utils.gc_utils.freeze_gc_heap): what a point froze (its
+            # tokenizer, dataset) would never be collected in a worker that lives on
+            gc.unfreeze()
+            gc.collect()
         answers.write(json.dumps({"rc": rc}) + "\n")
 
 

@@ -23,8 +23,12 @@ and the bottleneck label keeps to ``engine`` (``suite.stages.benchmark.bottlenec
                   under ``LOW_POWER``, 60% of the limit) the GPU was busy with small, latency-bound kernels — more
                   work per step (a bigger batch, max_num_seqs) rather than a faster GPU is what would help.
   ``engine-cpu``  the engine had a queue yet kernels ran < ``IDLE_UTIL`` (70%) of the time and the engine-core
-                  process used ≥ 90% of a core: requests waited while the GPU idled between steps for the engine
-                  core's Python (scheduling, input preparation, output processing).
+                  process used ≥ 90% of a core: requests waited while the GPU idled between steps for the host side
+                  of the engine loop (scheduling, input preparation, output processing, launches). The idle GPU is
+                  the evidence: the engine core's full core only says it was running (a CUDA sync spin-waits at
+                  100%), and is required so that a stalled or idle engine is not called CPU-bound.
+  (no split)      fewer than 3 loaded samples with GPU readings, or pipeline parallel > 1 (each stage's GPU idles
+                  while the others work, so low utilisation is not host time).
   ``engine``      in between (70–90% busy) or idle without a busy engine core (a sync, a worker process): the
                   evidence does not decide; the reason gives the figures.
 
@@ -68,7 +72,7 @@ def visible_devices(value: str | None) -> list[str] | None:
 class GpuSampler:
     """NVML handles of this process's GPUs, opened once; ``sample()`` -> a list of per-GPU readings."""
 
-    def __init__(self, nvml=None, env: dict | None = None):
+    def __init__(self, nvml=None, env: dict | None = None, limit: int | None = None):
         self.nvml = nvml if nvml is not None else load_nvml()
         self.handles: list = []
         self.indices: list[int] = []
@@ -83,6 +87,8 @@ class GpuSampler:
             wanted = visible_devices((env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES"))
             if wanted is None:
                 wanted = [str(i) for i in range(n.nvmlDeviceGetCount())]
+            if limit:  # the engine uses the first tensor x pipeline (x data) parallel GPUs it sees: not idle ones
+                wanted = wanted[:limit]
             for w in wanted:
                 h = n.nvmlDeviceGetHandleByUUID(w) if w.startswith(("GPU-", "MIG-")) else n.nvmlDeviceGetHandleByIndex(int(w))
                 self.handles.append(h)
@@ -151,12 +157,18 @@ def summarize_gpu(samples: list[dict]) -> dict:
             "gpu_mem_used_gib_max": max(mem) / 1024 if mem else None}
 
 
-def gpu_evidence(stats, roofline: dict | None) -> tuple[str, str] | None:
+MIN_SAMPLES = 3  # fewer loaded samples with GPU readings than this: no GPU verdict
+
+
+def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tuple[str, str] | None:
     """(label, reason) splitting ``engine`` by the GPU samples (see the module docstring), or None without them.
     Utilisation, power and the engine core's CPU are read over the same loaded samples (``bottleneck.summarize``)."""
     util = getattr(stats, "gpu_util_mean", None)
-    if util is None:
+    if util is None or stats.gpu_samples < MIN_SAMPLES:
         return None
+    if pipeline_parallel > 1:  # each stage's GPU idles while the others work: low utilisation is not host time
+        return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting); with pipeline "
+                          f"parallel {pipeline_parallel} the GPUs' {util:.0f}% busy does not separate GPU from host")
     roof = roofline or {}
     tensor, hbm = roof.get("tensor_frac"), roof.get("hbm_frac")
     power, limit = stats.gpu_power_w_mean, stats.gpu_power_limit_w
@@ -177,12 +189,17 @@ def gpu_evidence(stats, roofline: dict | None) -> tuple[str, str] | None:
         elif tensor is not None and hbm is not None and (power_frac is None or power_frac < LOW_POWER):
             how = ("far from both roofs: busy with small, latency-bound kernels; more work per step (a larger "
                    "batch) would use it better than a faster GPU")
+        elif tensor is not None and hbm is not None:
+            how = ("far from both roofs of the model's arithmetic yet drawing power: work the roofline leaves out "
+                   "(attention, activations, recomputation) may be what fills it")
         else:
             how = "no roofline to say how close to its roofs"
         return "gpu", f"the engine had a queue ({queue}) and the GPU was busy ({figures}): {how}"
     if util < IDLE_UTIL and core is not None and core >= BUSY_CORE:
         return "engine-cpu", (f"the engine had a queue ({queue}) while the GPU idled ({figures}) and the engine-core "
-                              f"process used {core:.0f}% of a core: its scheduling and input/output work between "
-                              "steps set the pace")
+                              f"process was at {core:.0f}% of a core: the host side of its loop (scheduling, input "
+                              "preparation, output processing, kernel launches) set the pace. The idle GPU is the "
+                              "evidence; a full core alone is not (a CUDA sync spin-waits at 100% too)")
+    core_said = f"{core:.0f}%" if core is not None else "unknown"
     return "engine", (f"the engine had a queue ({queue}); GPU evidence does not decide ({figures}, engine core "
-                      f"{core or 0:.0f}% CPU)")
+                      f"{core_said} CPU)")

@@ -18,6 +18,7 @@ Where the server's engine start went is read from its log (``suite.stages.engine
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -120,9 +121,10 @@ def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
 
 
 class LoadRunner:
-    """Runs load points against one live server: each repetition is one `vllm bench serve` process with
-    its own seed (fresh random prompts, so the prefix cache cannot inflate a repetition), the run's API
-    key in its environment, watched by a ServerMonitor, killed if it outlives ``point_timeout_s``.
+    """Runs load points against one live server: each repetition is one `vllm bench serve` run in the warm
+    client (``suite.stages.benchmark.client``) with its own seed (fresh random prompts, so the prefix cache cannot
+    inflate a repetition), the run's API key in its environment, watched by a ServerMonitor, stopped if it
+    outlives ``point_timeout_s``.
 
     A repetition whose client failed, or during which the server died, raises ServerError with the
     client's and the server's own error lines (the stage fails: no number from a broken point). A point
@@ -212,7 +214,8 @@ def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, 
         input_tok_s = point.input_tok_s if point.input_tok_s is not None else point.req_s * input_len
         update["roofline"] = implied(cost, peak, point.output_tok_s, input_tok_s, running, input_len + config.output_len / 2)
     update["bottleneck"], update["bottleneck_reason"] = classify(
-        point, point.server, config.engine.engine_args.get("max_num_seqs"), update.get("roofline"))
+        point, point.server, config.engine.engine_args.get("max_num_seqs"), update.get("roofline"),
+        int(config.engine.engine_args.get("pipeline_parallel_size") or 1))
     if point.ok and offline_tok_s:
         update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     return point.model_copy(update=update)
@@ -244,7 +247,9 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     start = time.perf_counter()
     out_dir = Path(config.output_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    gpus = GpuSampler()  # NVML readings beside /metrics in every load point (none on a machine without NVIDIA GPUs)
+    args = config.engine.engine_args  # NVML readings of the engine's GPUs in every load point (none without NVIDIA GPUs)
+    gpus = GpuSampler(limit=math.prod(int(args.get(k) or 1) for k in (
+        "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")))
     client = WarmClient(out_dir / "client-worker.log").start()  # its imports overlap the server's start
     try:
         return _run(config, start, out_dir, gpus, client)

@@ -126,7 +126,8 @@ LOW_ROOF = {"tensor_frac": 0.04, "hbm_frac": 0.035}  # Qwen 0.5B serving on the 
     ([[99]] * 6, 45.0, {"tensor_frac": 0.1, "hbm_frac": 0.72}, 600.0, "gpu", "memory-bandwidth roof"),
     ([[98]] * 6, 45.0, {"tensor_frac": 0.62, "hbm_frac": 0.3}, 650.0, "gpu", "tensor roof"),
     ([[99]] * 6, 45.0, None, 600.0, "gpu", "no roofline"),
-    ([[55]] * 6, 99.0, LOW_ROOF, 200.0, "engine-cpu", "engine-core process used 99%"),
+    ([[55]] * 6, 99.0, LOW_ROOF, 200.0, "engine-cpu", "engine-core process was at 99%"),
+    ([[99]] * 6, 45.0, LOW_ROOF, 600.0, "gpu", "work the roofline leaves out"),  # busy, drawing power, low roofline
     ([[55]] * 6, 30.0, LOW_ROOF, 200.0, "engine", "does not decide"),   # idle GPU, no busy engine core
     ([[82]] * 6, 99.0, LOW_ROOF, 300.0, "engine", "does not decide"),   # 70-90%: the evidence does not decide
 ])
@@ -134,6 +135,19 @@ def test_the_engine_label_split_by_gpu_evidence(utils, engine_core, roof, power,
     st = bottleneck.summarize(samples(utils, engine_core=engine_core, power=power))
     got, reason = bottleneck.classify(point(), st, roofline=roof)
     assert got == label and says in reason, reason
+
+
+def test_too_few_samples_or_pipeline_parallel_give_no_gpu_verdict():
+    few = bottleneck.summarize(samples([[55]] * 2, engine_core=99.0))
+    assert few.gpu_samples == 2 and bottleneck.classify(point(), few, 2048, roofline=LOW_ROOF)[0] == "engine"
+    st = bottleneck.summarize(samples([[55]] * 6, engine_core=99.0))
+    label, reason = bottleneck.classify(point(), st, roofline=LOW_ROOF, pipeline_parallel=2)
+    assert label == "engine" and "pipeline parallel 2" in reason
+
+
+def test_the_sampler_reads_only_the_engines_gpus():
+    assert gpumon.GpuSampler(FakeNVML(), env={}, limit=2).indices == [0, 1]  # TP 2 on a 4-GPU box, nothing pinned
+    assert gpumon.GpuSampler(FakeNVML(), env={"CUDA_VISIBLE_DEVICES": "3,1,0"}, limit=1).indices == [3]
 
 
 def test_no_gpu_readings_keep_the_engine_label_and_other_labels_win_first():
@@ -149,6 +163,7 @@ def test_samples_become_mlflow_system_metric_series(tmp_path):
     rows = gpu_series([f])
     assert ("system/gpu_1_utilization_percentage", 41.0, 1000500, 1) in rows
     assert ("system/gpu_0_power_usage_watts", 350.0, 1000000, 0) in rows
+    assert ("system/gpu_0_memory_usage_megabytes", 120_000 * 1.048576, 1000000, 0) in rows  # MLflow's MB: bytes / 1e6
     assert len(rows) == 2 * 2 * 4  # samples x GPUs x (utilisation, memory, power, SM clock)
 
 
