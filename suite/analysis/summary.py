@@ -54,7 +54,8 @@ def metric_name(*parts: str) -> str:
 
 
 def headline_point(bench: BenchmarkResult, rule: str) -> LoadPoint | None:
-    ok = [p for p in bench.points if p.ok]
+    """The load point behind the tput.* metrics (of the first workload where the stage ran several)."""
+    ok = [p for p in bench.points if p.ok and (bench.workload is None or p.workload == bench.workload)]
     if not ok:
         return None
     return max(ok, key=lambda p: p.output_tok_s) if rule == "max" else ok[-1]

@@ -335,7 +335,7 @@ class Recipe(Strict):
         if dupes:
             raise bad(f"variant names must be unique; repeated: {', '.join(dupes)}", "rename one of them")
         t, m = self.throughput, self.model
-        if t is not None and t.workload == "random" and t.input_len + t.output_len > m.max_model_len:
+        if t is not None and "random" in t.workloads and t.input_len + t.output_len > m.max_model_len:
             raise bad(f"throughput.input_len + output_len = {t.input_len + t.output_len} tokens exceed "
                       f"model.max_model_len {m.max_model_len}: vLLM refuses every request",
                       "shorten input_len/output_len or raise model.max_model_len")

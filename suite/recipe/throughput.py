@@ -54,10 +54,12 @@ class ThroughputSpec(Strict):
     input_len: int = Field(512, gt=0, description="--random-input-len")
     output_len: int = Field(256, gt=0, description="--random-output-len")
     num_prompts: int = Field(1000, gt=0, description="--num-prompts per load point")
-    workload: Literal["random", "tasks"] = Field(
+    workload: Union[Literal["random", "tasks"], list[Literal["random", "tasks"]]] = Field(
         "random",
         description="'random': random token prompts of exactly input_len tokens; 'tasks': the accuracy tasks' own "
-        "prompts from eval.data_dir (GSM8K, HumanEval, MMLU, C-Eval), output_len tokens each",
+        "prompts from eval.data_dir (GSM8K, HumanEval, MMLU, C-Eval), output_len tokens each; a list runs every "
+        "load point on each (labels '<workload>-<point>'): the first is the headline's, the SLO search's and the "
+        "offline ceiling's",
     )
     request_rates: list[Union[float, Literal["inf"]]] = Field(
         default_factory=list, description="Poisson request rates (req/s) to run, each > 0; 'inf' sends all at once"
@@ -102,6 +104,19 @@ class ThroughputSpec(Strict):
                 raise bad(f"[{i}] = {rate!r}: a Poisson rate is a number of requests per second > 0",
                           "give rates > 0, or 'inf' to send every request at once")
         return ["inf" if r == math.inf else r for r in v]
+
+    @field_validator("workload", mode="after")
+    @classmethod
+    def _workloads(cls, v):
+        if isinstance(v, list):
+            if not v or len(set(v)) != len(v):
+                raise bad(f"workload {v}: list each workload once, at least one", "e.g. [random, tasks]")
+            return v[0] if len(v) == 1 else v
+        return v
+
+    @property
+    def workloads(self) -> list[str]:
+        return self.workload if isinstance(self.workload, list) else [self.workload]
 
     @field_validator("slo", mode="before")
     @classmethod

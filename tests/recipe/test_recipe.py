@@ -162,3 +162,19 @@ def test_a_missing_data_file_is_refused_before_any_engine_starts(demo_recipe_cop
     assert res.returncode == 2
     assert "suite_gsm8k: 1 data file(s) missing" in res.stderr and "gsm8k/train.jsonl" in res.stderr
     assert "suite_ceval: 1 data file(s) missing" in res.stderr and "ceval/val/law_val.csv" in res.stderr
+
+
+def test_throughput_workloads_a_list_or_one(demo_recipe_copy):
+    """`workload: [random, tasks]` runs both on one server (the first is the headline's); a one-element list is the
+    plain value (so the benchmark's cache key is what it was), a repeated one is refused with the fix."""
+    from suite.plan.planner import benchmark_config
+    from suite.recipe.throughput import ThroughputSpec
+    from suite.stages.records import EngineConfig
+
+    both = load_recipe(demo_recipe_copy(**{"throughput__workload": ["random", "tasks"]})).recipe
+    assert both.throughput.workloads == ["random", "tasks"]
+    cfg = benchmark_config(both.throughput, EngineConfig(model="m"), output_dir="o")
+    assert cfg.workload == ["random", "tasks"] and cfg.workloads[0] == "random"
+    assert ThroughputSpec(workload=["tasks"], request_rates=["inf"]).workload == "tasks"
+    (msg,) = problems(demo_recipe_copy(**{"throughput__workload": ["tasks", "tasks"]}))
+    assert "throughput.workload" in msg and "list each workload once" in msg

@@ -30,7 +30,7 @@ def measure(config: BenchmarkConfig) -> dict:
     llm = LLM(model=e.model, dtype=e.dtype, max_model_len=e.max_model_len, kv_cache_dtype=e.kv_cache_dtype,
               seed=config.seed, **e.engine_args)
     load_s = time.perf_counter() - t0
-    if config.workload == "tasks":
+    if config.workloads[0] == "tasks":
         from suite.stages.benchmark.workload import task_prompts
 
         texts = task_prompts(Path(config.data_dir or "."), config.seed)

@@ -6,7 +6,7 @@ With ``eval.engine: served`` the config carries the variant's ``EvaluateConfig``
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from pydantic import Field
 
@@ -22,7 +22,9 @@ class BenchmarkConfig(Record):
     num_prompts: int
     request_rates: list[Any] = Field(default_factory=list)
     concurrencies: list[int] = Field(default_factory=list)
-    workload: str = Field("random", description="'random' token prompts, or 'tasks': the accuracy tasks' prompts")
+    workload: Union[str, list[str]] = Field(
+        "random", description="'random' token prompts, or 'tasks': the accuracy tasks' prompts; a list: each, the "
+        "first for the SLO search and the offline ceiling")
     data_dir: Optional[str] = Field(None, description="task data for workload 'tasks'")
     chat_template: bool = False
     repetitions: int = 1
@@ -39,6 +41,10 @@ class BenchmarkConfig(Record):
         None, description="eval.engine: served: score these tasks on this stage's server (lm-eval local-completions) "
         "before the load points, then reset its prefix cache")
     output_dir: str
+
+    @property
+    def workloads(self) -> list[str]:
+        return self.workload if isinstance(self.workload, list) else [self.workload]
 
 
 class ServerStats(Record):
@@ -72,6 +78,7 @@ class ServerStats(Record):
 
 class LoadPoint(Record):
     label: str
+    workload: Optional[str] = Field(None, description="set when the stage ran several workloads")
     request_rate: Optional[Any] = None
     max_concurrency: Optional[int] = None
     ok: bool = True
@@ -118,6 +125,7 @@ class BenchmarkResult(Record):
     offline_s: Optional[float] = None
     slo: Optional[SloResult] = None
     gpu: Optional[str] = None
+    workload: Optional[str] = Field(None, description="with several workloads: the headline's (the first)")
     gpu_sampling: Optional[str] = Field(None, description="where the load points' GPU readings came from, or why none")
     api_server_count: Optional[int] = Field(None, description="API servers of the reported points")
     scaled_from: list[dict[str, Any]] = Field(

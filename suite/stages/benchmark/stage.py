@@ -147,10 +147,12 @@ class LoadRunner:
             self._prompts = task_prompts(Path(self.config.data_dir or "."), self.config.seed)
         return self._prompts
 
-    def measure(self, label: str, rate, concurrency, num_prompts: int, repetitions: int) -> LoadPoint:
+    def measure(self, label: str, rate, concurrency, num_prompts: int, repetitions: int,
+                workload: str | None = None) -> LoadPoint:
+        """One load point; ``workload`` (default: the config's first) picks random or task prompts."""
         reps: list[tuple[LoadPoint, ServerStats]] = []
         for rep in range(repetitions):
-            failed = self._one(label, rate, concurrency, num_prompts, rep, reps)
+            failed = self._one(label, rate, concurrency, num_prompts, rep, reps, workload or self.config.workloads[0])
             if failed is not None:
                 return failed
         return combine_repetitions(reps)
@@ -161,7 +163,7 @@ class LoadRunner:
                            f"({procs.signal_name(self.proc.returncode)}): {server_line(self.server_log)}{said} "
                            f"[log: {self.server_log}]")
 
-    def _one(self, label, rate, concurrency, num_prompts, rep, reps) -> LoadPoint | None:
+    def _one(self, label, rate, concurrency, num_prompts, rep, reps, workload) -> LoadPoint | None:
         def failure(error: str, stats: ServerStats | None = None) -> LoadPoint:
             return LoadPoint(label=label, request_rate=rate, max_concurrency=concurrency, ok=False, error=error,
                              server=stats, repetitions=[repetition_row(p) for p, _ in reps])
@@ -173,7 +175,7 @@ class LoadRunner:
         client_log = self.out_dir / f"bench-{self.tag}{label}-r{rep}.log"
         (self.out_dir / filename).unlink(missing_ok=True)  # an earlier attempt's file is not this one's result
         dataset = None
-        if self.config.workload == "tasks":
+        if workload == "tasks":
             n = num_prompts + self.config.warmup_requests
             dataset = write_dataset(self.prompts(), n, self.out_dir / f"prompts-{label}-r{rep}.jsonl", f"r{self.runs}")
         cmd = bench_command(self.config, self.port, rate, concurrency, self.out_dir, filename, num_prompts,
@@ -287,11 +289,16 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
                 print(f"benchmark: served evaluation {evaluate_s:.1f} s; prefix cache reset", flush=True)
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
                                 server_log=log_path, gpus=gpus, client=client)
-            for label, rate, conc in load_points(config):
-                point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions)
-                if not point.ok:  # no number from a broken point: the stage fails, with the reason
-                    raise ServerError(f"load point {label}: {point.error}")
-                points.append(annotate(point, config, cost, peak, offline_tok_s))
+            several = len(config.workloads) > 1
+            for workload in config.workloads:
+                for label, rate, conc in load_points(config):
+                    label = f"{workload}-{label}" if several else label
+                    point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions, workload)
+                    if not point.ok:  # no number from a broken point: the stage fails, with the reason
+                        raise ServerError(f"load point {label}: {point.error}")
+                    if several:
+                        point = point.model_copy(update={"workload": workload})
+                    points.append(annotate(point, config, cost, peak, offline_tok_s if workload == config.workloads[0] else None))
             more = next_api_server_count(points, count, config.max_api_server_count)
             if more is None and config.slo:
                 n = config.slo.num_prompts or config.num_prompts
@@ -317,7 +324,7 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
         max_concurrency_at_max_len=max_conc,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None, slo=slo, gpu=gpu,
-        gpu_sampling=gpu_sampling,
+        gpu_sampling=gpu_sampling, workload=config.workloads[0] if len(config.workloads) > 1 else None,
         api_server_count=count, scaled_from=earlier, client_s=client_s,
         overhead_s=max(0.0, served_s - start_stop_s - client_s - evaluate_s),
         server_start_s=ready_s, engine_start=parse_engine_start(log_path.read_text(errors="replace"), ready_s),

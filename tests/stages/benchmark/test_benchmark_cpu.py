@@ -148,12 +148,19 @@ def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_pat
 def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
     from conftest import ROOT
 
-    cfg = config(tmp_path, workload="tasks", data_dir=str(ROOT / "tasks" / "data"), num_prompts=12, output_len=16,
-                 repetitions=1, offline_ceiling=True)
+    cfg = config(tmp_path, workload=["tasks", "random"], data_dir=str(ROOT / "tasks" / "data"), num_prompts=12,
+                 output_len=16, repetitions=1, offline_ceiling=True)
     res = benchmark.run(cfg)
-    (p,) = res.points
+    p, q = res.points  # both workloads in one stage, on one server: the tasks' prompts first (the headline's)
+    assert (p.label, p.workload, q.label, q.workload, res.workload) == (
+        "tasks-rate-inf", "tasks", "random-rate-inf", "random", "tasks")
     assert p.ok and p.completed == 12 and p.mean_input_len > 20  # real questions, not 128 random tokens
-    rows = (tmp_path / "bench" / "prompts-rate-inf-r0.jsonl").read_text().splitlines()
+    assert q.ok and q.completed == 12 and abs(q.mean_input_len - 128) <= 2
+    rows = (tmp_path / "bench" / "prompts-tasks-rate-inf-r0.jsonl").read_text().splitlines()
     assert len(rows) == 12 + cfg.warmup_requests and '"prompt": "[r1-0] ' in rows[0]
-    assert res.offline_tok_s > 0 and 0 < p.ceiling_fraction
+    assert not list((tmp_path / "bench").glob("prompts-random-*"))
+    assert res.offline_tok_s > 0 and 0 < p.ceiling_fraction and q.ceiling_fraction is None  # the ceiling is the tasks'
+    from suite.analysis.summary import headline_point
+
+    assert headline_point(res, "max") is p and headline_point(res, "last") is p
     assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client") and not no_leftover("suite.stages.benchmark.offline")
