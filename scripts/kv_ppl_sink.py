@@ -66,13 +66,16 @@ FNS = {
 # ----- hook state -----
 
 class State:
-    def __init__(self, k_sink=None, k_rest=None, v_sink=None, v_rest=None, measure=False, mass=False):
+    def __init__(self, k_sink=None, k_rest=None, v_sink=None, v_rest=None, measure=False, mass=False, layers=None):
+        self.layers = None if layers is None else frozenset(layers)  # quantize only these layers (None: all)
         self.fn = {("k", "sink"): k_sink, ("k", "rest"): k_rest, ("v", "sink"): v_sink, ("v", "rest"): v_rest}
         self.measure = measure
         self.mass = mass
         self.stats: dict[int, dict] = {}
         self.attn_mass: dict[int, float] = {}
         self.attn_logit: dict[int, dict] = {}
+        self.attn_first: dict[int, list] = {}
+        self.massive: list = []  # (position, max |h|) with max |h| > MASSIVE at hidden layer MASSIVE_LAYER
 
 
 STATE: State | None = None
@@ -114,6 +117,7 @@ def _sink_mass(module, query, key, layer, st: State) -> None:
     s = s.masked_fill(~causal, float("-inf"))
     p = s.softmax(-1)
     st.attn_mass[layer] = float(p[:, :, 1:, 0].mean())
+    st.attn_first[layer] = p[0, :, 8:, :8].mean(dim=(0, 1)).tolist()  # mass on key positions 0..7, queries >= 8
     per_head = p[0, :, 1:, 0].mean(-1)
     s0 = s[0, :, 1:, 0]
     srest = s[0, :, 1:, 1:].masked_fill(~causal[1:, 1:], 0.0).sum(-1) / torch.arange(1, n).float()
@@ -128,8 +132,9 @@ def _attention(module, query, key, value, attention_mask, **kwargs):
     if st is not None:
         if st.measure:
             _measure(layer, key, value, st)
-        key = _apply(key, "k", st)
-        value = _apply(value, "v", st)
+        if st.layers is None or layer in st.layers:
+            key = _apply(key, "k", st)
+            value = _apply(value, "v", st)
         if st.mass:
             _sink_mass(module, query, key, layer, st)
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
@@ -145,15 +150,23 @@ def load_model(dtype: str):
                                                 attn_implementation=HOOK).eval()
 
 
+MASSIVE, MASSIVE_LAYER = 100.0, 6  # "massive activation": a residual-stream component > 100 (others <= ~20)
+
+
 def token_nll(model, ids: torch.Tensor, st: State | None) -> torch.Tensor:
-    """NLL of token t given tokens < t, for t = 1 .. n-1 (float32, shape n-1)."""
+    """NLL of token t given tokens < t, for t = 1 .. n-1 (float32, shape n-1). Records in ``st.massive``
+    the positions (among the first 64) whose hidden state after layer MASSIVE_LAYER has a massive activation."""
     global STATE
     STATE = st
     try:
         with torch.inference_mode():
-            logits = model(input_ids=ids[None], use_cache=False).logits[0].float()
+            o = model(input_ids=ids[None], use_cache=False, output_hidden_states=True)
+            logits = o.logits[0].float()
     finally:
         STATE = None
+    if st is not None:
+        h = o.hidden_states[MASSIVE_LAYER][0, :64].float().abs().amax(-1)
+        st.massive = [(int(i), round(float(h[i]))) for i in range(len(h)) if h[i] > MASSIVE]
     lp = torch.log_softmax(logits[:-1], -1)
     return -lp.gather(-1, ids[1:, None])[:, 0]
 
@@ -167,6 +180,8 @@ CONFIGS = {
     "fp8 sink V only": dict(v_sink="fp8"),
     "sink clamp only": dict(k_sink="clamp", v_sink="clamp"),
     "sink round only": dict(k_sink="round", v_sink="round"),
+    "fp8 sink K layers 0-2 only": dict(k_sink="fp8", layers=range(0, 3)),
+    "fp8 all layers 3-23 only": dict(k_sink="fp8", k_rest="fp8", v_sink="fp8", v_rest="fp8", layers=range(3, 24)),
     "bf16 all": dict(k_sink="bf16", k_rest="bf16", v_sink="bf16", v_rest="bf16"),
 }
 
@@ -176,10 +191,20 @@ def main() -> None:
     ap.add_argument("--docs", default="0,1,2,3", help="line indices in docs.jsonl")
     ap.add_argument("--max-tokens", type=int, default=1536, help="document tokens kept (before the prefix)")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=",".join(c for c in CONFIGS if "only" not in c or "fp8" in c))
     ap.add_argument("--split", type=int, default=512, help="report document-token positions < split and >= split")
     ap.add_argument("--out", default="/tmp/kv_ppl_sink.json")
+    ap.add_argument("--merge", nargs="+", help="no forward pass: merge these JSONs (one per --docs run) and print the tables")
     args = ap.parse_args()
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        res = {"docs": [d for p in parts for d in p["docs"]]}
+        for k in ("nll", "stats", "mass", "logit", "massive", "first"):
+            res[k] = {kk: vv for p in parts for kk, vv in p.get(k, {}).items()}
+        configs = [c for c in parts[0]["args"]["configs"].split(",") if c]
+        Path(args.out).write_text(json.dumps(res))
+        print(report(res, configs, parts[0]["args"]["split"]))
+        return
     torch.set_grad_enabled(False)
 
     from transformers import AutoTokenizer
@@ -200,13 +225,17 @@ def main() -> None:
             # reference: full precision K/V, with sink stats and attention mass
             st = State(measure=True, mass=True)
             nll = token_nll(model, ids, st)
+            res.setdefault("massive", {})[f"{key}|ref"] = st.massive
+            res.setdefault("first", {})[f"{key}|ref"] = st.attn_first
             res["nll"][f"{key}|ref"] = nll.tolist()
             res["stats"][key] = st.stats
             res["mass"][f"{key}|ref"] = st.attn_mass
             res["logit"][f"{key}|ref"] = st.attn_logit
             for c in configs:
-                st = State(mass=(c == "fp8 all"), **CONFIGS[c])
+                st = State(mass=True, **CONFIGS[c])
                 res["nll"][f"{key}|{c}"] = token_nll(model, ids, st).tolist()
+                res.setdefault("massive", {})[f"{key}|{c}"] = st.massive
+                res.setdefault("first", {})[f"{key}|{c}"] = st.attn_first
                 if st.mass:
                     res["mass"][f"{key}|{c}"] = st.attn_mass
                     res["logit"][f"{key}|{c}"] = st.attn_logit
@@ -244,6 +273,38 @@ def report(res, configs, split) -> str:
                 better += int(float((x[:lo] - r[:lo]).sum()) < 0)
             out.append(f"| {cfg} | {a / na:+.4f} | {b / nb:+.4f} | {(a + b) / (na + nb):+.4f} | "
                        f"{math.exp(ra / na):.2f} | {math.exp(rb / nb):.2f} | {better}/{len(docs)} |")
+    # per document: where the massive activations are, and the NLL delta over all scored tokens
+    if "massive" in res:
+        for prefix in ("eot", "none"):
+            out.append(f"\n### Per document, prefix={prefix}: Δ NLL (all doc tokens) and positions with a massive activation "
+                       f"(max |h| > {MASSIVE:g} after layer {MASSIVE_LAYER}, position: max |h|)\n")
+            out.append("| config | " + " | ".join(docs) + " |")
+            out.append("|---|" + "---|" * len(docs))
+            for cfg in ["ref"] + configs:
+                cells = []
+                for key in docs:
+                    x = torch.tensor(_doc_token_nll(res, key, prefix, cfg))
+                    r = torch.tensor(_doc_token_nll(res, key, prefix, "ref"))
+                    m = ", ".join(f"{p}: {v}" for p, v in res["massive"][f"{key}|{prefix}|{cfg}"])
+                    cells.append(f"{float((x - r).mean()):+.4f} [{m}]")
+                out.append(f"| {cfg} | " + " | ".join(cells) + " |")
+        out.append("\n### Attention mass on key positions 0-7 (mean over heads, query positions >= 8, layers 3-22)\n")
+        out.append("| prefix | config | " + " | ".join(str(i) for i in range(8)) + " |")
+        out.append("|---|---|" + "---|" * 8)
+        for prefix in ("eot", "none"):
+            for cfg in ["ref"] + configs:
+                acc = [0.0] * 8
+                n = 0
+                for key in docs:
+                    f = res["first"].get(f"{key}|{prefix}|{cfg}")
+                    if not f:
+                        continue
+                    for L in range(3, 23):
+                        row = f.get(str(L)) or f.get(L)
+                        acc = [a + b for a, b in zip(acc, row)]
+                        n += 1
+                if n:
+                    out.append(f"| {prefix} | {cfg} | " + " | ".join(f"{a / n:.3f}" for a in acc) + " |")
     # per-layer sink statistics (with the prefix), averaged over documents
     for prefix in ("eot", "none"):
         out.append(f"\n### K / V at the sink (position 0) vs other positions, scale 1.0, prefix={prefix} (max over documents)\n")
