@@ -72,7 +72,11 @@ class RunSummary(Record):
     versions: dict[str, str] = Field(default_factory=dict)
     tasks: list[str] = Field(default_factory=list)
     variants: list[VariantSummary]
-    stage_wall_s: dict[str, float] = Field(default_factory=dict)
+    stage_wall_s: dict[str, float] = Field(
+        default_factory=dict, description="each stage's wall time summed over its jobs (job-seconds: jobs that ran at "
+        "once each count; a resumed run's kept results count their own)")
+    stage_elapsed_s: dict[str, float] = Field(
+        default_factory=dict, description="each stage's elapsed time in this run: the union of its jobs' intervals")
     artifacts: dict[str, str] = Field(default_factory=dict)
     cost: Optional[CostBasis] = Field(None, description="the GPU-hour price of the cost.* metrics (absent: none)")
     tracking: Optional[TrackingInfo] = None

@@ -167,7 +167,23 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
     finally:
         executor.close()
         _write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
+    summary.stage_elapsed_s = elapsed_by_stage(timeline)
     return totals
+
+
+def elapsed_by_stage(timeline: list[dict]) -> dict[str, float]:
+    """Each stage's elapsed time in this run: the length of the union of its jobs' [start, end] intervals (jobs that
+    overlap count once; kept results of a resumed run, which did not run, count nothing)."""
+    out: dict[str, float] = {}
+    for stage in dict.fromkeys(row["stage"] for row in timeline):
+        spans = sorted((row["started_s"], row["ended_s"]) for row in timeline if row["stage"] == stage)
+        total, end = 0.0, float("-inf")
+        for a, b in spans:
+            if b > end:
+                total += b - max(a, end)
+                end = b
+        out[stage] = round(total, 3)
+    return out
 
 
 def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:

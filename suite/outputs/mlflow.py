@@ -288,7 +288,8 @@ def run(config: TrackConfig) -> TrackResult:
         # says what moved in tags
         moved = {f"suite.resume.{k}": f"{had[k]} -> {v}"[:5000] for k, v in params.items() if k in had and had[k] != v}
         _log(client, pid, {k: v for k, v in params.items() if k not in had},
-             {f"time.{k}_s": v for k, v in s.stage_wall_s.items()}, moved)
+             {**{f"time.{k}_s": v for k, v in s.stage_wall_s.items()},
+              **{f"time.{k}_elapsed_s": v for k, v in s.stage_elapsed_s.items()}}, moved)
         for v in s.variants:
             if v.name in done:
                 if relog:  # kept results, but deltas and ratios may be new (a baseline that ran only now)

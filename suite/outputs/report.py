@@ -158,7 +158,8 @@ def context(s: RunSummary, gate) -> dict:
     sandboxes = [[v.name, v.evaluate.code_sandbox] for v in s.variants
                  if v.evaluate is not None and getattr(v.evaluate, "code_sandbox", None)]
     return {"s": s, "gate": gate, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
-            "span": span, "sandboxes": sandboxes, "stage_wall": [[k, f"{v:.1f}"] for k, v in s.stage_wall_s.items()],
+            "span": span, "sandboxes": sandboxes, "stage_wall": [[k, f"{v:.1f}", f"{s.stage_elapsed_s[k]:.1f}" if k in s.stage_elapsed_s else "-"]
+                           for k, v in s.stage_wall_s.items()],
             "frontier_png": png_data, "frontier_chart": frontier_chart(s), "has_points": has_points,
             "throughput_chart": throughput_chart(s) if has_points else None,
             "ppl_rows": perplexity_rows(s, gate), "kv_sections": kv_sections(s),
