@@ -186,6 +186,37 @@ CONFIGS = {
 }
 
 
+def probe(model, tok) -> str:
+    """How much the first document token (position 1) attends to <|endoftext|> (position 0) in layers 0-3,
+    full precision vs FP8 on the sink's K only vs FP8 everywhere (``--probe``)."""
+    global _sink_mass
+    rec: dict = {}
+
+    def hook(module, query, key, layer, st):
+        n = query.shape[2]
+        kk = key.float().repeat_interleave(query.shape[1] // key.shape[1], 1)
+        sc = (query.float() @ kk.transpose(-1, -2)) * module.scaling
+        sc = sc.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        rec[layer] = (float(sc.softmax(-1)[0, :, 1, 0].mean()), float((sc[0, :, 1, 0] - sc[0, :, 1, 1]).mean()))
+
+    saved, _sink_mass = _sink_mass, hook
+    eot = tok.convert_tokens_to_ids(EOT)
+    out = ["| text | config | layer 0 p(1→0), logit(0)−logit(1) | layer 1 | layer 2 | layer 3 | massive activations |",
+           "|---|---|---|---|---|---|---|"]
+    try:
+        for text in ("CHAPTER 1\n\nThe family", "Chapter 1\n\nIt is"):
+            ids = torch.tensor([eot] + tok(text, add_special_tokens=False)["input_ids"])
+            for name, kw in (("full", {}), ("fp8 sink K only", CONFIGS["fp8 sink K only"]), ("fp8 all", CONFIGS["fp8 all"])):
+                rec.clear()
+                st = State(mass=True, **kw)
+                token_nll(model, ids, st)
+                cells = " | ".join(f"{rec[L][0]:.3f}, {rec[L][1]:+.2f}" for L in range(4))
+                out.append(f"| {text.split(chr(10))[0]!r} | {name} | {cells} | {st.massive} |")
+    finally:
+        _sink_mass = saved
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", default="0,1,2,3", help="line indices in docs.jsonl")
@@ -195,7 +226,12 @@ def main() -> None:
     ap.add_argument("--split", type=int, default=512, help="report document-token positions < split and >= split")
     ap.add_argument("--out", default="/tmp/kv_ppl_sink.json")
     ap.add_argument("--merge", nargs="+", help="no forward pass: merge these JSONs (one per --docs run) and print the tables")
+    ap.add_argument("--probe", action="store_true", help="only the position-1 -> position-0 attention probe")
     args = ap.parse_args()
+    if args.probe:
+        from transformers import AutoTokenizer
+        print(probe(load_model(args.dtype), AutoTokenizer.from_pretrained(str(MODEL))))
+        return
     if args.merge:
         parts = [json.loads(Path(f).read_text()) for f in args.merge]
         res = {"docs": [d for p in parts for d in p["docs"]]}
