@@ -5,13 +5,7 @@
 #   bash scripts/h200-chain.sh 480 recipes/qwen0.5b-4variants.yaml recipes/qwen0.5b-served-check.yaml
 set -uo pipefail
 wait_s=$1; shift
-tail -n 3 /tmp/install.log
-if [ -d .device-data ]; then
-  mkdir -p /tmp/shared && rm -rf /tmp/shared/data && cp -r .device-data /tmp/shared/data
-  ( cd /tmp/shared/data && sha256sum --quiet -c SHA256SUMS 2>&1 | head -5 )
-  cp -r tasks/data/longtext /tmp/shared/data/  # suite_longppl's texts (in the repo, not in ../shared/data)
-fi
-t0=$(date +%s); bash scripts/h200-models.sh || exit 2; echo "models ready in $(( $(date +%s) - t0 )) s"
+bash scripts/h200-prepare.sh || exit 2
 for recipe in "$@"; do [ -f "$recipe" ] || { echo "h200-chain: no recipe $recipe" >&2; exit 2; }; done
 if pgrep -f "[h]200-chain-loop" >/dev/null; then echo "h200-chain: a chain is still running (scripts/h200-wait.sh)" >&2; exit 2; fi
 src=/tmp/suite-chain-src

@@ -7,13 +7,7 @@
 # ../../shared/data from a run's copy of recipes/.
 set -uo pipefail
 wait_s=$1; shift
-tail -n 3 /tmp/install.log
-if [ -d .device-data ]; then
-  mkdir -p /tmp/shared && rm -rf /tmp/shared/data && cp -r .device-data /tmp/shared/data
-  ( cd /tmp/shared/data && sha256sum --quiet -c SHA256SUMS 2>&1 | head -5 )
-  cp -r tasks/data/longtext /tmp/shared/data/  # suite_longppl's texts (in the repo, not in ../shared/data)
-fi
-t0=$(date +%s); bash scripts/h200-models.sh || exit 2; echo "models ready in $(( $(date +%s) - t0 )) s"
+bash scripts/h200-prepare.sh || exit 2
 for job in "$@"; do
   recipe=${job%:*} gpu=${job##*:}
   [ "$recipe" = "$job" ] && gpu=""  # no :GPU given: the run sees every GPU (2026-12-01: it got the recipe path)

@@ -148,7 +148,7 @@ def add_cost(summary: RunSummary, price) -> None:
     engine's, tensor_parallel_size x pipeline_parallel_size of the variant's engine_args (a variant on 2 GPUs
     costs twice per hour; data parallelism is not counted). What the figure includes: ``COST_SCOPE`` —
     GPU time only, at the measured rate; no idle time, no CPU/host cost. ``.ratio``: variant / baseline."""
-    from suite.plan.dag import parallel_size
+    from suite.recipe.executor import parallel_size
 
     summary.cost = None
     if price is None:

@@ -66,18 +66,13 @@ def _preexec(group: bool, parent_pid: int, deathsig: int | None):
 
 
 def spawn(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None, cwd=None, group: bool = True,
-          die_with_parent: bool = True) -> subprocess.Popen:
-    """Start ``cmd`` (stdin closed, stderr into stdout) in its own process group, dying with us."""
-    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT if stdout is not None else None,
-                            stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+          die_with_parent: bool = True, stdin=subprocess.DEVNULL, stderr=None) -> subprocess.Popen:
+    """Start ``cmd`` in its own process group, dying with us: stdin closed (or ``stdin``, e.g. a pipe to a worker),
+    stderr into ``stderr``, else into stdout when that is given."""
+    if stderr is None and stdout is not None:
+        stderr = subprocess.STDOUT
+    return subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=stdin, env=env, cwd=cwd,
                             preexec_fn=_preexec(group, os.getpid(), signal.SIGKILL if die_with_parent else None))
-
-
-def spawn_worker(cmd: list[str], *, stderr, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start a long-lived worker speaking over pipes (stdin, stdout; stderr into ``stderr``), in its own process
-    group, dying with us (as ``spawn``)."""
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
-                            preexec_fn=_preexec(True, os.getpid(), signal.SIGKILL))
 
 
 def supervised(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None, cwd=None) -> subprocess.Popen:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.recipe.executor import ExecutorSpec
+from suite.recipe.executor import ExecutorSpec, parallel_size
 
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's EngineArgs default
 PUBLISH = "publish"
@@ -61,16 +61,6 @@ class Job:
         return {"id": self.id, "stage": self.stage, "variant": self.variant, "deps": list(self.deps),
                 "resources": {"gpus": r.gpus, "gpu_share": r.gpu_share, "exclusive": r.exclusive, "cpus": r.cpus,
                               "memory_gb": r.memory_gb}}
-
-
-def parallel_size(engine_args: dict) -> int:
-    """GPUs one vLLM engine takes: tensor_parallel_size x pipeline_parallel_size (each 1 when not given)."""
-    def size(name: str) -> int:
-        try:
-            return max(1, int(engine_args.get(name, 1) or 1))
-        except (TypeError, ValueError):
-            return 1
-    return size("tensor_parallel_size") * size("pipeline_parallel_size")
 
 
 def resources(stage: str, config, executor: ExecutorSpec) -> Resources:

@@ -44,7 +44,7 @@ class WarmClient:
     def start(self) -> "WarmClient":
         if self.proc is None or self.proc.poll() is not None:
             with open(self.startup_log, "a") as fh:
-                self.proc = procs.spawn_worker(WORKER, stderr=fh)
+                self.proc = procs.spawn(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fh)
             self.starts += 1
         return self
 
@@ -78,28 +78,23 @@ class WarmClient:
     def _died(self, log: Path) -> int:
         """The worker ended without an answer: its start-up log says why (an import error, a signal)."""
         rc = self.proc.wait() if self.proc else None
-        if self.proc:
-            self._close_pipes()
+        self.close()  # its pipes, and anything it left in its process group
         said = self.startup_log.read_text(errors="replace")[-4000:] if self.startup_log.is_file() else ""
         last = [line for line in said.splitlines() if line.strip()][-1:] or ["-"]
         with open(log, "a") as fh:
             fh.write(f"the benchmark client worker exited ({procs.signal_name(rc)}) without finishing the point; "
                      f"its own output: {procs.error_line(said) or last[0]}\n")
-        self.proc = None
         return rc if rc not in (0, None) else 1
 
     def close(self) -> None:
         if self.proc is not None:
             procs.stop(self.proc, grace_s=5)
-            self._close_pipes()
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
             self.proc = None
-
-    def _close_pipes(self) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
 
 
 def _redirect(path: str):

@@ -18,7 +18,6 @@ Where the server's engine start went is read from its log (``suite.stages.engine
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 
 from suite.orchestrate import procs
+from suite.recipe.executor import parallel_size
 from suite.stages.benchmark import server
 from suite.stages.benchmark.bottleneck import ServerMonitor, classify
 from suite.stages.benchmark.client import WarmClient
@@ -249,9 +249,8 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
     start = time.perf_counter()
     out_dir = Path(config.output_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    args = config.engine.engine_args  # NVML readings of the engine's GPUs in every load point (none without NVIDIA GPUs)
-    gpus = GpuSampler(limit=math.prod(int(args.get(k) or 1) for k in (
-        "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")))
+    # NVML readings of the engine's GPUs in every load point (none without NVIDIA GPUs)
+    gpus = GpuSampler(limit=parallel_size(config.engine.engine_args, data_parallel=True))
     client = WarmClient(out_dir / "client-worker.log").start()  # its imports overlap the server's start
     try:
         return _run(config, start, out_dir, gpus, client)

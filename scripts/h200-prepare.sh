@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# What every H200 study script does first, after install.sh: show the install's end, put .device-data (a copy of
+# ../shared/data, when carried) where a run's copy of recipes/ looks (../../shared/data, i.e. /tmp/shared/data)
+# with suite_longppl's texts beside it, and make the models from any GGUF pieces in /tmp/gguf.
+#   bash scripts/h200-prepare.sh || exit 2     (scripts/h200-study.sh, scripts/h200-chain.sh)
+set -uo pipefail
+tail -n 3 /tmp/install.log
+if [ -d .device-data ]; then
+  mkdir -p /tmp/shared && rm -rf /tmp/shared/data && cp -r .device-data /tmp/shared/data
+  ( cd /tmp/shared/data && sha256sum --quiet -c SHA256SUMS 2>&1 | head -5 )
+  cp -r tasks/data/longtext /tmp/shared/data/  # suite_longppl's texts (in the repo, not in ../shared/data)
+fi
+t0=$(date +%s); bash scripts/h200-models.sh || exit 2; echo "models ready in $(( $(date +%s) - t0 )) s"
