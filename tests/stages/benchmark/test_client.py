@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 
+import psutil
+
 from suite.stages.benchmark import client
 
 STAND_IN = r"""
@@ -18,7 +20,11 @@ for line in sys.stdin:
         fh.write(f"pid {os.getpid()} key {os.environ.get('OPENAI_API_KEY')} argv {job['argv']}\n")
     os.environ.update(job["env"])
     what = job["argv"][0]
-    if what == "sleep":
+    if what == "sleep":  # a point that hangs, with a child of its own (vLLM's client may start processes too)
+        import subprocess
+        kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        with open(job["log"], "a") as fh:
+            fh.write(f"child {kid.pid}\n")
         time.sleep(60)
     if what == "die":
         print("Traceback: worker lost its mind", file=sys.stderr, flush=True)
@@ -38,6 +44,9 @@ def test_jobs_timeouts_and_a_dying_worker(tmp_path, monkeypatch):
         assert (tmp_path / "b.log").read_text().startswith(f"pid {pid} key k1 argv ['fail']")
         assert c.run(["sleep"], tmp_path / "c.log", {}, 1.5) is None  # past its timeout: the worker is stopped
         assert c.proc is None
+        kid = int((tmp_path / "c.log").read_text().split("child ")[1])
+        for gone in (pid, kid):  # the whole tree, not only the worker
+            assert not psutil.pid_exists(gone) or psutil.Process(gone).status() == psutil.STATUS_ZOMBIE, gone
         assert c.run(["ok"], tmp_path / "d.log", {}, 10) == 0 and c.starts == 2 and c.pid != pid
         assert c.run(["die"], tmp_path / "e.log", {}, 10) == 3
         said = (tmp_path / "e.log").read_text()
