@@ -126,7 +126,8 @@ def loaded_tasks():
     os.chdir(DATA)  # as the evaluate stage does: data files are relative to eval.data_dir
     try:
         tm = TaskManager(include_path=str(TASKS), include_defaults=False)
-        tasks = tm.load_task_or_group(["suite_longppl", "suite_longppl_pos", "suite_longppl_pos_8k"])
+        tasks = tm.load_task_or_group(["suite_longppl", "suite_longppl_pos", "suite_longppl_pos_8k",
+                                       "suite_longppl_tail"])
         return {name: (task, list(task.test_docs())) for name, task in tasks.items()}
     finally:
         os.chdir(cwd)
@@ -180,6 +181,22 @@ def test_position_spans_cut_each_document_in_one_long_window(loaded_tasks, name,
                       f"word_perplexity_{spans[1]['bucket']}", f"bits_per_byte_{spans[1]['bucket']}"}
     buckets = {s["bucket"] for s in spans}
     assert buckets == ({b for b, _, _ in utils.BUCKETS} if cap is None else {"0_512", "512_1k", "1k_2k", "2k_4k", "4k_8k"})
+
+
+def test_tail_task_scores_each_document_past_512_tokens(loaded_tasks):
+    task, spans = loaded_tasks["suite_longppl_tail"]
+    assert task.OUTPUT_TYPE == "multiple_choice"
+    assert [s["doc_id"] for s in spans] == [d["id"] for d in DOCS]  # every document is > 512 tokens
+    for s, doc in zip(spans, DOCS):
+        text = doc["text"]
+        assert s["end_char"] == len(text) and s["context"] + s["continuation"] == text
+        assert 2048 - 40 <= s["start_char"] <= 2048 and s["context"] == s["context"].rstrip()
+    reqs = task.construct_requests(doc=spans[0], ctx=task.fewshot_context(spans[0], 0), metadata=("t", 0, 1))
+    assert [r.args for r in reqs] == [("", DOCS[0]["text"]), ("", spans[0]["context"])]
+    m = task.process_results(spans[0], [(-9000.0, False), (-1000.0, False)])
+    assert set(m) == {"word_perplexity", "byte_perplexity", "bits_per_byte"}
+    assert m["word_perplexity"] == (-8000.0, len(spans[0]["continuation"].split()))
+    assert {x["metric"] for x in task.config.metric_list} == set(m)
 
 
 def test_spans_on_short_text():

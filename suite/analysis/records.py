@@ -32,6 +32,7 @@ class VariantSummary(Record):
     kv_scales: Optional[str] = Field(None, description="FP8 KV-cache scale option served with (suite.recipe.kv)")
     kv_skip_layers: list[int] = Field(default_factory=list, description="layers whose KV stayed BF16 (given, or "
                                       "chosen by kvcheck for kv_skip_layers: auto)")
+    kv_scales_auto: bool = Field(False, description="kv_scales: auto: kv_scales is the kvcheck stage's choice")
     kv_skip_layers_auto: bool = False
     tokenizer: dict[str, Any] = Field(default_factory=dict, description="BOS handling and chat template (suite.stages.evaluate.preflight)")
     errors: list[str] = Field(default_factory=list)

@@ -288,6 +288,8 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
     for v in summary.variants:
         if v.kv_skip_layers_auto and v.kvcheck is not None:
             v.kv_skip_layers = list(v.kvcheck.skip_layers)
+        if v.kv_scales == "auto" and v.kvcheck is not None and v.kvcheck.kv_scales_auto:
+            v.kv_scales, v.kv_scales_auto = v.kvcheck.kv_scales, True
         if v.kvcheck is not None:
             summary.warnings += kv_warnings(v)
         v.metrics = variant_metrics(v, recipe.throughput.headline if recipe.throughput else "max")

@@ -113,7 +113,8 @@ def print_kvcheck(name: str, res, worst: int = 3) -> None:
     print(f"KL(BF16 || FP8 KV) per token, every layer in FP8: {kls}; BF16 ppl "
           f"{next(iter(res.kl.values()))['ppl_bf16']:.3f}" if res.kl else "")
     if res.recommended:
-        print(f"recommended kv_scales: {res.recommended} ({res.recommended_reason})")
+        chose = "kv_scales: auto chose" if res.kv_scales_auto else "recommended kv_scales:"
+        print(f"{chose} {res.recommended} ({res.recommended_reason})")
     if res.skip_layers:
         how = f"auto, KL target {res.kl_target:.4f}" if res.auto else "given"
         print(f"kept in BF16 ({how}): layers {', '.join(map(str, res.skip_layers))}: KL {res.kl_with_skip:.4f}, "

@@ -155,6 +155,8 @@ def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str
         p["kv.skip_layers"] = v.kv_skip_layers or "none"
         if v.kv_skip_layers_auto:
             p["kv.skip_layers_auto"] = True
+        if v.kv_scales_auto:
+            p["kv.scales_auto"] = True
     p.update({f"version.{k}": val for k, val in versions.items()})
     p.update({f"tokenizer.{k}": val for k, val in v.tokenizer.items() if k in
               ("bos_token", "encodes_bos", "add_bos_token", "chat_template_sha256")})

@@ -155,7 +155,7 @@ def kvcheck_config(loaded: LoadedRecipe, variant: VariantSpec, model_path: str, 
     r = loaded.recipe
     scales = kv.effective_kv_scales(variant)
     q = variant.quantization
-    candidates = [scales, "unit"] + (["calibrated"] if q is not None and q.kv_cache else [])
+    candidates = ([] if scales == "auto" else [scales]) + ["unit"] + (["calibrated"] if q is not None and q.kv_cache else [])
     try:
         from suite.orchestrate.envs import engine_args_facts
 
@@ -174,12 +174,17 @@ def kvcheck_config(loaded: LoadedRecipe, variant: VariantSpec, model_path: str, 
 
 def with_results(vp: VariantPlan, vs) -> VariantPlan:
     """The variant's plan with what its finished stages decided passed on to the later ones: the layers
-    kvcheck chose for ``kv_skip_layers: auto`` go into its evaluate and benchmark engine arguments (and so
-    into their configs, the evaluation cache key and the summary). ``vs``: its ``VariantSummary``."""
+    kvcheck chose for ``kv_skip_layers: auto`` and the scale option it chose for ``kv_scales: auto`` go into
+    its evaluate and benchmark engine arguments (and so into their configs, the evaluation cache key and
+    the summary). ``vs``: its ``VariantSummary``."""
     chk = getattr(vs, "kvcheck", None)
-    if chk is None or not chk.auto or vp.variant.kv_skip_layers != "auto":
+    extra: dict = {}
+    if chk is not None and chk.auto and vp.variant.kv_skip_layers == "auto":
+        extra.update(kv.skip_layer_args(chk.skip_layers))
+    if chk is not None and chk.kv_scales_auto and vp.variant.kv_scales == "auto":
+        extra.update(kv.scale_args(chk.kv_scales))
+    if not extra:
         return vp
-    extra = kv.skip_layer_args(chk.skip_layers)
     update = {}
     def keep(cfg):
         engine = cfg.engine.model_copy(update={"engine_args": {**cfg.engine.engine_args, **extra}})

@@ -37,6 +37,14 @@ def variant_kv_problem(v) -> tuple[str, str] | None:
         return ("kv_scales: calibrated reads llmcompressor's per-tensor k/v scales from the checkpoint, and this "
                 "variant builds none (no quantization.kv_cache)",
                 "add quantization: {kv_cache: fp8, calibration: ...}, or use kv_scales: unit")
+    if v.kv_scales == "auto" and calibrates:
+        return ("kv_scales: auto chooses between the unit scale and vLLM's run-time scales, which serve a checkpoint "
+                "without k/v scales, and quantization.kv_cache: fp8 writes calibrated scales that vLLM would read",
+                "remove quantization.kv_cache (and quantization, if nothing else is left), or use kv_scales: calibrated")
+    if v.kv_scales == "auto" and v.kv_skip_layers == "auto":
+        return ("kv_skip_layers: auto brings the KL down to the unit scale's level, and kv_scales: auto chooses the "
+                "unit scale unless another option beats it: together they would keep no layer",
+                "list the layers to keep (suite sensitivity RECIPE --variant NAME --kv ranks them), or drop one 'auto'")
     if v.kv_scales == "per-head" and not calibrates:
         return ("kv_scales: per-head scales are calibrated by llmcompressor (kv_cache_scheme strategy attn_head) "
                 "into the checkpoint, and this variant builds none (no quantization.kv_cache)",
@@ -74,11 +82,11 @@ def num_hidden_layers(model_dir: Path) -> int | None:
 
 def kv_check_enabled(recipe) -> bool:
     """Whether the kvcheck stage runs: eval.kv_check, else only where something needs it (kv_skip_layers:
-    auto, gates.max_kv_flagged_layers); it costs minutes on the 2-core CPU demo."""
+    auto, kv_scales: auto, gates.max_kv_flagged_layers); it costs minutes on the 2-core CPU demo."""
     if recipe.eval.kv_check is not None:
         return recipe.eval.kv_check
     return recipe.gates.max_kv_flagged_layers is not None or any(
-        v.kv_skip_layers == "auto" for v in recipe.all_variants())
+        v.kv_skip_layers == "auto" or v.kv_scales == "auto" for v in recipe.all_variants())
 
 
 def _sections(r):
@@ -100,6 +108,10 @@ def reference_problems(loaded) -> list[Problem]:
         if v.kv_skip_layers == "auto" and r.eval.kv_check is False:
             out.append(Problem(f, f"{where}.kv_skip_layers", "'auto' is chosen by the kvcheck stage, and "
                                "eval.kv_check is false", "set eval.kv_check: true (or remove it), or list the layers"))
+        if v.kv_scales == "auto" and r.eval.kv_check is False:
+            out.append(Problem(f, f"{where}.kv_scales", "'auto' is chosen by the kvcheck stage, and "
+                               "eval.kv_check is false", "set eval.kv_check: true (or remove it), or choose "
+                               "kv_scales: unit or dynamic"))
     for where, v in _sections(r):
         if effective_kv_scales(v) == "per-head" and kv_check_enabled(r):
             out.append(Problem(f, f"{where}.kv_scales", "the kvcheck stage measures per-head scales as the ideal "
@@ -163,6 +175,11 @@ def serving_problems(loaded, facts_of, platform: str) -> list[Problem]:
                                    f"(metadata_size)', {PROOF})",
                                    "add engine_args: {attention_backend: TRITON_ATTN} to this variant"))
     return out
+
+
+def scale_args(option: str | None) -> dict:
+    """The engine argument of a scale option (dynamic: vLLM's calculate_kv_scales; the others need none)."""
+    return {DYNAMIC_ARG: True} if option == "dynamic" else {}
 
 
 def skip_layer_args(layers) -> dict:

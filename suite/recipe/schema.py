@@ -116,11 +116,13 @@ class VariantSpec(Strict):
         "kv_cache_dtype_skip_layers: [0, 1], compilation_config: {...}); names and types are checked against "
         "the EngineArgs of the serve environment's vLLM",
     )
-    kv_scales: Literal["calibrated", "unit", "dynamic", "per-head"] | None = Field(
+    kv_scales: Literal["calibrated", "unit", "dynamic", "per-head", "auto"] | None = Field(
         None, description="FP8 KV-cache scales (needs kv_cache_dtype fp8*; default: calibrated with "
         "quantization.kv_cache, else unit): calibrated (llmcompressor per-tensor k/v scales in the checkpoint), "
         "unit (no scales: vLLM's 1.0), dynamic (vLLM's calculate_kv_scales engine argument), per-head "
-        "(llmcompressor strategy attn_head; vLLM's FlashAttention backend only). docs/kv-scales.md",
+        "(llmcompressor strategy attn_head; vLLM's FlashAttention backend only), auto (the kvcheck stage "
+        "chooses unit or dynamic by measured KL before evaluation: unit unless dynamic's KL is 1.25x lower). "
+        "docs/kv-scales.md",
     )
     kv_skip_layers: Union[list[Annotated[int, Field(ge=0)]], Literal["auto"], None] = Field(
         None, description="decoder layers whose KV stays in the model dtype (vLLM kv_cache_dtype_skip_layers): "

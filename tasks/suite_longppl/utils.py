@@ -1,4 +1,4 @@
-"""Loaders and scoring for the long-text perplexity tasks (suite_longppl, suite_longppl_pos*).
+"""Loaders and scoring for the long-text perplexity tasks (suite_longppl, suite_longppl_pos*, suite_longppl_tail).
 
 Standard library and ``datasets`` only: lm-eval imports this file from the task folder.
 
@@ -103,6 +103,35 @@ def position_spans(dataset):
 def position_spans_8k(dataset):
     """process_docs for 8k-context models: the spans that end within the first 8k buckets' tokens."""
     return _position_spans(dataset, 8192)
+
+
+TAIL_FROM_TOKEN = 512
+
+
+def tail_spans(dataset):
+    """process_docs of suite_longppl_tail: one row per document, the span from ~512 tokens to its end.
+
+    What the perplexity gate should read: an FP8 KV cache changes the first few hundred tokens' perplexity
+    through the attention sink (docs/kv-ppl-sink.md: E4M3 rounding of the prefix token's key in layers 0-2
+    lowered Qwen2.5-Coder-0.5B's whole-document perplexity by 0.98 while every bucket past 512 rose by
+    0.3-0.9), so a whole-document delta can pass a KV cache that is worse on the long context the gate is for."""
+    from datasets import Dataset
+
+    rows = []
+    for doc in dataset:
+        text = doc["text"]
+        start = _cut(text, TAIL_FROM_TOKEN * CHARS_PER_TOKEN)
+        if start >= len(text):
+            continue  # shorter than 512 tokens: nothing past it (every document of tasks/data/longtext is > 2k)
+        rows.append({"id": f"{doc['id']}@512_end", "doc_id": doc["id"], "doc_sha256": doc["sha256"],
+                     "bucket": "512_end", "token_lo": TAIL_FROM_TOKEN, "token_hi": None, "start_char": start,
+                     "end_char": len(text), "context": text[:start], "continuation": text[start:]})
+    return Dataset.from_list(rows)
+
+
+def process_tail_results(doc: dict, results) -> dict:
+    (end, _), (start, _) = results  # ll(prefix + document), ll(prefix + document[:start]): see span_prefixes
+    return _counts(end - start, doc["continuation"])
 
 
 def span_context(doc: dict) -> str:

