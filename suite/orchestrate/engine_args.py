@@ -46,7 +46,10 @@ def _type_facts(t) -> tuple[set[str], list | None, set[str] | None]:
     if t is str:
         return {"str"}, None, None
     if isinstance(t, type) and issubclass(t, enum.Enum):
-        return {"str"}, [m.value if isinstance(m.value, str) else m.name for m in t], None
+        # vLLM takes a member by name (`--attention-backend TRITON_ATTN`; EngineArgs converts a str by name)
+        # or, for str-valued enums, by value: AttentionBackendEnum's values are class paths, its names what
+        # users write (the H200 refused TRITON_ATTN when only the values were accepted)
+        return {"str"}, list(dict.fromkeys([m.name for m in t] + [m.value for m in t if isinstance(m.value, str)])), None
     if origin in (list, tuple, set, frozenset, collections.abc.Sequence) or t in (list, tuple, set):
         item = _type_facts(args[0])[0] if args and args[0] is not Ellipsis else {"any"}
         return {"list"}, None, item

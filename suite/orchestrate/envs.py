@@ -127,7 +127,7 @@ def package_versions() -> dict[str, str]:
 # --------------------------------------------------------------------------------------------------
 # Asking a stage interpreter: versions (each time, cheap) and slow facts (once, cached on disk)
 
-PROBE_FORMAT = 2  # bump when what a probe reports changes: cached answers of older probes are not used
+PROBE_FORMAT = 3  # bump when what a probe reports changes: cached answers of older probes are not used
 CACHE_DIR_ENV = "SUITE_CACHE_DIR"
 _PROBE = "import sys; from suite.orchestrate.envs import _probe_main; _probe_main(sys.argv[1], sys.argv[2])"
 
@@ -185,11 +185,21 @@ def quantize_versions() -> dict[str, str]:
     return interpreter_versions(quantize_python())
 
 
+@lru_cache(maxsize=1)
+def _probe_code_sha() -> str:
+    """The probes' own code (this file and engine_args.py): an answer cached by older code is not used, even
+    where PROBE_FORMAT was not bumped (an enum's accepted names once stayed stale that way)."""
+    h = hashlib.sha256()
+    for f in (Path(__file__), Path(__file__).with_name("engine_args.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def cached_probe(python: str, kind: str, depends_on: tuple[str, ...]) -> object:
     """A slow probe's answer, cached on disk by interpreter path, the versions it depends on and the
     probe's format. Written atomically: concurrent runs at worst both compute it."""
     versions = interpreter_versions(python)
-    ident = {"python": os.path.abspath(python), "kind": kind, "format": PROBE_FORMAT,
+    ident = {"python": os.path.abspath(python), "kind": kind, "format": PROBE_FORMAT, "code": _probe_code_sha(),
              "versions": {d: versions.get(d) for d in ("python", *depends_on)}}
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
     path = cache_dir() / "probes" / f"{kind}-{digest}.json"

@@ -109,12 +109,13 @@ TAIL_FROM_TOKEN = 512
 
 
 def tail_spans(dataset):
-    """process_docs of suite_longppl_tail: one row per document, the span from ~512 tokens to its end.
+    """process_docs of suite_longppl_tail(_noprefix): one row per document, the span from ~512 tokens to its end.
 
-    What the perplexity gate should read: an FP8 KV cache changes the first few hundred tokens' perplexity
-    through the attention sink (docs/kv-ppl-sink.md: E4M3 rounding of the prefix token's key in layers 0-2
-    lowered Qwen2.5-Coder-0.5B's whole-document perplexity by 0.98 while every bucket past 512 rose by
-    0.3-0.9), so a whole-document delta can pass a KV cache that is worse on the long context the gate is for."""
+    The long-context part of the corpus, without the first few hundred tokens, where an FP8 KV cache's effect on
+    the attention sink is largest (docs/kv-ppl-sink.md). suite_longppl_tail scores it after lm-eval's prefix
+    token (BOS, else EOS) as suite_longppl does; suite_longppl_tail_noprefix without it. On Qwen2.5-Coder-0.5B
+    (H200, unit-scale FP8 KV) the two disagree in sign: -0.51 with the prefix, +0.64 without
+    (docs/results/h200-kv-auto-20261201)."""
     from datasets import Dataset
 
     rows = []
@@ -129,7 +130,20 @@ def tail_spans(dataset):
     return Dataset.from_list(rows)
 
 
+def tail_context(doc: dict) -> str:
+    """doc_to_text of suite_longppl_tail_noprefix: the document's first ~512 tokens as the context, so that lm-eval
+    puts no prefix token in front (a model without BOS, such as Qwen2.5, then starts at the document's first
+    token; a model with BOS still gets it, from lm-eval's tokenizer call)."""
+    return doc["context"]
+
+
+def tail_continuation(doc: dict) -> str:
+    return doc["continuation"]
+
+
 def process_tail_results(doc: dict, results) -> dict:
+    if len(results) == 1:  # suite_longppl_tail_noprefix: one loglikelihood request, (ll, is_greedy)
+        return _counts(results[0][0], doc["continuation"])
     (end, _), (start, _) = results  # ll(prefix + document), ll(prefix + document[:start]): see span_prefixes
     return _counts(end - start, doc["continuation"])
 

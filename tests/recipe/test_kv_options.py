@@ -166,3 +166,12 @@ def test_per_head_is_another_checkpoint(demo_recipe_copy):
     assert tensor != head
     assert checkpoint_key("m", None, v.model_copy(update={"kv_scales": "calibrated"}), calibration_sha256="c",
                           quantizer={}) == tensor  # the default, written out: the same checkpoint
+
+
+def test_an_enum_engine_argument_is_given_by_member_name(demo_recipe_copy):
+    # vLLM's AttentionBackendEnum values are class paths; users (and vLLM's CLI) name the member
+    # (TRITON_ATTN on the H200, CPU_ATTN here): the name is accepted, a wrong one refused with the choices
+    load_recipe(demo_recipe_copy(**{V + "engine_args": {"attention_backend": "CPU_ATTN"}}))
+    text = refused(demo_recipe_copy(**{V + "engine_args": {"attention_backend": "CPU_ATEN"}}),
+                   "variants[0].engine_args.attention_backend", "CPU_ATTN")
+    assert "is not one of" in text
