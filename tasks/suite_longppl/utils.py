@@ -133,7 +133,7 @@ def tail_spans(dataset):
 def tail_context(doc: dict) -> str:
     """doc_to_text of suite_longppl_tail_noprefix: the document's first ~512 tokens as the context, so that lm-eval
     puts no prefix token in front (a model without BOS, such as Qwen2.5, then starts at the document's first
-    token; a model with BOS still gets it, from lm-eval's tokenizer call)."""
+    token; for a model with BOS, lm-eval's add_bos_token decides whether the context gets it)."""
     return doc["context"]
 
 
