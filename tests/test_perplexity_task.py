@@ -295,7 +295,8 @@ def test_smollm2_perplexity_on_a_slice(tmp_path):
     head = {span_id.split("@")[0]: ll for span_id, ll in out["samples"]["suite_longppl_pos"] if span_id.endswith("@0_512")}
     for doc_id, ll in per_doc.items():
         assert tail[doc_id] + head[doc_id] == pytest.approx(ll, rel=1e-3)
-        assert noprefix[doc_id] < 0 and noprefix[doc_id] != pytest.approx(tail[doc_id], rel=1e-6)
+        # a clear gap, well above the 1e-3 the identity above allows for batching noise
+        assert noprefix[doc_id] < 0 and abs(noprefix[doc_id] - tail[doc_id]) > 5e-3 * abs(tail[doc_id])
 
 
 # ---------------------------------------------------------------- both tasks against a HF forward pass

@@ -307,7 +307,8 @@ def kv_warnings(v: VariantSummary) -> list[str]:
     if c is None or not c.flagged_layers:
         return []
     why = sorted({f"{r['tensor']}: {flag}" for r in c.flagged if r["layer"] in c.flagged_layers for flag in r["flags"]})
-    rec = f"; lowest KL: {c.recommended}" if c.recommended and c.recommended != c.kv_scales else ""
+    rec = (f"; recommended: {c.recommended} (unit unless another option's KL is 1.25x lower)"
+           if c.recommended and c.recommended != c.kv_scales else "")
     return [f"{v.name}: FP8 KV scales ({c.kv_scales}) flag layer(s) {', '.join(map(str, c.flagged_layers))} "
             f"({'; '.join(why[:4])}{' ...' if len(why) > 4 else ''}){rec} — consider kv_skip_layers "
             "(`suite sensitivity --kv`)"]

@@ -99,7 +99,9 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
     if vp.quantize is not None and not (Path(vp.model_path) / "config.json").is_file():
         raise SuiteError(Problem(f, f"variants[{variant.name}].quantization", f"its checkpoint {vp.model_path} is not "
                                  "built yet (the k/v scales to check are in it)", "run `suite run` on the recipe first"))
-    cfg = kvcheck_config(loaded, variant, vp.model_path, auto_skip=True, sweep=True,
+    # kv_scales: auto chooses unit unless another option wins, and kept layers are judged against unit's KL:
+    # the greedy would start at its own target, so it is not run (the ranking still is)
+    cfg = kvcheck_config(loaded, variant, vp.model_path, auto_skip=variant.kv_scales != "auto", sweep=True,
                          max_tokens=r.eval.kv_check_tokens if args.max_seq_length is None else args.max_seq_length,
                          num_texts=r.eval.kv_check_texts if args.samples is None else min(args.samples, 30))
     res, wall = _run(f"KV sensitivity sweep of {variant.name} ({cfg.kv_scales}) in the quantize environment", "kvcheck",
@@ -116,10 +118,13 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
                       f"{row['capacity_if_top_kept']:.2f}x")
     _wide_console().print(table)
     print(f"all layers in FP8: KL {res.kl[res.kv_scales]['kl']:.5f}; unit scale's {res.kl['unit']['kl']:.5f}")
-    print(f"auto (fewest top-ranked layers in BF16 bringing the all-layer KL to <= {res.kl_target:.5f} = "
-          f"max(1.25 x unit's KL, 0.005)): " + (f"keep {res.skip_layers} in BF16, KL {res.kl_with_skip:.5f}, KV capacity "
-                                                f"{res.capacity_vs_bf16:.2f}x BF16's" if res.skip_layers else "no layer needed"))
+    if res.auto:
+        print(f"auto (fewest top-ranked layers in BF16 bringing the all-layer KL to <= {res.kl_target:.5f} = "
+              f"max(1.25 x unit's KL, 0.005)): " + (f"keep {res.skip_layers} in BF16, KL {res.kl_with_skip:.5f}, KV "
+                                                    f"capacity {res.capacity_vs_bf16:.2f}x BF16's" if res.skip_layers
+                                                    else "no layer needed"))
     if res.recommended:
-        print(f"lowest-KL scale option the installed backend serves: {res.recommended}")
+        chose = "kv_scales: auto chooses" if res.kv_scales_auto else "recommended scale option"
+        print(f"{chose} (unit unless another option's KL is 1.25x lower): {res.recommended}")
     print(f"result: {out / 'kvcheck.result.json'} ({wall:.0f} s)")
     return EXIT_OK

@@ -6,6 +6,16 @@ from __future__ import annotations
 import json
 
 
+def _enum_field(t) -> bool:
+    """Whether annotation ``t`` is an Enum, or an Optional/Union of one (vLLM upper-cases a name it is given)."""
+    import enum
+    import typing
+
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return True
+    return any(_enum_field(a) for a in typing.get_args(t) if a is not type(None))
+
+
 def _type_facts(t) -> tuple[set[str], list | None, set[str] | None]:
     """(JSON kinds a value of annotation ``t`` may be, Literal/Enum choices, kinds of list items)."""
     import collections.abc
@@ -46,10 +56,12 @@ def _type_facts(t) -> tuple[set[str], list | None, set[str] | None]:
     if t is str:
         return {"str"}, None, None
     if isinstance(t, type) and issubclass(t, enum.Enum):
-        # vLLM takes a member by name (`--attention-backend TRITON_ATTN`; EngineArgs converts a str by name)
-        # or, for str-valued enums, by value: AttentionBackendEnum's values are class paths, its names what
-        # users write (the H200 refused TRITON_ATTN when only the values were accepted)
-        return {"str"}, list(dict.fromkeys([m.name for m in t] + [m.value for m in t if isinstance(m.value, str)])), None
+        # vLLM takes a member by name, upper-cased first (`--attention-backend triton_attn`; AttentionConfig's
+        # validate_backend_before), or for some str-valued enums by value; AttentionBackendEnum's values are
+        # class paths that no parser takes (the H200 refused TRITON_ATTN when only the values were accepted).
+        # Compared case-insensitively (_enum_field).
+        return {"str"}, list(dict.fromkeys([m.name for m in t] + [m.value for m in t if isinstance(m.value, str)
+                                                                  and "." not in m.value])), None
     if origin in (list, tuple, set, frozenset, collections.abc.Sequence) or t in (list, tuple, set):
         item = _type_facts(args[0])[0] if args and args[0] is not Ellipsis else {"any"}
         return {"list"}, None, item
@@ -109,7 +121,7 @@ def _engine_args_answer() -> dict:
                    "nargs": a.nargs if a.nargs is None or isinstance(a.nargs, (int, str)) else str(a.nargs),
                    "json": _parses_json(a.type),
                    "choices": [str(c) for c in a.choices] if a.choices else None}
-        fields[f.name] = {"type": str(t).replace("typing.", ""), "kinds": sorted(kinds),
+        fields[f.name] = {"type": str(t).replace("typing.", ""), "kinds": sorted(kinds), "enum": _enum_field(t),
                           "item_kinds": sorted(items) if items is not None else None,
                           "choices": choices if choices is None else [c for c in choices
                                                                       if isinstance(c, (str, int, float, bool))],
@@ -179,8 +191,9 @@ def check_engine_args(engine_args: dict, facts: dict) -> tuple[dict, list[tuple[
                                   f"{engine_args[key]!r}", f"give {want}"))
             continue
         choices = spec.get("choices") or ((spec.get("cli") or {}).get("choices"))
+        fold = (lambda s: s.upper()) if spec.get("enum") else (lambda s: s)
         if choices and value is not None and not isinstance(value, (list, dict)) \
-                and str(value) not in {str(c) for c in choices}:
+                and fold(str(value)) not in {fold(str(c)) for c in choices}:
             near = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
             problems.append((key, f"{value!r} is not one of vLLM {version}'s choices"
                                   + (f"; did you mean {near[0]!r}?" if near else ""),

@@ -144,6 +144,19 @@ def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_cop
     assert s.variants[1].kv_scales == "unit" and s.variants[1].kv_scales_auto
 
 
+def test_auto_offers_dynamic_where_the_serve_vllm_has_calculate_kv_scales(demo_recipe_copy, tmp_path, DELETE,
+                                                                        monkeypatch):
+    from suite.orchestrate import envs
+    from suite.plan.planner import kvcheck_config
+
+    loaded = load_recipe(demo_recipe_copy(**{V + "kv_scales": "auto", V + "quantization": DELETE}))
+    facts = envs.engine_args_facts()
+    monkeypatch.setattr(envs, "engine_args_facts",
+                        lambda *a: {**facts, "fields": {**facts["fields"], "calculate_kv_scales": {}}})
+    variant = loaded.recipe.variants[0]
+    assert kvcheck_config(loaded, variant, "m").candidates == ["unit", "dynamic"]
+
+
 def test_choose_scales_keeps_unit_unless_another_is_clearly_better():
     from suite.stages.kvcheck.stage import AUTO_KL_MARGIN, choose_scales
 
@@ -172,6 +185,11 @@ def test_an_enum_engine_argument_is_given_by_member_name(demo_recipe_copy):
     # vLLM's AttentionBackendEnum values are class paths; users (and vLLM's CLI) name the member
     # (TRITON_ATTN on the H200, CPU_ATTN here): the name is accepted, a wrong one refused with the choices
     load_recipe(demo_recipe_copy(**{V + "engine_args": {"attention_backend": "CPU_ATTN"}}))
+    load_recipe(demo_recipe_copy(**{V + "engine_args": {"attention_backend": "cpu_attn"}}))  # vLLM upper-cases it
+    # a class path (the enum's value) is no name: vLLM's parser would fail on it at engine start
+    refused(demo_recipe_copy(**{V + "engine_args": {"attention_backend":
+                                                    "vllm.v1.attention.backends.cpu_attn.CPUAttentionBackend"}}),
+            "variants[0].engine_args.attention_backend")
     text = refused(demo_recipe_copy(**{V + "engine_args": {"attention_backend": "CPU_ATEN"}}),
                    "variants[0].engine_args.attention_backend", "CPU_ATTN")
     assert "is not one of" in text
