@@ -294,9 +294,12 @@ def test_smollm2_perplexity_on_a_slice(tmp_path):
     tail, noprefix = dict(out["samples"]["suite_longppl_tail"]), dict(out["samples"]["suite_longppl_tail_noprefix"])
     head = {span_id.split("@")[0]: ll for span_id, ll in out["samples"]["suite_longppl_pos"] if span_id.endswith("@0_512")}
     for doc_id, ll in per_doc.items():
-        assert tail[doc_id] + head[doc_id] == pytest.approx(ll, rel=1e-3)
-        # a clear gap, well above the 1e-3 the identity above allows for batching noise
-        assert noprefix[doc_id] < 0 and abs(noprefix[doc_id] - tail[doc_id]) > 5e-3 * abs(tail[doc_id])
+        noise = abs(tail[doc_id] + head[doc_id] - ll)  # the same tokens scored twice by this engine
+        assert noise <= 1e-3 * abs(ll)
+        # the no-prefix tail scores the same tokens in another sequence (no prefix token: the request-level test
+        # above checks that). On SmolLM2 the two differ by ~0.1% (1.9 nats against 0.8 of engine noise on this
+        # document), too little to assert here; on Qwen2.5 on the H200 the FP8 KV deltas differ in sign.
+        assert noprefix[doc_id] < 0 and noprefix[doc_id] == pytest.approx(tail[doc_id], rel=0.05)
 
 
 # ---------------------------------------------------------------- both tasks against a HF forward pass
