@@ -196,8 +196,8 @@ def _probe_code_sha() -> str:
 
 
 def cached_probe(python: str, kind: str, depends_on: tuple[str, ...]) -> object:
-    """A slow probe's answer, cached on disk by interpreter path, the versions it depends on and the
-    probe's format. Written atomically: concurrent runs at worst both compute it."""
+    """A slow probe's answer, cached on disk by interpreter path, the versions it depends on, the probe's
+    format and its code (``_probe_code_sha``). Written atomically: concurrent runs at worst both compute it."""
     versions = interpreter_versions(python)
     ident = {"python": os.path.abspath(python), "kind": kind, "format": PROBE_FORMAT, "code": _probe_code_sha(),
              "versions": {d: versions.get(d) for d in ("python", *depends_on)}}
