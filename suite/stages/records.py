@@ -85,6 +85,11 @@ class EvaluateConfig(Record):
         "vllm", description="vllm: lm-eval's in-process vLLM engine; served: lm-eval's local-completions against "
         "the benchmark stage's vllm serve (eval.engine)")
     base_url: Optional[str] = Field(None, description="served: the server's /v1/completions (set at run time)")
+    batch_limits: Literal["llm", "serve"] = Field(
+        "llm", description="the in-process engine's max_num_batched_tokens / max_num_seqs where engine_args set "
+        "neither: llm = vLLM's defaults for LLM(...); serve = vllm serve's defaults, so that the benchmark's server "
+        "(same model, max_model_len and flags) finds this engine's torch.compile cache: vLLM keys that cache by "
+        "max_num_batched_tokens, which differs between the two (16,384 / 8,192 on an H200)")
     output_dir: str
 
 
@@ -112,3 +117,6 @@ class EvaluateResult(Record):
     config_hash: dict[str, Any] = Field(default_factory=dict, description="lm-eval task hashes / chat template")
     code_sandbox: Optional[str] = Field(None, description="the suite.stages.evaluate.sandbox mode model-written code ran under "
                                         "(None: no code ran)")
+    batch_limits: dict[str, int] = Field(
+        default_factory=dict, description="what EvaluateConfig.batch_limits 'serve' added to the engine arguments "
+        "(max_num_batched_tokens, max_num_seqs as vLLM's serve defaults on this machine); empty: vLLM's own")

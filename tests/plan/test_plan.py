@@ -24,6 +24,8 @@ def test_jobs_and_configs(demo_recipe_copy, tmp_path):
     assert (mmlu.num_fewshot, mmlu.limit) == (0, 1)
     assert gsm.num_fewshot is None  # the task's own default (5)
     assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    # the server after each evaluation reads its torch.compile cache: the evaluation takes serve's batch limits
+    assert {vp.evaluate.batch_limits for vp in plan.variants} == {"serve"}
 
 
 def test_accuracy_only_recipe_plans_no_benchmark(demo_recipe_copy, tmp_path):
@@ -35,6 +37,7 @@ def test_accuracy_only_recipe_plans_no_benchmark(demo_recipe_copy, tmp_path):
     plan = make_plan(loaded, tmp_path / "run")
     assert plan.jobs() == [("quantize", "fp8-kv"), ("evaluate", "bf16"), ("evaluate", "fp8-kv")]
     assert all(vp.benchmark is None for vp in plan.variants)
+    assert {vp.evaluate.batch_limits for vp in plan.variants} == {"llm"}  # no server after it: vLLM's defaults
     with pytest.raises(SuiteError, match="min_throughput_gain needs a throughput section"):
         load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=1.1))
     with pytest.raises(SuiteError, match="nothing to measure"):

@@ -66,7 +66,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                                include_defaults=any(t.name not in local for t in config.tasks))
     os.chdir(config.data_dir)  # local task YAMLs name their data files relative to it
 
-    lm, engine_load_s, engine_start = build_lm(config)
+    lm, engine_load_s, engine_start, batch_limits = build_lm(config)
 
     merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
                     "task_hashes": {}, "versions": {}}
@@ -106,29 +106,47 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         backend=config.backend, versions=package_versions(),
         config_hash={"task_hashes": merged.get("task_hashes", {}),
                      "chat_template_sha256": merged["chat_template_sha256"]},
-        code_sandbox=_code_sandbox(),
+        code_sandbox=_code_sandbox(), batch_limits=batch_limits,
     )
 
 
 def build_lm(config: EvaluateConfig):
-    """(lm-eval model, engine load seconds, EngineStart): lm-eval's in-process vLLM engine, or the served model
-    on ``config.base_url`` (no engine starts here: 0 s and no breakdown)."""
+    """(lm-eval model, engine load seconds, EngineStart, batch limits added): lm-eval's in-process vLLM engine,
+    or the served model on ``config.base_url`` (no engine starts here: 0 s and no breakdown)."""
     if config.backend == "served":
         from suite.stages.evaluate.served import served_lm
 
-        return served_lm(config), 0.0, None
+        return served_lm(config), 0.0, None, {}
     from lm_eval.models.vllm_causallms import VLLM
 
     window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own
     t_load = time.perf_counter()
     args = lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks)
+    limits = serve_batch_limits(config.engine.engine_args) if config.batch_limits == "serve" else {}
+    args.update(limits)
     if config.engine.gpu_share:  # a GPU shared with other jobs: a KV cache of fixed size (suite.stages.gpushare)
         from suite.stages.gpushare import shared_engine_args
 
         args.update(shared_engine_args(config.engine))
     lm = VLLM(**args)
     engine_load_s = time.perf_counter() - t_load
-    return lm, engine_load_s, parse_engine_start(window.text(), engine_load_s)
+    return lm, engine_load_s, parse_engine_start(window.text(), engine_load_s), limits
+
+
+def serve_batch_limits(engine_args: dict) -> dict[str, int]:
+    """``vllm serve``'s default max_num_batched_tokens and max_num_seqs on this machine, for those of the two
+    that ``engine_args`` does not set (``EngineArgs.get_batch_defaults``: by device memory, name and world size,
+    the values ``EngineArgs`` itself takes for the OpenAI server). An engine built with them compiles the graph
+    the variant's ``vllm serve`` will ask for, so the server's start reads torch.compile's cache instead of
+    compiling again."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    world = int(engine_args.get("tensor_parallel_size", 1)) * int(engine_args.get("pipeline_parallel_size", 1))
+    tokens, seqs = EngineArgs.get_batch_defaults(world)
+    found = {"max_num_batched_tokens": tokens.get(UsageContext.OPENAI_API_SERVER),
+             "max_num_seqs": seqs.get(UsageContext.OPENAI_API_SERVER)}
+    return {k: int(v) for k, v in found.items() if v and engine_args.get(k) is None}
 
 
 def _code_sandbox() -> str | None:
