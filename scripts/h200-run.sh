@@ -4,9 +4,18 @@
 #   bash scripts/h200-run.sh recipes/smollm2-gpu.yaml /tmp/runs [GPU]
 # GPU (an index) pins the run to one GPU, so that two runs can share a machine of two GPUs.
 # Then `bash scripts/h200-wait.sh SECONDS` in each following command. docs/results/h200.md has the steps.
+# To continue a study on a fresh machine, carry the archive parts an earlier machine's h200-wait.sh wrote
+# (runs-NAME.tar.gz.part-*) to /tmp/resume/: they are unpacked into OUT and the run goes on with
+# `suite run --resume` (missing stages run; checkpoints are rebuilt from their content keys).
 set -uo pipefail
 recipe=$1 out=$2 gpu=${3:-}
 name=$(basename "$recipe" .yaml)
+resume=""
+if ls /tmp/resume/runs-"$name".tar.gz.part-* >/dev/null 2>&1; then
+  mkdir -p "$out" && cat /tmp/resume/runs-"$name".tar.gz.part-* | tar xzf - -C "$out" || exit 2
+  resume=$(ls -d "$out"/2*/ | tail -1)
+  echo "h200-run: continuing $resume (from /tmp/resume)"
+fi
 # Run from a copy: every device command lays the working tree anew, which would pull the files (and
 # the evaluate stage's working directory) from under a run that is still going.
 src=/tmp/suite-src-$name
@@ -22,5 +31,9 @@ chmod +x "/tmp/quantize-python-$name"
 export SUITE_QUANTIZE_PYTHON=/tmp/quantize-python-$name PYTHONPATH=$src:/tmp/envs/serve
 nvidia-smi --query-gpu=index,name,memory.total,memory.used,clocks.sm --format=csv
 python3 -m suite validate "$recipe" || exit 2
-setsid nohup python3 -m suite run "$recipe" --out "$out" > "/tmp/suite-run-$name.log" 2>&1 < /dev/null &
+if [ -n "$resume" ]; then
+  setsid nohup python3 -m suite run --resume "$resume" > "/tmp/suite-run-$name.log" 2>&1 < /dev/null &
+else
+  setsid nohup python3 -m suite run "$recipe" --out "$out" > "/tmp/suite-run-$name.log" 2>&1 < /dev/null &
+fi
 echo "started suite run $recipe on GPU ${gpu:-all} (log /tmp/suite-run-$name.log)"

@@ -110,9 +110,10 @@ def _group_members(pgid: int) -> list:
     return out
 
 
-def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True) -> None:
+def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True) -> list[str]:
     """SIGTERM a process, its descendants and (``group``) its process group; SIGKILL what is left after
-    ``grace_s``; reap it. Safe to call on a process that already ended."""
+    ``grace_s``; reap it. Safe to call on a process that already ended. Returns what outlived the grace
+    ('PID NAME' each; empty when everything ended on SIGTERM), so that a caller can say who made it wait."""
     import psutil
 
     pid = proc.pid if isinstance(proc, subprocess.Popen) else proc
@@ -149,10 +150,13 @@ def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True
     if live and grace_s > 0:
         signal_all(live, signal.SIGTERM)
         wait(live, grace_s)
+    outlived: list[str] = []
     for _ in range(50):  # a forking tree can add members while we kill
         live = members()
         if not live:
             break
+        if not outlived:
+            outlived = [f"{p.pid} {_name(p)}" for p in live]
         signal_all(live, signal.SIGKILL)
         wait(live, 2.0)
     if popen is not None:
@@ -160,6 +164,16 @@ def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True
             popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+    return outlived
+
+
+def _name(p) -> str:
+    import psutil
+
+    try:
+        return " ".join(p.cmdline())[:120] or p.name()
+    except psutil.Error:
+        return "?"
 
 
 def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:

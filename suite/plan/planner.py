@@ -127,8 +127,10 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                               max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
                               engine_args=engine_args)
         vdir = run_dir / "variants" / variant.name
+        eval_engine = engine if not r.eval.engine_args else engine.model_copy(
+            update={"engine_args": {**engine.engine_args, **engine_args_as_vllm_takes_them(r.eval.engine_args)}})
         evaluate = None if not tasks else EvaluateConfig(
-            engine=engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
+            engine=eval_engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
             include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
             allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
             max_gen_toks=r.eval.max_gen_toks, backend="served" if r.eval.engine == "served" else "vllm",

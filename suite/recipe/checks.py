@@ -182,7 +182,7 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
     except SuiteError as e:
         problems += [Problem(f, "kv_scales", f"cannot check the KV-cache options: {p.message}", p.fix)
                      for p in e.problems]
-    sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)]
+    sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)] + [("eval", r.eval)]
     if any(v.engine_args for _, v in sections):
         try:
             facts = engine_args_facts()

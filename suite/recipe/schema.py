@@ -189,7 +189,15 @@ class EvalSpec(Strict):
         "vllm", description="what scores the tasks: vllm (lm-eval's in-process vLLM engine, started by the evaluate "
         "stage; the benchmark starts its own server) or served (lm-eval's local-completions against the benchmark "
         "stage's vllm serve: one engine start per variant instead of two; needs a throughput section; greedy tasks "
-        "only; batch_size is then the number of requests in flight, 64 for auto)"
+        "only; batch_size is then the number of requests in flight; auto: the server's max_num_seqs, the batch the "
+        "offline engine decodes at)"
+    )
+    engine_args: dict[str, EngineValue] = Field(
+        default_factory=dict,
+        description="vLLM engine arguments for the evaluation engines only (eval.engine: vllm), over each variant's "
+        "engine_args; the benchmark's server does not get them. E.g. enforce_eager: true, a start without "
+        "torch.compile and CUDA graphs, for a model whose scoring is short beside its engine start. Checked as "
+        "the variants' are",
     )
     kv_check: bool | None = Field(
         None, description="run the kvcheck stage (FP8 KV scale check, Hugging Face fake quant in the quantize "
@@ -204,6 +212,14 @@ class EvalSpec(Strict):
     @classmethod
     def _limit(cls, v):
         return _check_limit(v)
+
+    @model_validator(mode="after")
+    def _engine_args_need_an_engine(self):
+        if self.engine_args and self.engine == "served":
+            raise ValueError("eval.engine_args are for lm-eval's in-process engine; with eval.engine: served the "
+                             "tasks are scored on the benchmark's server, which takes each variant's engine_args "
+                             "(fix: move them to the variants, or drop eval.engine: served)")
+        return self
 
     @field_validator("tasks", mode="before")
     @classmethod

@@ -28,6 +28,20 @@ def test_jobs_and_configs(demo_recipe_copy, tmp_path):
     assert {vp.evaluate.batch_limits for vp in plan.variants} == {"serve"}
 
 
+def test_eval_engine_args_reach_the_evaluation_engines_only(demo_recipe_copy, tmp_path):
+    import pytest
+
+    from suite.recipe import SuiteError
+
+    plan = make_plan(load_recipe(demo_recipe_copy(eval__engine_args={"max_num_seqs": 16})), tmp_path / "run")
+    for vp in plan.variants:
+        assert vp.evaluate.engine.engine_args["max_num_seqs"] == 16
+        assert vp.evaluate.engine.engine_args["enforce_eager"] is True  # the variant's own stay
+        assert "max_num_seqs" not in vp.benchmark.engine.engine_args  # the server starts as the variant says
+    with pytest.raises(SuiteError, match="eval.engine_args are for lm-eval's in-process engine"):
+        load_recipe(demo_recipe_copy(eval__engine_args={"enforce_eager": True}, eval__engine="served"))
+
+
 def test_accuracy_only_recipe_plans_no_benchmark(demo_recipe_copy, tmp_path):
     import pytest
 

