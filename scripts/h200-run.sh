@@ -4,17 +4,27 @@
 #   bash scripts/h200-run.sh recipes/smollm2-gpu.yaml /tmp/runs [GPU]
 # GPU (an index) pins the run to one GPU, so that two runs can share a machine of two GPUs.
 # Then `bash scripts/h200-wait.sh SECONDS` in each following command. docs/results/h200.md has the steps.
-# To continue a study on a fresh machine, carry the archive parts an earlier machine's h200-wait.sh wrote
-# (runs-NAME.tar.gz.part-*) to /tmp/resume/: they are unpacked into OUT and the run goes on with
-# `suite run --resume` (missing stages run; checkpoints are rebuilt from their content keys).
+# To continue a study on a fresh machine, carry the archive parts an earlier machine's h200-wait.sh wrote for
+# this OUT ($(basename OUT).tar.gz.part-*, e.g. runs-NAME.tar.gz.part-aa for h200-chain.sh's /tmp/runs-NAME) to
+# /tmp/resume/: they are unpacked into OUT and the run goes on with `suite run --resume` (missing stages run;
+# checkpoints are rebuilt from their content keys).
 set -uo pipefail
 recipe=$1 out=$2 gpu=${3:-}
 name=$(basename "$recipe" .yaml)
 resume=""
-if ls /tmp/resume/runs-"$name".tar.gz.part-* >/dev/null 2>&1; then
-  mkdir -p "$out" && cat /tmp/resume/runs-"$name".tar.gz.part-* | tar xzf - -C "$out" || exit 2
+tag=$(basename "$out")
+if ls /tmp/resume/*.part-* >/dev/null 2>&1; then
+  if ! ls /tmp/resume/"$tag".tar.gz.part-* >/dev/null 2>&1; then
+    echo "h200-run: /tmp/resume holds $(ls /tmp/resume | head -3 | tr '\n' ' ')but no $tag.tar.gz.part-* for $out" >&2
+    exit 2
+  fi
+  if ls -d "$out"/2*/ >/dev/null 2>&1; then
+    echo "h200-run: $out already holds a run; not unpacking /tmp/resume over it" >&2
+    exit 2
+  fi
+  mkdir -p "$out" && cat /tmp/resume/"$tag".tar.gz.part-* | tar xzf - -C "$out" || exit 2
   resume=$(ls -d "$out"/2*/ | tail -1)
-  echo "h200-run: continuing $resume (from /tmp/resume)"
+  echo "h200-run: continuing $resume (from /tmp/resume/$tag.tar.gz.part-*)"
 fi
 # Run from a copy: every device command lays the working tree anew, which would pull the files (and
 # the evaluate stage's working directory) from under a run that is still going.

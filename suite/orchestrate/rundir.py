@@ -60,10 +60,28 @@ def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
     from suite.plan.planner import make_plan
 
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
+    if resume:
+        keep_batch_limits_of_older_runs(plan, run_dir)
     kept = kept_results(loaded, plan, run_dir, resume)
     if not resume:
         (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
     return plan, kept
+
+
+def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
+    """A run planned before ``EvaluateConfig.batch_limits`` existed scored with vLLM's own batch limits: its
+    evaluations still to run keep them, so that they pair with the kept ones (the decode batch moves FP8 KV
+    scores: docs/results/h200-fp8kv-batch-20261202)."""
+    try:
+        stored = json.loads((run_dir / "plan.json").read_text()).get("variants", {})
+    except (OSError, ValueError):
+        return
+    older = any(isinstance(v.get("evaluate"), dict) and "batch_limits" not in v["evaluate"] for v in stored.values())
+    if not older:
+        return
+    for vp in plan.variants:
+        if vp.evaluate is not None and vp.evaluate.batch_limits != "llm":
+            vp.evaluate = vp.evaluate.model_copy(update={"batch_limits": "llm"})
 
 
 REBUILD = "quantize (rebuilt)"  # kept_results' key for a quantize result whose checkpoint is no longer there

@@ -152,6 +152,8 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         versions = serve_versions()
     cfg = config.model_dump(exclude={"output_dir"})
     cfg["engine"].pop("model")  # the path is replaced by the model's content identity
+    if cfg.get("batch_limits") == "llm":  # the default: keys made before the field existed stay valid
+        cfg.pop("batch_limits")
     hashes = _hash_cache()
     parts = {
         "model": model_identity, "config": cfg,

@@ -144,7 +144,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                                          evaluate=served)
             if served is not None:
                 evaluate = None  # one engine start per variant: no evaluate job
-            elif evaluate is not None:  # the server after it reads this engine's compile cache
+            elif evaluate is not None and not evaluate.engine.engine_args.get("enforce_eager"):
+                # the server after it reads this engine's compile cache (an eager engine compiles nothing)
                 evaluate = evaluate.model_copy(update={"batch_limits": "serve"})
         kvcheck = kvcheck_config(loaded, variant, model_path) if kv.fp8_kv(variant) and kv_check else None
         plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark, kvcheck))

@@ -162,6 +162,14 @@ class TaskSpec(Strict):
         return _check_limit(v)
 
 
+# eval.engine_args that would make the evaluation score another model, weights or KV cache than the variant's
+EVAL_ONLY_REFUSED = frozenset({
+    "model", "tokenizer", "revision", "dtype", "quantization", "load_format", "hf_overrides", "max_model_len",
+    "kv_cache_dtype", "calculate_kv_scales", "kv_cache_dtype_skip_layers", "attention_backend",
+    "speculative_config", "enable_lora",
+})
+
+
 class EvalSpec(Strict):
     tasks: list[TaskSpec] = Field(
         default_factory=list, description="tasks scored on every variant (empty: a throughput-only recipe)"
@@ -196,8 +204,9 @@ class EvalSpec(Strict):
         default_factory=dict,
         description="vLLM engine arguments for the evaluation engines only (eval.engine: vllm), over each variant's "
         "engine_args; the benchmark's server does not get them. E.g. enforce_eager: true, a start without "
-        "torch.compile and CUDA graphs, for a model whose scoring is short beside its engine start. Checked as "
-        "the variants' are",
+        "torch.compile and CUDA graphs, for a model whose scoring is short beside its engine start. Names and types "
+        "are checked against EngineArgs; what decides which model, weights or KV cache a variant is "
+        "(EVAL_ONLY_REFUSED) is refused: those belong to the variant, where the suite checks and records them",
     )
     kv_check: bool | None = Field(
         None, description="run the kvcheck stage (FP8 KV scale check, Hugging Face fake quant in the quantize "
@@ -215,6 +224,11 @@ class EvalSpec(Strict):
 
     @model_validator(mode="after")
     def _engine_args_need_an_engine(self):
+        if refused := sorted(set(self.engine_args) & EVAL_ONLY_REFUSED):
+            raise ValueError(f"eval.engine_args.{refused[0]}: decides which model, weights or KV cache is scored, so "
+                             "an evaluation-only value would score something the variant, its benchmark and its "
+                             "summary do not describe (fix: set it in the variant: engine_args, kv_cache_dtype, "
+                             "kv_scales, kv_skip_layers or quantization)")
         if self.engine_args and self.engine == "served":
             raise ValueError("eval.engine_args are for lm-eval's in-process engine; with eval.engine: served the "
                              "tasks are scored on the benchmark's server, which takes each variant's engine_args "

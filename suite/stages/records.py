@@ -119,4 +119,5 @@ class EvaluateResult(Record):
                                         "(None: no code ran)")
     batch_limits: dict[str, int] = Field(
         default_factory=dict, description="what EvaluateConfig.batch_limits 'serve' added to the engine arguments "
-        "(max_num_batched_tokens, max_num_seqs as vLLM's serve defaults on this machine); empty: vLLM's own")
+        "(max_num_batched_tokens, max_num_seqs as vLLM's serve defaults on this machine; empty: vLLM's own); "
+        "served: requests_in_flight, the requests lm-eval kept at the server at once")

@@ -24,8 +24,11 @@ def test_jobs_and_configs(demo_recipe_copy, tmp_path):
     assert (mmlu.num_fewshot, mmlu.limit) == (0, 1)
     assert gsm.num_fewshot is None  # the task's own default (5)
     assert plan.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
-    # the server after each evaluation reads its torch.compile cache: the evaluation takes serve's batch limits
-    assert {vp.evaluate.batch_limits for vp in plan.variants} == {"serve"}
+    # the demo's engines are eager (nothing compiled to share): the evaluations keep vLLM's own batch limits
+    assert {vp.evaluate.batch_limits for vp in plan.variants} == {"llm"}
+    # a compiling engine: the server after its evaluation reads its torch.compile cache, so serve's limits
+    compiled = make_plan(load_recipe(demo_recipe_copy(baseline__engine_args={})), tmp_path / "run2")
+    assert [vp.evaluate.batch_limits for vp in compiled.variants] == ["serve", "llm"]
 
 
 def test_eval_engine_args_reach_the_evaluation_engines_only(demo_recipe_copy, tmp_path):
@@ -40,6 +43,9 @@ def test_eval_engine_args_reach_the_evaluation_engines_only(demo_recipe_copy, tm
         assert "max_num_seqs" not in vp.benchmark.engine.engine_args  # the server starts as the variant says
     with pytest.raises(SuiteError, match="eval.engine_args are for lm-eval's in-process engine"):
         load_recipe(demo_recipe_copy(eval__engine_args={"enforce_eager": True}, eval__engine="served"))
+    for key in ("calculate_kv_scales", "kv_cache_dtype_skip_layers", "attention_backend", "quantization"):
+        with pytest.raises(SuiteError, match=f"eval.engine_args.{key}: decides which model"):
+            load_recipe(demo_recipe_copy(eval__engine_args={key: True}))
 
 
 def test_accuracy_only_recipe_plans_no_benchmark(demo_recipe_copy, tmp_path):
@@ -142,3 +148,26 @@ def test_the_stage_registry_names_each_stage_once_and_its_entry_exists():
         module, _, func = spec.entry.partition(":")
         assert spec.name == name and func == "run" and spec.environment in ("quantize", "serve")
         assert module.startswith("suite.stages.") and importlib.util.find_spec(module) is not None
+
+
+def test_a_resumed_run_planned_before_batch_limits_keeps_vllms_own(demo_recipe_copy, tmp_path):
+    """Its kept evaluations scored with vLLM's own batch limits: the ones still to run keep them, so they pair."""
+    import json
+
+    from suite.orchestrate.rundir import keep_batch_limits_of_older_runs, plan_json
+
+    loaded = load_recipe(demo_recipe_copy(baseline__engine_args={}))  # a compiling baseline: planned 'serve'
+    run = tmp_path / "run"
+    run.mkdir()
+    plan = make_plan(loaded, run)
+    assert plan.variants[0].evaluate.batch_limits == "serve"
+    stored = json.loads(plan_json(plan))
+    (run / "plan.json").write_text(json.dumps(stored))
+    keep_batch_limits_of_older_runs(plan, run)  # a run made with this code: unchanged
+    assert plan.variants[0].evaluate.batch_limits == "serve"
+    for v in stored["variants"].values():  # the same run as an older suite wrote it
+        if v.get("evaluate"):
+            v["evaluate"].pop("batch_limits")
+    (run / "plan.json").write_text(json.dumps(stored))
+    keep_batch_limits_of_older_runs(plan, run)
+    assert {vp.evaluate.batch_limits for vp in plan.variants} == {"llm"}

@@ -4,17 +4,50 @@
 from __future__ import annotations
 
 
-def serve_batch_limits(engine_args: dict) -> dict[str, int]:
-    """``vllm serve``'s default max_num_batched_tokens and max_num_seqs on this machine, for those of the two
-    that ``engine_args`` does not set (``EngineArgs.get_batch_defaults``: by device memory, name and world size,
-    the values ``EngineArgs`` itself takes for the OpenAI server). An engine built with them compiles the graph
-    the variant's ``vllm serve`` will ask for, so the server's start reads torch.compile's cache instead of
-    compiling again."""
+# engine arguments from which vLLM derives the two limits itself (EngineArgs._set_default_max_num_seqs_and_batched
+# _tokens_args: the one set caps the other; no chunked prefill raises the tokens to max_model_len; performance_mode
+# throughput doubles both). Where a recipe sets any of them, the engine keeps vLLM's own derivation.
+DERIVED_FROM = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "performance_mode")
+
+
+def _serve_defaults(engine_args: dict) -> tuple[int | None, int | None]:
+    """(max_num_batched_tokens, max_num_seqs) that ``EngineArgs.get_batch_defaults`` gives the OpenAI server here:
+    by device memory, name and world size."""
     from vllm.engine.arg_utils import EngineArgs
     from vllm.usage.usage_lib import UsageContext
 
     world = int(engine_args.get("tensor_parallel_size", 1)) * int(engine_args.get("pipeline_parallel_size", 1))
     tokens, seqs = EngineArgs.get_batch_defaults(world)
-    found = {"max_num_batched_tokens": tokens.get(UsageContext.OPENAI_API_SERVER),
-             "max_num_seqs": seqs.get(UsageContext.OPENAI_API_SERVER)}
-    return {k: int(v) for k, v in found.items() if v and engine_args.get(k) is None}
+    return tokens.get(UsageContext.OPENAI_API_SERVER), seqs.get(UsageContext.OPENAI_API_SERVER)
+
+
+def serve_batch_limits(engine_args: dict, max_model_len: int) -> dict[str, int]:
+    """``vllm serve``'s max_num_batched_tokens and max_num_seqs on this machine, as ``EngineArgs`` derives them
+    when a server is given neither (its defaults, tokens capped at max_num_seqs x max_model_len, sequences at the
+    tokens). An engine built with them compiles the graph the variant's ``vllm serve`` will ask for, so the
+    server's start reads torch.compile's cache instead of compiling again. Empty where ``engine_args`` sets any
+    of ``DERIVED_FROM``: vLLM then derives the limits from those (a max_num_batched_tokens of 512 caps
+    max_num_seqs at 512), which passing both explicitly would undo."""
+    if any(engine_args.get(k) is not None for k in DERIVED_FROM):
+        return {}
+    tokens, seqs = _serve_defaults(engine_args)
+    if not tokens or not seqs:
+        return {}
+    tokens = min(seqs * max_model_len, tokens)
+    return {"max_num_batched_tokens": int(tokens), "max_num_seqs": int(min(seqs, tokens))}
+
+
+def serve_max_num_seqs(engine_args: dict) -> int | None:
+    """The sequences a ``vllm serve`` with these engine arguments decodes at once (its max_num_seqs): the
+    recipe's, else its default here, doubled for performance_mode throughput, capped by a max_num_batched_tokens
+    the recipe sets (``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args``). None: vLLM names none."""
+    if (given := engine_args.get("max_num_seqs")) is not None:
+        return int(given)
+    _, seqs = _serve_defaults(engine_args)
+    if not seqs:
+        return None
+    if engine_args.get("performance_mode") == "throughput":
+        seqs *= 2
+    if (tokens := engine_args.get("max_num_batched_tokens")) is not None:
+        seqs = min(seqs, int(tokens))
+    return int(seqs)

@@ -131,8 +131,10 @@ def served_lm(config) -> ServedCompletions:
     if not config.base_url:
         raise ServedRefusal("backend 'served' needs base_url (the benchmark stage sets it to its server's)")
     concurrency = int(config.batch_size) if str(config.batch_size).isdigit() else auto_concurrency(config.engine)
-    return ServedCompletions(config.base_url, config.engine.model, config.engine.max_model_len, config.seed,
-                             concurrency, config.max_gen_toks)
+    lm = ServedCompletions(config.base_url, config.engine.model, config.engine.max_model_len, config.seed,
+                           concurrency, config.max_gen_toks)
+    lm.requests_in_flight = concurrency
+    return lm
 
 
 def auto_concurrency(engine) -> int:
@@ -142,10 +144,10 @@ def auto_concurrency(engine) -> int:
     changes its greedy text; with an FP8 KV cache far more than in BF16 (H200, full GSM8K: offline at 64 sequences
     against 1,024, 23% of FP8 KV generations identical, 72% in BF16; docs/results/h200-fp8kv-batch-20261202), so the
     served scoring runs at the offline engine's batch, not at a fixed 64."""
-    from suite.stages.evaluate.batching import serve_batch_limits
+    from suite.stages.evaluate.batching import serve_max_num_seqs
 
-    seqs = engine.engine_args.get("max_num_seqs") or serve_batch_limits(engine.engine_args).get("max_num_seqs")
-    return int(seqs) if seqs else FALLBACK_CONCURRENCY
+    seqs = serve_max_num_seqs(engine.engine_args)
+    return seqs if seqs else FALLBACK_CONCURRENCY
 
 
 FALLBACK_CONCURRENCY = 64  # where vLLM names no default

@@ -117,13 +117,15 @@ def build_lm(config: EvaluateConfig):
     if config.backend == "served":
         from suite.stages.evaluate.served import served_lm
 
-        return served_lm(config), 0.0, None, {}
+        lm = served_lm(config)
+        return lm, 0.0, None, {"requests_in_flight": lm.requests_in_flight}
     from lm_eval.models.vllm_causallms import VLLM
 
     window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own
     t_load = time.perf_counter()
     args = lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks)
-    limits = serve_batch_limits(config.engine.engine_args) if config.batch_limits == "serve" else {}
+    limits = serve_batch_limits(config.engine.engine_args, config.engine.max_model_len) \
+        if config.batch_limits == "serve" else {}
     args.update(limits)
     if config.engine.gpu_share:  # a GPU shared with other jobs: a KV cache of fixed size (suite.stages.gpushare)
         from suite.stages.gpushare import shared_engine_args

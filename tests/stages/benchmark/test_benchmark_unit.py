@@ -63,15 +63,21 @@ def test_stop_names_what_outlived_sigterm():
     multiprocessing's resource tracker does), and says nothing when everything ended on SIGTERM."""
     from suite.orchestrate import procs
 
-    stubborn = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                "time.sleep(300)")
+    import tempfile
+
+    ready = Path(tempfile.mkdtemp()) / "ignoring"
+    stubborn = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                f"open({str(ready)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
     parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {stubborn!r}]); time.sleep(300)"
     proc = procs.spawn([sys.executable, "-c", parent])
-    time.sleep(1.0)
+    deadline = time.monotonic() + 60
+    while not (ready.is_file() and ready.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = ready.read_text()
     t = time.monotonic()
     outlived = procs.stop(proc, grace_s=1.0)
     assert time.monotonic() - t < 10
-    assert len(outlived) == 1 and "SIG_IGN" in outlived[0]
+    assert len(outlived) == 1 and outlived[0].split()[0] == pid  # the child that ignored SIGTERM, by its pid
     polite = procs.spawn([sys.executable, "-c", "import time; time.sleep(300)"])
     time.sleep(0.5)
     assert procs.stop(polite, grace_s=5.0) == []

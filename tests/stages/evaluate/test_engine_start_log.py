@@ -66,24 +66,35 @@ def test_serve_batch_limits_and_served_concurrency_are_what_vllm_serve_would_tak
     a value the recipe sets stays the recipe's."""
     code = """
 import json
+import suite.stages.benchmark.vllm_cli  # installs the API-key rule of torch.compile's cache key at import
+import vllm.envs
 from vllm.engine.arg_utils import EngineArgs
 from vllm.usage.usage_lib import UsageContext
 from suite.stages.evaluate.batching import serve_batch_limits
 from suite.stages.evaluate.served import auto_concurrency
 from suite.stages.records import EngineConfig
 tokens, seqs = EngineArgs.get_batch_defaults(1)
-print(json.dumps([serve_batch_limits({}), serve_batch_limits({"max_num_seqs": 8}),
+conc = lambda args: auto_concurrency(EngineConfig(model="m", engine_args=args))
+print(json.dumps([serve_batch_limits({}, 4096), serve_batch_limits({"max_num_seqs": 8}, 4096),
+                  serve_batch_limits({"max_num_batched_tokens": 512}, 4096), serve_batch_limits({}, 4),
                   tokens[UsageContext.OPENAI_API_SERVER], seqs[UsageContext.OPENAI_API_SERVER],
                   tokens[UsageContext.LLM_CLASS],
-                  auto_concurrency(EngineConfig(model="m")), auto_concurrency(EngineConfig(model="m", engine_args={"max_num_seqs": 8}))]))
+                  conc({}), conc({"max_num_seqs": 8}), conc({"max_num_batched_tokens": 16}),
+                  conc({"performance_mode": "throughput"}),
+                  getattr(vllm.envs.compile_factors, "suite_keyless", False)]))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     import json
 
-    both, one, tokens, seqs, llm_tokens, served, served_8 = json.loads(out.stdout.strip().splitlines()[-1])
+    (both, seqs_set, tokens_set, short, tokens, seqs, llm_tokens,
+     served, served_8, served_16, served_tp, keyless) = json.loads(out.stdout.strip().splitlines()[-1])
+    assert keyless  # importing suite.stages.benchmark.vllm_cli (what every server runs) installed it
     assert both == {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}
-    assert one == {"max_num_batched_tokens": tokens}
     assert tokens != llm_tokens  # why it is needed: the two defaults differ (and vLLM hashes this one)
+    # a recipe that sets a limit: vLLM derives the other from it, so the suite adds nothing (512 tokens with
+    # 1,024 sequences would be refused; vLLM itself caps the sequences at 512)
+    assert seqs_set == tokens_set == {}
+    assert short == {"max_num_batched_tokens": seqs * 4, "max_num_seqs": seqs}  # vLLM's cap: seqs x max_model_len
     # eval.engine: served with batch_size auto keeps as many requests in flight as the server decodes at once
-    assert (served, served_8) == (seqs, 8)
+    assert (served, served_8, served_16, served_tp) == (seqs, 8, 16, 2 * seqs)
