@@ -93,6 +93,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                      limit=t.limit if t.limit is not None else r.eval.limit) for t in r.eval.tasks]
     quantizer = quantizer_versions() if any(v.quantization for v in r.variants) else None
     kv_check = kv.kv_check_enabled(r)
+    eval_only_args = engine_args_as_vllm_takes_them(r.eval.engine_args)  # eval.engine_args, typed once
     for variant in r.all_variants():
         is_baseline = variant is r.baseline
         q = variant.quantization
@@ -127,8 +128,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                               max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
                               engine_args=engine_args)
         vdir = run_dir / "variants" / variant.name
-        eval_engine = engine if not r.eval.engine_args else engine.model_copy(
-            update={"engine_args": {**engine.engine_args, **engine_args_as_vllm_takes_them(r.eval.engine_args)}})
+        eval_engine = engine if not eval_only_args else engine.model_copy(
+            update={"engine_args": {**engine.engine_args, **eval_only_args}})
         evaluate = None if not tasks else EvaluateConfig(
             engine=eval_engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
             include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
