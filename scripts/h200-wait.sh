@@ -21,9 +21,9 @@ for out in /tmp/runs*/; do
   tag=$(basename "$out")
   run=$(ls -d "$out"2*/ 2>/dev/null | tail -1)
   [ -n "$run" ] || continue
-  # the run folder and the run's MLflow store beside it (what `suite run --resume` continues: scripts/h200-run.sh)
-  extra=$(cd "$out" && ls -d mlflow.db mlartifacts mlruns 2>/dev/null)
-  tar czf - -C "$out" --warning=no-file-changed "$(basename "$run")" $extra | split -b 15M - "$OUT/$tag.tar.gz.part-"
+  # the run folder and the run's MLflow store beside it (what `suite run --resume` continues: scripts/h200-run.sh),
+  # lm-eval's samples without their prompt texts (scripts/pack_run.py: 5-shot MMLU's would not fit)
+  python3 scripts/pack_run.py "$out" "$(basename "$run")" | split -b 15M - "$OUT/$tag.tar.gz.part-"
 done
 tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log /tmp/runs*/2*/jobs.json 2>/dev/null
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt"
