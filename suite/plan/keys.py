@@ -154,6 +154,8 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     cfg["engine"].pop("model")  # the path is replaced by the model's content identity
     if cfg.get("batch_limits") == "llm":  # the default: keys made before the field existed stay valid
         cfg.pop("batch_limits")
+    if cfg.get("loglikelihood") == "per_request":  # likewise
+        cfg.pop("loglikelihood")
     hashes = _hash_cache()
     parts = {
         "model": model_identity, "config": cfg,

@@ -135,7 +135,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
             allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
             max_gen_toks=r.eval.max_gen_toks, backend="served" if r.eval.engine == "served" else "vllm",
-            seed=r.eval.seed, output_dir=str(vdir / "evaluate"),
+            seed=r.eval.seed, loglikelihood=r.eval.loglikelihood, output_dir=str(vdir / "evaluate"),
         )
         benchmark = None  # an accuracy-only recipe has no throughput section
         if (t := r.throughput) is not None:

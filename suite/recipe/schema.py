@@ -208,6 +208,15 @@ class EvalSpec(Strict):
         "are checked against EngineArgs; what decides which model, weights or KV cache a variant is "
         "(EVAL_ONLY_REFUSED) is refused: those belong to the variant, where the suite checks and records them",
     )
+    loglikelihood: Literal["per_request", "grouped"] = Field(
+        "per_request", description="how multiple-choice (loglikelihood) requests are scored with eval.engine: vllm. "
+        "per_request: lm-eval's vLLM backend as it is, one request per (context, choice) with prompt logprobs, so a "
+        "4-choice question's context is prefilled 4 times and vLLM's prefix cache is not used. grouped: one request "
+        "per context where every choice is one token (MMLU, C-Eval), asking vLLM (>= 0.26) for those tokens' logprobs "
+        "(SamplingParams.logprob_token_ids); the same log p(choice | context) and is-greedy, the few-shot prefix "
+        "shared through the prefix cache; other requests take lm-eval's path. On CPU the two agree to the bit "
+        "(tests/stages/evaluate/test_grouped.py)",
+    )
     kv_check: bool | None = Field(
         None, description="run the kvcheck stage (FP8 KV scale check, Hugging Face fake quant in the quantize "
         "environment) for every variant with an FP8 KV cache, before its evaluation. Default (null): only where "
@@ -233,6 +242,9 @@ class EvalSpec(Strict):
             raise ValueError("eval.engine_args are for lm-eval's in-process engine; with eval.engine: served the "
                              "tasks are scored on the benchmark's server, which takes each variant's engine_args "
                              "(fix: move them to the variants, or drop eval.engine: served)")
+        if self.loglikelihood == "grouped" and self.engine == "served":
+            raise ValueError("eval.loglikelihood: grouped is built for lm-eval's in-process vLLM model; with eval.engine: "
+                             "served lm-eval's local-completions scores one request per pair (fix: drop one of them)")
         return self
 
     @field_validator("tasks", mode="before")

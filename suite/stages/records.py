@@ -90,6 +90,11 @@ class EvaluateConfig(Record):
         "neither: llm = vLLM's defaults for LLM(...); serve = vllm serve's defaults, so that the benchmark's server "
         "(same model, max_model_len and flags) finds this engine's torch.compile cache: vLLM keys that cache by "
         "max_num_batched_tokens, which differs between the two (16,384 / 8,192 on an H200)")
+    loglikelihood: Literal["per_request", "grouped"] = Field(
+        "per_request", description="how the in-process engine scores loglikelihood (multiple-choice) requests: "
+        "per_request = lm-eval's own path, one request per (context, continuation) with prompt logprobs; grouped = "
+        "one request per context where every continuation is one token (suite.stages.evaluate.grouped: the same "
+        "numbers, without prefilling a context once per choice)")
     output_dir: str
 
 
@@ -121,3 +126,6 @@ class EvaluateResult(Record):
         default_factory=dict, description="what EvaluateConfig.batch_limits 'serve' added to the engine arguments "
         "(max_num_batched_tokens, max_num_seqs as vLLM's serve defaults on this machine; empty: vLLM's own); "
         "served: requests_in_flight, the requests lm-eval kept at the server at once")
+    loglikelihood_counts: dict[str, int] = Field(
+        default_factory=dict, description="loglikelihood: grouped: pairs (asked for), grouped_pairs (of those, "
+        "scored one request per context), requests (vLLM requests the grouped path sent); empty: per_request")

@@ -44,21 +44,30 @@ def start_mlflow_server(root: Path, port: int, auth: bool = False) -> subprocess
                    MLFLOW_FLASK_SERVER_SECRET_KEY="test-only-csrf-key")
     proc = subprocess.Popen(cmd, stdout=open(root / "server.log", "w"), stderr=subprocess.STDOUT,
                             start_new_session=True, env=env)
-    deadline = time.time() + 120
+    deadline = time.time() + 240
     while time.time() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                 return proc
         except OSError:
             if proc.poll() is not None:
+                stop_server(proc)  # its workers may outlive it
                 raise RuntimeError((root / "server.log").read_text()[-2000:])
             time.sleep(0.5)
+    # a server that did not start in time is still starting: its uvicorn, job runner and huey consumers (~8
+    # processes, ~1 GB) would run on through every later test
+    stop_server(proc)
     raise RuntimeError("mlflow server did not start:\n" + (root / "server.log").read_text()[-2000:])
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    """The server, its workers and its process group (suite.orchestrate.procs: SIGTERM, SIGKILL after 10 s)."""
+    from suite.orchestrate import procs
+
+    procs.stop(proc, grace_s=10)
+
+
 def test_offline_run_then_sync_to_a_real_server(tmp_path):
-    import os
-    import signal
 
     from mlflow.tracking import MlflowClient
 
@@ -100,13 +109,10 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path):
         again = track_summary(s.model_copy(update={"tracking": None}), run_dir / "summary.json", out_root)
         assert again is None and len(client.search_runs([exp.experiment_id])) == 3  # found, not duplicated
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_server(server)
 
 
 def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, monkeypatch):
-    import os
-    import signal
 
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
@@ -132,8 +138,7 @@ def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, m
         assert len(MlflowClient(uri).search_runs([exp.experiment_id])) == 3
         assert "s3cret" not in (run_dir / "summary.json").read_text()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_server(server)
 
 
 def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tmp_path):
@@ -181,6 +186,4 @@ def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tm
         assert [p.info.status for p in parents] == ["FINISHED"] and len(runs) == 3
         assert json.loads((run_dir / "summary.json").read_text())["tracking"]["parent_run_id"] == parents[0].info.run_id
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+        stop_server(server)

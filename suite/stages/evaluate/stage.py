@@ -108,6 +108,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         config_hash={"task_hashes": merged.get("task_hashes", {}),
                      "chat_template_sha256": merged["chat_template_sha256"]},
         code_sandbox=_code_sandbox(), batch_limits=batch_limits,
+        loglikelihood_counts=dict(getattr(lm, "counts", {})),
     )
 
 
@@ -119,7 +120,10 @@ def build_lm(config: EvaluateConfig):
 
         lm = served_lm(config)
         return lm, 0.0, None, {"requests_in_flight": lm.requests_in_flight}
-    from lm_eval.models.vllm_causallms import VLLM
+    if config.loglikelihood == "grouped":
+        from suite.stages.evaluate.grouped import GroupedVLLM as VLLM
+    else:
+        from lm_eval.models.vllm_causallms import VLLM
 
     window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own
     t_load = time.perf_counter()

@@ -1,0 +1,110 @@
+"""Grouped loglikelihood scoring: one vLLM request per distinct context where every continuation is one token.
+
+lm-eval's vLLM backend scores each (context, continuation) pair as a request of its own with
+``prompt_logprobs=1``: a 4-choice 5-shot MMLU question's ~700-token context is prefilled 4 times, with a
+full-vocabulary log-softmax at every prompt position, and vLLM's prefix cache is not used for requests that
+ask for prompt logprobs, so the few-shot exemplars that a subject's questions share are prefilled again each
+time. On the H200 that ran at 35-39 pairs/s per engine (docs/results/h200-study-20261202): ~30 minutes a
+variant for MMLU + C-Eval 5-shot.
+
+Where a continuation is one token (MMLU's and C-Eval's " A" .. " D"), the two numbers lm-eval wants come from
+one request on the context alone: ``max_tokens=1``, temperature 0, and vLLM's ``SamplingParams.logprob_token_ids``
+(vLLM >= 0.26) set to the continuations' tokens. vLLM gathers those from the raw log-softmax of the last
+position's logits (its default ``logprobs_mode``, raw_logprobs, as for prompt logprobs), so
+``log p(continuation | context)`` is the same quantity; ``is_greedy`` is whether the greedy token is the
+continuation, which is what lm-eval's ``_parse_logprobs`` decides from the top-1 entry. The prompt is cut on the
+left exactly as lm-eval cuts ``context + continuation`` to ``max_length - 1`` tokens. Everything else (multi-token
+continuations, loglikelihood_rolling's windows, a context with more distinct continuation tokens than vLLM takes
+at once) goes through lm-eval's own path, untouched.
+
+Runs in the serve environment only (imports lm-eval and vLLM at module level).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from lm_eval.models.vllm_causallms import VLLM
+from tqdm import tqdm
+
+# vllm.sampling_params.MAX_LOGPROB_TOKEN_IDS in 0.26 and 0.32: a context with more distinct one-token
+# continuations than this takes lm-eval's path (no multiple-choice task here comes near it)
+MAX_TOKEN_IDS = 128
+
+
+class GroupedVLLM(VLLM):
+    """lm-eval's ``VLLM`` with ``loglikelihood`` scoring one-token continuations one request per context.
+
+    ``counts`` says what it did: ``pairs`` (loglikelihood pairs asked for), ``grouped_pairs`` (of those, scored by
+    the grouped path), ``requests`` (vLLM requests the grouped path sent)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.counts = {"pairs": 0, "grouped_pairs": 0, "requests": 0}
+        self._grouping = False
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        # only the multiple-choice path: loglikelihood_rolling calls _loglikelihood_tokens directly
+        self._grouping = True
+        try:
+            return super().loglikelihood(requests, disable_tqdm=disable_tqdm)
+        finally:
+            self._grouping = False
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False):
+        if not self._grouping:
+            return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm)
+        self.counts["pairs"] += len(requests)
+        keep = self.max_length - 2  # lm-eval keeps (context + continuation)[-(max_length - 1):]
+        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        rest: list[int] = []
+        for i, (_, context_enc, continuation_enc) in enumerate(requests):
+            if len(continuation_enc) == 1 and context_enc:
+                groups[tuple(context_enc[-keep:])].append(i)
+            else:
+                rest.append(i)
+        for context, members in list(groups.items()):
+            if len({requests[i][2][0] for i in members}) > MAX_TOKEN_IDS:
+                rest.extend(groups.pop(context))
+
+        answers: list[tuple[float, bool] | None] = [None] * len(requests)
+        if rest:
+            for i, answer in zip(rest, super()._loglikelihood_tokens([requests[i] for i in rest],
+                                                                      disable_tqdm=disable_tqdm)):
+                answers[i] = answer
+        if groups:
+            for i, answer in self._score_grouped(requests, groups, disable_tqdm).items():
+                answers[i] = answer
+                cache_key = requests[i][0]
+                if cache_key is not None:
+                    self.cache_hook.add_partial("loglikelihood", cache_key, answer)
+        self.counts["grouped_pairs"] += sum(len(m) for m in groups.values())
+        self.counts["requests"] += len(groups)
+        assert all(a is not None for a in answers)
+        return answers
+
+    def _score_grouped(self, requests, groups, disable_tqdm: bool) -> dict[int, tuple[float, bool]]:
+        from vllm import SamplingParams
+
+        # longest first, as lm-eval orders its own requests (the batch's memory peak comes early, not late)
+        contexts = sorted(groups, key=len, reverse=True)
+        params = [SamplingParams(temperature=0, max_tokens=1, detokenize=False,
+                                 logprob_token_ids=sorted({requests[i][2][0] for i in groups[c]}))
+                  for c in contexts]
+        outputs = []
+        chunk = len(contexts) if self.batch_size == "auto" else max(1, int(self.batch_size))
+        with tqdm(total=len(contexts), disable=disable_tqdm, desc="Running grouped loglikelihood requests") as bar:
+            for start in range(0, len(contexts), chunk):
+                part = slice(start, start + chunk)
+                outputs.extend(self._model_generate(requests=[list(c) for c in contexts[part]], generate=True,
+                                                    sampling_params=params[part]))
+                bar.update(len(contexts[part]))
+        answers = {}
+        for context, output in zip(contexts, outputs, strict=True):
+            completion = output.outputs[0]
+            greedy = completion.token_ids[0]
+            logprobs = completion.logprobs[0]
+            for i in groups[context]:
+                token = requests[i][2][0]
+                answers[i] = (float(getattr(logprobs[token], "logprob", logprobs[token])), greedy == token)
+        return answers
