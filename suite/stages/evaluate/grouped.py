@@ -11,8 +11,9 @@ Where a continuation is one token (MMLU's and C-Eval's " A" .. " D"), the two nu
 one request on the context alone: ``max_tokens=1``, temperature 0, and vLLM's ``SamplingParams.logprob_token_ids``
 (vLLM >= 0.26) set to the continuations' tokens. vLLM gathers those from the raw log-softmax of the last
 position's logits (its default ``logprobs_mode``, raw_logprobs, as for prompt logprobs), so
-``log p(continuation | context)`` is the same quantity; ``is_greedy`` is whether the greedy token is the
-continuation, which is what lm-eval's ``_parse_logprobs`` decides from the top-1 entry. The prompt is cut on the
+``log p(continuation | context)`` is the same quantity. ``is_greedy`` is lm-eval's ``_parse_logprobs`` rule: the
+continuation's logprob is at least the top token's (vLLM returns the sampled, greedy token's logprob beside the
+requested ones), so a tie counts as greedy, as it does there (the continuation's own entry comes first in its dict). The prompt is cut on the
 left exactly as lm-eval cuts ``context + continuation`` to ``max_length - 1`` tokens. Everything else (multi-token
 continuations, loglikelihood_rolling's windows, a context with more distinct continuation tokens than vLLM takes
 at once) goes through lm-eval's own path, untouched.
@@ -55,7 +56,7 @@ class GroupedVLLM(VLLM):
         if not self._grouping:
             return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm)
         self.counts["pairs"] += len(requests)
-        keep = self.max_length - 2  # lm-eval keeps (context + continuation)[-(max_length - 1):]
+        keep = max(1, self.max_length - 2)  # lm-eval keeps (context + continuation)[-(max_length - 1):]
         groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
         rest: list[int] = []
         for i, (_, context_enc, continuation_enc) in enumerate(requests):
@@ -102,9 +103,9 @@ class GroupedVLLM(VLLM):
         answers = {}
         for context, output in zip(contexts, outputs, strict=True):
             completion = output.outputs[0]
-            greedy = completion.token_ids[0]
-            logprobs = completion.logprobs[0]
+            logprobs = {t: float(getattr(lp, "logprob", lp)) for t, lp in completion.logprobs[0].items()}
+            top = logprobs[completion.token_ids[0]]  # the greedy token's
             for i in groups[context]:
-                token = requests[i][2][0]
-                answers[i] = (float(getattr(logprobs[token], "logprob", logprobs[token])), greedy == token)
+                value = logprobs[requests[i][2][0]]
+                answers[i] = (value, value >= top)
         return answers

@@ -73,7 +73,21 @@ def test_the_plan_carries_it_and_only_grouped_changes_the_cache_key(demo_recipe_
     older = json.loads(cfg.model_dump_json())
     del older["loglikelihood"]
     assert cache_key(EvaluateConfig.model_validate(older), "model", versions) == default
-    assert cache_key(cfg.model_copy(update={"loglikelihood": "grouped"}), "model", versions) != default
+    grouped = cache_key(cfg.model_copy(update={"loglikelihood": "grouped"}), "model", versions)
+    assert grouped != default
+
+
+def test_a_change_to_the_grouped_scoring_code_is_a_new_cache_key(tmp_path, monkeypatch):
+    from suite.plan import keys
+
+    cfg = EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_mmlu")], data_dir=str(ROOT),
+                         include_path=str(ROOT / "tasks"), output_dir="/o", loglikelihood="grouped")
+    versions = {"vllm": "x", "lm-eval": "y"}
+    before = cache_key(cfg, "model", versions)
+    edited = tmp_path / "grouped.py"
+    edited.write_text(keys.GROUPED_SCORING.read_text() + "\n# a fix\n")
+    monkeypatch.setattr(keys, "GROUPED_SCORING", edited)
+    assert cache_key(cfg, "model", versions) != before
 
 
 def test_a_served_recipe_asking_for_grouped_is_refused_with_the_field(demo_recipe_copy):

