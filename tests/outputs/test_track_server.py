@@ -33,9 +33,7 @@ def start_mlflow_server(root: Path, port: int, auth: bool = False) -> subprocess
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
            "--backend-store-uri", f"sqlite:///{root / 'server.db'}", "--artifacts-destination", str(root / "art"),
            "--workers", "1"]
-    # MLflow 3's job execution (a job runner and ~7 huey consumers per server) serves features the suite does not
-    # use; on 2 cores it doubled each server's start and outlived a server killed by signal
-    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    env = dict(os.environ)
     if auth:  # MLflow's basic-auth app; the admin password comes from the environment, not from a file
         ini = root / "auth.ini"
         ini.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{root / 'auth.db'}\n"

@@ -43,7 +43,8 @@ def cpu_env(monkeypatch):
 
 
 def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
-    slo = SloSpec(ttft_p99_ms=60_000, tpot_p99_ms=2_000, start_rate=1, max_rate=2, max_probes=2, num_prompts=8)
+    # loose: the search's mechanics, not this machine's speed (p99 TPOT was 2.57 s at 1 req/s in a CI run of b11e0bf)
+    slo = SloSpec(ttft_p99_ms=600_000, tpot_p99_ms=30_000, start_rate=1, max_rate=2, max_probes=2, num_prompts=8)
     res = benchmark.run(config(tmp_path, slo=slo))
     (p,) = res.points
     assert p.ok and p.completed == 16 and len(p.repetitions) == 2
