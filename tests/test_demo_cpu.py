@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMO_RECIPE, needs_demo_model, no_leftover, run_cli
+from conftest import DEMO_RECIPE, needs_cpu_fp8_kv, needs_demo_model, no_leftover, run_cli
 
-pytestmark = [pytest.mark.integration, needs_demo_model()]
+pytestmark = [pytest.mark.integration, needs_demo_model(), needs_cpu_fp8_kv()]  # the demo's fp8-kv variant
 TASKS = ["suite_mmlu", "suite_gsm8k", "suite_humaneval", "suite_ceval"]
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from conftest import ROOT, SHARED_DATA, run_cli
+from conftest import ROOT, SHARED_DATA, needs_cpu_fp8_kv, run_cli
 
 TIKTOKEN = SHARED_DATA / "tokenizers" / "llama3" / "tokenizer.model"
 pytestmark = pytest.mark.skipif(not TIKTOKEN.is_file(), reason="../shared/data/tokenizers/llama3 missing")
@@ -49,6 +49,7 @@ def test_random_weights_recipe_refuses_accuracy_tasks(tiny_llama3, tmp_path):
 
 
 @pytest.mark.integration
+@needs_cpu_fp8_kv()  # its kv8 variant
 def test_throughput_only_run_on_random_weights(tiny_llama3, tmp_path):
     recipe = {
         "name": "tiny-shape", "model": {"id": str(tiny_llama3), "weights": "random", "max_model_len": 512},
