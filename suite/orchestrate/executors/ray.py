@@ -95,7 +95,6 @@ class RayExecutor(Executor):
         self.inflight: dict = {}  # ObjectRef -> (job, call, submitted, attempts, lost, placement group)
         self.started_here = False
         self.where = ""
-        self.start_attempts = 1
 
     def start(self) -> None:
         try:
@@ -126,7 +125,7 @@ class RayExecutor(Executor):
             if gpus:  # Ray hands out the ids it finds in CUDA_VISIBLE_DEVICES when it starts
                 os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
             try:
-                self.start_attempts = start_local_instance(
+                start_local_instance(
                     ray, num_cpus=os.cpu_count() or 1, num_gpus=len(gpus), include_dashboard=False,
                     runtime_env=runtime_env, log_to_driver=False, logging_level="ERROR")
             finally:
