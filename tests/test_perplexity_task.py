@@ -236,7 +236,7 @@ SCORE_BOTH_TASKS = textwrap.dedent("""
     model, include, data_dir = sys.argv[1:4]
     tm = TaskManager(include_path=include, include_defaults=False)
     os.chdir(data_dir)
-    lm = VLLM(pretrained=model, dtype="bfloat16", max_model_len=2048, seed=1234, batch_size="auto",
+    lm = VLLM(pretrained=model, dtype="float32", max_model_len=2048, seed=1234, batch_size="auto",
               enforce_eager=True, distributed_executor_backend="uni")
     res = lm_eval.simple_evaluate(model=lm, tasks=TASKS_TO_SCORE, num_fewshot=0,
                                   log_samples=True, task_manager=tm, random_seed=1234, numpy_random_seed=1234,
@@ -316,7 +316,7 @@ SCORE_VS_HF = SCORE_BOTH_TASKS + textwrap.dedent("""
     # ground truth: one HF forward pass of prefix token + the document's tokens
     from transformers import AutoModelForCausalLM, AutoTokenizer
     ids = [prefix] + AutoTokenizer.from_pretrained(model)(text, add_special_tokens=False).input_ids
-    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16).eval()
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
     with torch.no_grad():
         logits = hf(torch.tensor([ids])).logits[0, :-1].float()
     hf_ll = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None]).sum().item()

@@ -120,6 +120,9 @@ def server_line(log_path: Path) -> str:
     return f"no error in its log (last line: {lines[-1][:200]})" if lines else "its log is empty"
 
 
+BIND_FAILURE_WAIT_S = 240
+
+
 def check_listener(proc: subprocess.Popen, port: int, log_path: Path) -> None:
     """Raise when a process outside our server's tree listens on ``port`` (our server then cannot bind it;
     its own error line, e.g. 'Address already in use', is waited for and named)."""
@@ -127,8 +130,8 @@ def check_listener(proc: subprocess.Popen, port: int, log_path: Path) -> None:
     foreign = [pid for pid in procs.listeners(port) if pid not in ours]
     if not foreign:
         return
-    try:
-        proc.wait(timeout=60)  # it fails at bind, before its engine starts
+    try:  # it fails at bind, after importing vLLM and before its engine starts: ~20 s here, >60 s once in CI
+        proc.wait(timeout=BIND_FAILURE_WAIT_S)
     except subprocess.TimeoutExpired:
         pass
     said = f"; vllm serve ({procs.signal_name(proc.poll())}): {server_line(log_path)}" if proc.poll() is not None else ""

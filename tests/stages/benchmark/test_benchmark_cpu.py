@@ -29,7 +29,7 @@ CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 
 
 def config(tmp_path, **kw) -> BenchmarkConfig:
-    engine = EngineConfig(model=str(DEMO_MODEL), dtype="bfloat16", max_model_len=1024,
+    engine = EngineConfig(model=str(DEMO_MODEL), dtype="float32", max_model_len=1024,
                           engine_args={"enforce_eager": True, "distributed_executor_backend": "uni"})
     base = dict(engine=engine, input_len=128, output_len=32, num_prompts=16, request_rates=["inf"], repetitions=2,
                 warmup_requests=2, server_timeout_s=400, output_dir=str(tmp_path / "bench"), metrics_interval_s=0.5)
