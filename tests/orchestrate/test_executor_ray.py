@@ -116,7 +116,7 @@ def test_a_killed_ray_worker_is_a_failed_attempt_recorded_and_retried(demo_recip
         assert summary.variants[0].errors == []  # the other variant is unaffected
 
 
-def test_a_local_ray_start_that_fails_is_shut_down_and_tried_again(tmp_path, capsys):
+def test_a_local_ray_start_that_fails_is_shut_down_and_tried_again(tmp_path, capsys, monkeypatch):
     """Ray 2.60's raylet exits at start when its dashboard agent is slow (ray #65983; CI saw it twice): each
     failed start is shut down (what it launched would run on) and tried again; the last failure names the cause."""
     from suite.errors import SuiteError
@@ -144,3 +144,19 @@ def test_a_local_ray_start_that_fails_is_shut_down_and_tried_again(tmp_path, cap
     with pytest.raises(SuiteError, match=f"did not start in {START_ATTEMPTS} attempts"):
         start_local_instance(never, num_cpus=2)
     assert never.calls.count("shutdown") == START_ATTEMPTS
+
+    # the cause is the raylet's own line, from the session log where this Ray keeps it (_temp_dir, RAY_TMPDIR)
+    fatal = ("[2026-12-02 10:00:00,000 C 123 123] (raylet) node_manager.cc:1: Check failed: "
+             "WaitForDashboardAgentPorts timed out")
+    for temp_dir, env in ((tmp_path / "given", None), (tmp_path / "env", tmp_path / "env")):
+        logs = temp_dir / "session_latest" / "logs"
+        logs.mkdir(parents=True)
+        (logs / "raylet.err").write_text("starting\n" + fatal + "\n")
+        kwargs = {"num_cpus": 2}
+        if env is None:
+            kwargs["_temp_dir"] = str(temp_dir)
+        else:
+            monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's own default: $RAY_TMPDIR/ray
+            (tmp_path / "ray").symlink_to(temp_dir)
+        with pytest.raises(SuiteError, match="Check failed: WaitForDashboardAgentPorts timed out"):
+            start_local_instance(FlakyRay(failures=START_ATTEMPTS), **kwargs)

@@ -53,7 +53,7 @@ def start_local_instance(ray, **init_kwargs) -> int:
             ray.init(**init_kwargs)
             return attempt
         except Exception as e:  # noqa: BLE001 -- Ray raises plain Exception/RuntimeError for a node that did not start
-            cause = _raylet_error() or str(e).splitlines()[0]
+            cause = _raylet_error(init_kwargs.get("_temp_dir")) or str(e).splitlines()[0]
             try:
                 ray.shutdown()  # stop what this start launched
             except Exception:  # noqa: BLE001
@@ -68,13 +68,26 @@ def start_local_instance(ray, **init_kwargs) -> int:
     raise AssertionError("unreachable")
 
 
-def _raylet_error() -> str | None:
-    """The raylet's fatal line from the newest session's log (``/tmp/ray/session_latest/logs/raylet.err``)."""
+def _ray_temp_dir(temp_dir: str | None = None) -> str:
+    """Where Ray keeps its sessions: ``_temp_dir`` when ray.init was given one, else Ray's own default
+    (``RAY_TMPDIR``, ``TMPDIR`` on Linux, ``/tmp``; then ``ray``), asked of Ray where it says it."""
+    if temp_dir:
+        return temp_dir
+    try:
+        from ray._common.utils import get_default_ray_temp_dir  # Ray 2.60's place for it
+    except ImportError:
+        return "/tmp/ray"
+    return get_default_ray_temp_dir()
+
+
+def _raylet_error(temp_dir: str | None = None) -> str | None:
+    """The raylet's fatal line from the newest session's log (``<ray temp dir>/session_latest/logs/raylet.err``)."""
     from pathlib import Path
 
     from suite.orchestrate.procs import error_line
 
-    for log in (Path("/tmp/ray/session_latest/logs/raylet.err"), Path("/tmp/ray/session_latest/logs/raylet.out")):
+    logs = Path(_ray_temp_dir(temp_dir)) / "session_latest" / "logs"
+    for log in (logs / "raylet.err", logs / "raylet.out"):
         try:
             text = log.read_text(errors="replace")
         except OSError:
