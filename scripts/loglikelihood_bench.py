@@ -29,8 +29,13 @@ def main(argv=None) -> int:
     ap.add_argument("--num-fewshot", type=int, default=None)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--dtype", default="bfloat16", help="the engine's dtype (float32 is far faster on a CPU without "
+                    "AVX-512 BF16)")
     ap.add_argument("--data-dir", default=str(ROOT / "tasks" / "data"))
     ap.add_argument("--engine-arg", action="append", default=[], help="KEY=VALUE (JSON value), repeatable")
+    ap.add_argument("--noise-floor", action="store_true",
+                    help="score the pairs through lm-eval's path a second time, one request per vLLM call "
+                    "(batch_size 1): how far lm-eval's own numbers move with the batch on this engine")
     ap.add_argument("--out", required=True, help="the JSON file to write")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -51,7 +56,7 @@ def main(argv=None) -> int:
         except json.JSONDecodeError:
             engine_args[k] = v
     t0 = time.perf_counter()
-    lm = GroupedVLLM(pretrained=args.model, dtype="bfloat16", max_model_len=args.max_model_len, batch_size="auto",
+    lm = GroupedVLLM(pretrained=args.model, dtype=args.dtype, max_model_len=args.max_model_len, batch_size="auto",
                      seed=1234, **engine_args)
     load_s = time.perf_counter() - t0
     timed = {"grouped_s": 0.0}
@@ -76,21 +81,35 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     reference = VLLM._loglikelihood_tokens(lm, [((c, k), *lm._encode_pair(c, k)) for c, k in pairs])
     reference_s = time.perf_counter() - t
-    # per item: the chosen answer (argmax over its choices), as acc reads it
-    picks, i = [], 0
-    for s in samples:
-        n = len(s["arguments"])
-        g, r = [x[0] for x in grouped[i:i + n]], [x[0] for x in reference[i:i + n]]
-        picks.append(g.index(max(g)) == r.index(max(r)))
-        i += n
+
+    def same_picks(a, b) -> int:
+        """Items whose chosen answer (argmax over its choices, as acc reads it) is the same in both."""
+        same, i = 0, 0
+        for s in samples:
+            n = len(s["arguments"])
+            x, y = [v[0] for v in a[i:i + n]], [v[0] for v in b[i:i + n]]
+            same += x.index(max(x)) == y.index(max(y))
+            i += n
+        return same
+
+    def compare(a, b) -> dict:
+        return {"max_abs_logprob_diff": max(abs(x[0] - y[0]) for x, y in zip(a, b)),
+                "is_greedy_same": sum(x[1] == y[1] for x, y in zip(a, b)), "items_same_choice": same_picks(a, b)}
+
+    floor = None
+    if args.noise_floor:
+        lm.batch_size = 1  # lm-eval's VLLM chunks its requests by batch_size ("auto": all in one call)
+        t = time.perf_counter()
+        again = VLLM._loglikelihood_tokens(lm, [((c, k), *lm._encode_pair(c, k)) for c, k in pairs])
+        floor = {"per_request_batch1_s": round(time.perf_counter() - t, 2), **compare(reference, again)}
     Path(args.out).write_text(json.dumps({
         "model": args.model, "tasks": args.tasks, "num_fewshot": args.num_fewshot, "limit": args.limit,
-        "engine_args": engine_args, "engine_load_s": round(load_s, 1), "counts": lm.counts, "items": len(samples),
+        "dtype": args.dtype, "engine_args": engine_args, "engine_load_s": round(load_s, 1), "counts": lm.counts, "items": len(samples),
         "grouped_s": round(timed["grouped_s"], 2), "per_request_s": round(reference_s, 2),
         "speedup": round(reference_s / timed["grouped_s"], 2) if timed["grouped_s"] else None,
-        "max_abs_logprob_diff": max(abs(a[0] - b[0]) for a, b in zip(grouped, reference)),
-        "is_greedy_same": sum(a[1] == b[1] for a, b in zip(grouped, reference)), "pairs": len(pairs),
-        "items_same_choice": sum(picks),
+        **compare(grouped, reference), "pairs": len(pairs),
+        "noise_floor": floor,  # lm-eval's path against itself, batch_size auto against 1 (--noise-floor)
+        "values": {"grouped": grouped, "per_request": reference},
     }, indent=1) + "\n")
     return 0
 
