@@ -5,8 +5,11 @@
 #   bash scripts/h200-prepare.sh || exit 2     (scripts/h200-study.sh, scripts/h200-chain.sh)
 set -uo pipefail
 tail -n 3 /tmp/install.log
-if [ -d .device-data ]; then
-  mkdir -p /tmp/shared && rm -rf /tmp/shared/data && cp -r .device-data /tmp/shared/data
+# .device-data may come with this command, or with an earlier one that copied it to /tmp/device-data (a command
+# carries at most 64 MiB with the tree: the data does not always fit beside a bundle chunk)
+data=.device-data; [ -d "$data" ] || data=/tmp/device-data
+if [ -d "$data" ]; then
+  mkdir -p /tmp/shared && rm -rf /tmp/shared/data && cp -r "$data" /tmp/shared/data
   ( cd /tmp/shared/data && sha256sum --quiet -c SHA256SUMS 2>&1 | head -5 )
   cp -r tasks/data/longtext /tmp/shared/data/  # suite_longppl's texts (in the repo, not in ../shared/data)
 fi

@@ -25,6 +25,7 @@ for out in /tmp/runs*/; do
   # lm-eval's samples without their prompt texts (scripts/pack_run.py: 5-shot MMLU's would not fit)
   python3 scripts/pack_run.py "$out" "$(basename "$run")" | split -b 15M - "$OUT/$tag.tar.gz.part-"
 done
-tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log /tmp/runs*/2*/jobs.json 2>/dev/null
+# /tmp/extra-out: what a script ran beside the runs (scripts/h200-study-stretch.sh's noise floor)
+tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log /tmp/runs*/2*/jobs.json /tmp/extra-out 2>/dev/null
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt"
 ls -la "$OUT"
