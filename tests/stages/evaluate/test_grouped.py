@@ -66,7 +66,9 @@ def test_the_plan_carries_it_and_only_grouped_changes_the_cache_key(demo_recipe_
     plan = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run2")
     assert {vp.evaluate.loglikelihood for vp in plan.variants} == {"per_request"}
 
-    cfg = EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_mmlu")], data_dir=str(ROOT),
+    # data_dir: a folder nothing writes to while the tests run (the repository's root changed under an earlier run)
+    cfg = EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_mmlu")],
+                         data_dir=str(ROOT / "tasks" / "data"),
                          include_path=str(ROOT / "tasks"), output_dir="/o")
     versions = {"vllm": "x", "lm-eval": "y"}
     default = cache_key(cfg, "model", versions)
@@ -81,7 +83,9 @@ def test_the_plan_carries_it_and_only_grouped_changes_the_cache_key(demo_recipe_
 def test_a_change_to_the_grouped_scoring_code_is_a_new_cache_key(tmp_path, monkeypatch):
     from suite.plan import keys
 
-    cfg = EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_mmlu")], data_dir=str(ROOT),
+    # data_dir: a folder nothing writes to while the tests run (the repository's root changed under an earlier run)
+    cfg = EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_mmlu")],
+                         data_dir=str(ROOT / "tasks" / "data"),
                          include_path=str(ROOT / "tasks"), output_dir="/o", loglikelihood="grouped")
     versions = {"vllm": "x", "lm-eval": "y"}
     before = cache_key(cfg, "model", versions)

