@@ -215,8 +215,9 @@ class EvalSpec(Strict):
         "per context where every choice is one token (MMLU, C-Eval), asking vLLM (>= 0.26) for those tokens' logprobs "
         "(SamplingParams.logprob_token_ids); the same log p(choice | context) and is-greedy, the few-shot prefix "
         "shared through the prefix cache; other requests take lm-eval's path. On CPU the two agree to the bit "
-        "(tests/stages/evaluate/test_grouped.py); on the H200 (vLLM 0.26, BF16) not: up to 0.095 nats, 1 answer of 8 "
-        "differed (docs/results/h200-grouped-check-20261202)",
+        "(tests/stages/evaluate/test_grouped.py); on the H200 (vLLM 0.26, BF16) 735 of 736 pairs to the bit, every "
+        "answer the same, while lm-eval's own path moved 6 answers of 184 between batch sizes "
+        "(docs/results/h200-noise-floor-20261203)",
     )
     kv_check: bool | None = Field(
         None, description="run the kvcheck stage (FP8 KV scale check, Hugging Face fake quant in the quantize "
