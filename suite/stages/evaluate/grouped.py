@@ -86,10 +86,15 @@ class GroupedVLLM(VLLM):
         strings = contexts + wholes
         chunks = [strings[i:i + ENCODE_BATCH] for i in range(0, len(strings), ENCODE_BATCH)]
         # threads: the Rust tokenizer lets go of the GIL while it encodes a batch, so chunks encode side by side
-        # (TOKENIZERS_PARALLELISM, which the recipes set false, is about the tokenizer's own threads, not these)
+        # (TOKENIZERS_PARALLELISM, which the recipes set false, is about the tokenizer's own threads, not these).
+        # The first chunk goes alone: transformers' fast tokenizer may switch the backend's truncation / padding off
+        # on a call (a mutable borrow, "Already borrowed" if another thread is encoding); after it, calls only read.
         with ThreadPoolExecutor(max_workers=encode_threads()) as pool, \
                 tqdm(total=len(strings), disable=disable_tqdm, desc="Tokenizing inputs (batched)") as bar:
-            for chunk, ids in zip(chunks, pool.map(self.tok_encode, chunks)):
+            for chunk in chunks[:1]:
+                encoded.extend(self.tok_encode(chunk))
+                bar.update(len(chunk))
+            for chunk, ids in zip(chunks[1:], pool.map(self.tok_encode, chunks[1:])):
                 encoded.extend(ids)
                 bar.update(len(chunk))
         context_enc = dict(zip(contexts, encoded[:len(contexts)]))

@@ -172,6 +172,10 @@ def test_batched_tokenization_across_batches(monkeypatch):
 
     monkeypatch.setattr(grouped, "ENCODE_BATCH", 3)
     lm = tokenizing_lm(None)
+    # a backend left truncating (as a tokenizer.json can ship it): the first call switches it off, alone, before
+    # the threads encode (a switch while another thread encodes is tokenizers' "Already borrowed")
+    lm.tokenizer._tokenizer.enable_truncation(max_length=3)
     pairs = [(f"Context {q % 4} of seven\nAnswer:", f" {c}") for q in range(7) for c in "AB"]
     got = lm.encode_pairs(pairs, disable_tqdm=True)
+    assert lm.tokenizer._tokenizer.truncation is None
     assert got == [((c, k), *lm._encode_pair(c, k)) for c, k in pairs]
