@@ -78,8 +78,9 @@ def main(argv=None) -> int:
     samples = [s for rows in res["samples"].values() for s in rows]
     pairs = [tuple(a) for s in samples for a in s["arguments"]]
     grouped = [tuple(r[0]) for s in samples for r in s["resps"]]
+    requests = [((c, k), *lm._encode_pair(c, k)) for c, k in pairs]  # lm-eval's own tokenization, once
     t = time.perf_counter()
-    reference = VLLM._loglikelihood_tokens(lm, [((c, k), *lm._encode_pair(c, k)) for c, k in pairs])
+    reference = VLLM._loglikelihood_tokens(lm, requests)
     reference_s = time.perf_counter() - t
 
     def same_picks(a, b) -> int:
@@ -100,11 +101,12 @@ def main(argv=None) -> int:
     if args.noise_floor:
         lm.batch_size = 1  # lm-eval's VLLM chunks its requests by batch_size ("auto": all in one call)
         t = time.perf_counter()
-        again = VLLM._loglikelihood_tokens(lm, [((c, k), *lm._encode_pair(c, k)) for c, k in pairs])
+        again = VLLM._loglikelihood_tokens(lm, requests)
         floor = {"per_request_batch1_s": round(time.perf_counter() - t, 2), **compare(reference, again)}
     Path(args.out).write_text(json.dumps({
         "model": args.model, "tasks": args.tasks, "num_fewshot": args.num_fewshot, "limit": args.limit,
-        "dtype": args.dtype, "engine_args": engine_args, "engine_load_s": round(load_s, 1), "counts": lm.counts, "items": len(samples),
+        "dtype": args.dtype, "engine_args": engine_args, "engine_load_s": round(load_s, 1), "counts": lm.counts,
+        "items": len(samples),
         "grouped_s": round(timed["grouped_s"], 2), "per_request_s": round(reference_s, 2),
         "speedup": round(reference_s / timed["grouped_s"], 2) if timed["grouped_s"] else None,
         **compare(grouped, reference), "pairs": len(pairs),

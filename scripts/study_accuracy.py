@@ -6,10 +6,10 @@ usage: study_accuracy.py RUN_DIR [--tokenizer DIR] [--json OUT]
 
 RUN_DIR is a run folder (`suite run`'s, e.g. one unpacked from a stretch archive); the evaluate results there name
 their samples files by the path the run had on its machine, so they are looked up under RUN_DIR instead. Per task:
-the score of each variant, the paired delta against the baseline with its 95% BCa CI, gained/lost and McNemar's p
-(suite.analysis.paired.compare_variant, what `suite run` puts in summary.json); for perplexity tasks the corpus
-token perplexity and the paired per-document delta (suite.analysis.perplexity.compare_variant: the tokenizer of
---tokenizer). Then the mean delta over the accuracy tasks, and, where a recipe
+the score of each variant, the paired delta against the baseline with its 95% BCa CI, gained/lost and McNemar's p;
+for perplexity tasks the corpus token perplexity and the paired per-document delta (the tokenizer of --tokenizer):
+what `suite run` puts in summary.json, through the same code (suite.analysis.summary.add_paired / add_perplexity,
+with their rules and warnings). Then the mean delta over the accuracy tasks, and, where a recipe
 has a variant and the same build with layers kept in BF16, what share of the accuracy loss the kept layers won back.
 Nothing here decides anything: `suite gate` reads a finished run's summary.json.
 """
@@ -21,7 +21,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from suite.analysis import paired, perplexity  # noqa: E402
+from suite.analysis.paired import is_perplexity_metric  # noqa: E402
+from suite.analysis.perplexity import token_counter  # noqa: E402
+from suite.analysis.records import VariantSummary  # noqa: E402
+from suite.analysis.summary import add_paired, add_perplexity  # noqa: E402
 from suite.stages.records import EvaluateResult  # noqa: E402
 
 
@@ -53,11 +56,9 @@ def main(argv=None) -> int:
     if base is None:
         print(f"error: {args.run}: no evaluate result for the baseline {base_name}", file=sys.stderr)
         return 2
-    count = perplexity.token_counter(args.tokenizer) if args.tokenizer else None
-    if count is None and args.tokenizer:
+    if args.tokenizer and token_counter(args.tokenizer) is None:
         print(f"error: {args.tokenizer}: no tokenizer.json", file=sys.stderr)
         return 2
-    out = {"run": str(args.run), "baseline": base_name, "scores": {}, "paired": {}, "perplexity": {}}
     evals = {base_name: base}
     for n in names:
         e = load(args.run, n)
@@ -65,16 +66,23 @@ def main(argv=None) -> int:
             print(f"{n}: no evaluate result (not run)")
             continue
         evals[n] = e
-    for n, e in evals.items():
-        out["scores"][n] = {s.task: {"metric": s.metric, "value": s.value, "n": s.n} for s in e.scores}
-        out["scores"][n]["_wall_s"] = e.wall_s
-        out["scores"][n]["_engine_load_s"] = e.engine_load_s
-        if n == base_name:
-            continue
-        out["paired"][n] = [c.as_dict() for c in paired.compare_variant(base, e)]
-        if count is not None:
-            out["perplexity"][n] = [c.as_dict() for c in perplexity.compare_variant(base, e, count)]
-    tasks = [s.task for s in base.scores if not paired.is_perplexity_metric(s.metric)]
+    # the summary's records: model_path is where add_perplexity finds the baseline's tokenizer.json
+    summaries = [VariantSummary(name=n, is_baseline=n == base_name, model_path=args.tokenizer or "", evaluate=e)
+                 for n, e in evals.items()]
+    add_paired(summaries)
+    for w in add_perplexity(summaries) if args.tokenizer else []:
+        print(f"warning: {w}", file=sys.stderr)
+    out = {"run": str(args.run), "baseline": base_name, "scores": {}, "paired": {}, "perplexity": {}}
+    for v in summaries:
+        e = v.evaluate
+        out["scores"][v.name] = {s.task: {"metric": s.metric, "value": s.value, "n": s.n} for s in e.scores}
+        out["scores"][v.name]["_wall_s"] = e.wall_s
+        out["scores"][v.name]["_engine_load_s"] = e.engine_load_s
+        if not v.is_baseline:
+            out["paired"][v.name] = v.paired
+            if v.perplexity:
+                out["perplexity"][v.name] = v.perplexity
+    tasks = [s.task for s in base.scores if not is_perplexity_metric(s.metric)]
     print(f"| variant | {' | '.join(tasks)} | mean Δ (points) |")
     print("|---|" + "---|" * (len(tasks) + 1))
     means = {}

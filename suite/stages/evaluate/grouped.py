@@ -91,9 +91,9 @@ class GroupedVLLM(VLLM):
         # on a call (a mutable borrow, "Already borrowed" if another thread is encoding); after it, calls only read.
         with ThreadPoolExecutor(max_workers=encode_threads()) as pool, \
                 tqdm(total=len(strings), disable=disable_tqdm, desc="Tokenizing inputs (batched)") as bar:
-            for chunk in chunks[:1]:
-                encoded.extend(self.tok_encode(chunk))
-                bar.update(len(chunk))
+            if chunks:
+                encoded.extend(self.tok_encode(chunks[0]))
+                bar.update(len(chunks[0]))
             for chunk, ids in zip(chunks[1:], pool.map(self.tok_encode, chunks[1:])):
                 encoded.extend(ids)
                 bar.update(len(chunk))
