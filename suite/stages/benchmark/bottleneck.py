@@ -15,7 +15,9 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
 ``classify`` turns the summary into one label per point:
   ``kv-cache``      requests were preempted (or KV usage hit ~100%): capacity-bound
   ``seq-cap``       requests queued while the batch sat at its cap (``max_num_seqs``, set or vLLM's
-                    default: 1024 on an H200) with KV space to spare: the cap, not KV space, held the batch
+                    default: 1024 on an H200) with KV space to spare: the cap, not KV space, held the batch;
+                    unless the GPU evidence says ``engine-cpu`` (below): then that is the label, the cap in its
+                    reason, since a bigger batch only adds host work to each step
   ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit;
                     with NVML samples split by evidence (``suite.stages.benchmark.gpumon``) into
   ``gpu``           ... and kernels ran ≥ 90% of the time: the GPU set the pace (the reason says near which roof)
@@ -232,13 +234,20 @@ def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | No
     if cap is None and (stats.queued_at_peak_frac or 0) >= 0.5 and running_max >= 2:
         cap, source = int(running_max), "not set by the recipe: the engine's default"
     at_cap = bool(cap) and running_max >= cap
+    queued = (stats.waiting_mean or 0) >= 1 or at_cap
+    split = gpu_evidence(stats, roofline, pipeline_parallel) if queued else None
     if at_cap and (stats.waiting_max or 0) >= 1:
-        return "seq-cap", (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, "
-                           f"KV cache at most {100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} "
-                           f"({source}) held the batch, not KV space; raising engine_args.max_num_seqs trades "
-                           "queueing (TTFT) for per-token latency, and adds tok/s only if the GPU has compute left")
-    if (stats.waiting_mean or 0) >= 1 or at_cap:  # at an inferred cap something waited: seq-cap above
-        if (split := gpu_evidence(stats, roofline, pipeline_parallel)) is not None:
+        held = (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, KV cache at most "
+                f"{100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} ({source}) held the batch")
+        if split is not None and split[0] == "engine-cpu":
+            # the cap held the batch, but the engine loop's host side was already a full core with the GPU idle: a
+            # bigger batch is more host work per step, not more steps (Qwen 0.5B on the H200, issue 16)
+            return split[0], (f"{split[1]}. The batch also sat at its cap ({held}); a larger cap would add host "
+                              "work to every step too: measure it before expecting tok/s from it")
+        return "seq-cap", (f"{held}, not KV space; raising engine_args.max_num_seqs trades queueing (TTFT) for "
+                           "per-token latency, and adds tok/s only if the GPU has compute left")
+    if queued:  # at an inferred cap something waited: seq-cap above
+        if split is not None:
             return split
         return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
                           f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")

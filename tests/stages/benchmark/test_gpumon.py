@@ -189,3 +189,31 @@ def test_recorded_h200_samples_are_engine_cpu_bound(variant):
     # the same samples without the NVML readings: the label the suite gave before it could see the GPU
     blind = [{k: v for k, v in s.items() if k != "gpu"} for s in rows]
     assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=RECORDED[variant])[0] == "engine"
+
+
+# Recorded on the project's H200 in issue 16's study (vLLM 0.26.0, 2 API servers, Qwen2.5-Coder-0.5B, 1,500 random
+# 512/256 prompts at rate inf, repetition 1; docs/results/h200-study-20261203/stretch3): the batch sat at vLLM's
+# default cap of 1,024 with 460 waiting, the KV cache 7% full -- and kernels ran ~20% of the time with the engine core
+# at a full core. Before the GPU evidence could outrank the cap, these read `seq-cap`, whose advice (raise
+# max_num_seqs) asks a saturated host loop for more work per step.
+STUDY = {"bf16": {"tensor_frac": 0.0568, "hbm_frac": 0.0362}, "fp8-static": {"tensor_frac": 0.0251, "hbm_frac": 0.0303}}
+
+
+@pytest.mark.parametrize("variant", sorted(STUDY))
+def test_recorded_h200_points_at_the_sequence_cap_with_an_idle_gpu_are_engine_cpu(variant):
+    from conftest import ROOT
+
+    path = ROOT / "tests/stages/benchmark/data" / f"h200-vllm-0.26-qwen0.5b-study-{variant}-rate-inf-1500.monitor.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    st = bottleneck.summarize(rows)
+    assert st.running_max == 1024 and st.waiting_max == 460 and st.queued_at_peak_frac >= 0.5
+    assert st.gpu_util_mean < 30 and st.loaded_engine_core_cpu_pct >= 100
+    label, reason = bottleneck.classify(point(), st, roofline=STUDY[variant])
+    assert label == "engine-cpu" and "GPU idled" in reason, reason
+    assert "max_num_seqs=1024 (not set by the recipe" in reason and "460 requests waited" in reason
+    # the same samples without the NVML readings: the cap is all the evidence there is
+    blind = bottleneck.summarize([{k: v for k, v in s.items() if k != "gpu"} for s in rows])
+    assert bottleneck.classify(point(), blind, roofline=STUDY[variant])[0] == "seq-cap"
+    # and a GPU that was busy at the cap keeps the cap's label (a bigger batch is more work per kernel there)
+    busy = [{**s, "gpu": [{**g, "util_pct": 99.0} for g in s.get("gpu", [])]} for s in rows]
+    assert bottleneck.classify(point(), bottleneck.summarize(busy), roofline=STUDY[variant])[0] == "seq-cap"
