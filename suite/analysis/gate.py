@@ -403,6 +403,7 @@ def run(config: GateConfig) -> GateResult:
     if result.problems:
         return result
 
+    bursts_said: set[str] = set()
     for v in s.variants:
         if v is base:
             continue
@@ -452,7 +453,16 @@ def run(config: GateConfig) -> GateResult:
             ("tput.ttft_p99_ms", policy.max_ttft_p99_ms, "max TTFT p99 ms", True),
             ("tput.tpot_p99_ms", policy.max_tpot_p99_ms, "max TPOT p99 ms", True),
         ):
-            if limit is not None:
+            if limit is not None and key == "tput.sustainable_rate.ratio" and (burst := [
+                    w for w in (v, base) if w.benchmark and w.benchmark.slo and w.benchmark.slo.steady is False]):
+                for w in burst:
+                    if w is v or w.name not in bursts_said:  # the baseline's once, not once per variant
+                        bursts_said.add(w.name)
+                        bad(f"{w.name}: tput.sustainable_rate", "left out of the summary: the SLO search's deciding "
+                            f"probe was a burst, not a sustained rate ({w.benchmark.slo.note}; needed by {name})",
+                            "raise throughput.slo.max_num_prompts (or lower slo.max_rate) so that every probe lasts "
+                            "slo.steady_windows request lifetimes, and rerun the benchmark")
+            elif limit is not None:
                 measured = r.ratio(key, name) if key.endswith(".ratio") else r.get(v, key, name, nonneg=True)
                 if measured is not None:
                     result.checks.append(_check(v.name, name, measured, limit, upper))

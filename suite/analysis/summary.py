@@ -99,7 +99,7 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
                            ("tput.offline_tok_s", b.offline_tok_s)):
             if value is not None:
                 m[key] = float(value)
-        if b.slo and b.slo.sustainable_rate is not None:
+        if b.slo and b.slo.sustainable_rate is not None and b.slo.steady is not False:  # a burst's rate is not one
             m["tput.sustainable_rate"] = b.slo.sustainable_rate
             m["tput.sustainable_output_tok_s"] = b.slo.output_tok_s or 0.0
         m["time.benchmark_s"] = v.benchmark.wall_s
@@ -292,6 +292,7 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
             v.kv_scales, v.kv_scales_auto = v.kvcheck.kv_scales, True
         if v.kvcheck is not None:
             summary.warnings += kv_warnings(v)
+        summary.warnings += slo_warnings(v)
         v.metrics = variant_metrics(v, recipe.throughput.headline if recipe.throughput else "max")
     add_cost(summary, recipe.throughput.gpu_hour_cost if recipe.throughput else None)
     if any(v.is_baseline and v.metrics for v in summary.variants):
@@ -299,6 +300,21 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         add_paired(summary.variants, seed=recipe.eval.seed)
         summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
     summary.stage_wall_s = stage_wall_s
+
+
+def slo_warnings(v: VariantSummary) -> list[str]:
+    """The SLO search's rate is a sustained one only if its deciding probes were (``suite.stages.benchmark.slo``)."""
+    slo = v.benchmark.slo if v.benchmark is not None else None
+    if slo is None or not slo.probes:
+        return []
+    if slo.steady is False:
+        dropped = ("tput.sustainable_rate is left out" if slo.sustainable_rate is not None else
+                   "no rate met the SLO, and the failure may be a burst's")
+        return [f"{v.name}: the SLO search's deciding probe was a burst, not a sustained rate ({slo.note}): {dropped}"]
+    if slo.steady is None and slo.sustainable_rate is not None:
+        return [f"{v.name}: whether the SLO probes reached a steady state was not checked (no e2e latency recorded, "
+                "slo.steady_windows 0, or a result from before the check): its sustainable rate may be a burst's"]
+    return []
 
 
 def kv_warnings(v: VariantSummary) -> list[str]:

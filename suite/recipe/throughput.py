@@ -28,6 +28,13 @@ class SloSpec(BaseModel):
     tolerance: float = Field(0.1, gt=0, lt=1, description="stop when the bracket is this narrow (relative)")
     max_probes: int = Field(7, ge=1, description="at most this many probes")
     num_prompts: Optional[int] = Field(None, gt=0, description="prompts per probe (default: throughput.num_prompts)")
+    steady_windows: float = Field(
+        3.0, ge=0, description="a probe measures a sustained rate only if its arrivals (num_prompts / rate seconds) span "
+        "at least this many median request lifetimes (e2e latency); a shorter one is a burst (on the H200, 300 prompts "
+        "at 64-256 req/s were all in flight at once) and is run again with enough prompts (up to 3 times, each sized from "
+        "the last run's lifetime). 0: no check")
+    max_num_prompts: Optional[int] = Field(
+        None, gt=0, description="most prompts a resized probe may have (default: 20 x the probe's num_prompts)")
 
 
 class GpuHourCost(Strict):
@@ -149,4 +156,9 @@ class ThroughputSpec(Strict):
             if not s.min_rate <= s.start_rate <= s.max_rate:
                 raise bad(f"slo.start_rate {s.start_rate:g} is outside [min_rate {s.min_rate:g}, max_rate {s.max_rate:g}]",
                           "make min_rate <= start_rate <= max_rate")
+            probe = s.num_prompts or self.num_prompts
+            if s.max_num_prompts is not None and s.max_num_prompts < probe:
+                raise bad(f"slo.max_num_prompts {s.max_num_prompts} is below the {probe} prompts of a probe "
+                          "(slo.num_prompts, else num_prompts): no burst could be run again longer",
+                          f"make it >= {probe} (e.g. {20 * probe}), or remove it")
         return self

@@ -182,3 +182,34 @@ def test_mlflow_gets_the_cost_metrics_and_the_price_as_params(tmp_path):
     assert fp8.metrics["cost.per_1m_output_tokens"] == pytest.approx(0.5)
     assert fp8.metrics["cost.per_1m_output_tokens.slo.ratio"] == pytest.approx(0.3125)
     assert fp8.params["cost.source"] == PRICE["source"] and fp8.params["variant"] == "fp8"
+
+
+def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
+    # fp8's SLO search decided on a probe that stayed a burst (suite.stages.benchmark.slo): its rate is not a
+    # sustained one, so no tput.sustainable_rate, no SLO cost, a warning, and a gate that needs it says why
+    from suite.analysis import gate
+    from suite.recipe import GateSpec
+
+    s = make_summary({"bf16": {}, "fp8": {}})
+    for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
+        v.benchmark, v.evaluate = b, None
+    s.variants[1].benchmark.slo = s.variants[1].benchmark.slo.model_copy(update={
+        "steady": False, "probes": [{"rate": 8.0, "meets": True}],
+        "note": "the probe at 8 req/s was a burst even with 6000 prompts (slo.max_num_prompts): not a sustained rate"})
+    finish(s, recipe_with(s), {}, {})
+    bf16, fp8 = (v.metrics for v in s.variants)
+    assert "tput.sustainable_rate" in bf16 and "tput.sustainable_rate" not in fp8
+    assert "cost.per_1m_output_tokens.slo" not in fp8 and fp8["cost.per_1m_output_tokens"] == pytest.approx(0.5)
+    (w,) = [w for w in s.warnings if "burst" in w]
+    assert w.startswith("fp8: the SLO search's deciding probe was a burst") and "left out" in w
+    r = gate.run(gate.GateConfig(s, GateSpec(min_sustainable_rate_gain=1.1)))
+    assert not r.passed and not r.checks
+    assert any("fp8: tput.sustainable_rate" in m and "was a burst" in m and "max_num_prompts" in m for m in r.missing)
+    # a result made before the check (steady unknown) keeps its rate, with a warning that it was not checked
+    s = make_summary({"bf16": {}, "fp8": {}})
+    for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
+        v.benchmark, v.evaluate = b, None
+        v.benchmark.slo.probes = [{"rate": 8.0, "meets": True}]
+    finish(s, recipe_with(s), {}, {})
+    assert all("tput.sustainable_rate" in v.metrics for v in s.variants)
+    assert len([w for w in s.warnings if "was not checked" in w]) == 2

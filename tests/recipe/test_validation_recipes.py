@@ -49,6 +49,8 @@ MALFORMED = {
     "slo min_rate > max_rate": ({"throughput__slo": {"ttft_p99_ms": 200, "min_rate": 64, "max_rate": 8,
                                                      "start_rate": 16}}, "slo.min_rate 64 is above slo.max_rate 8"),
     "slo start outside": ({"throughput__slo": {"ttft_p99_ms": 200, "start_rate": 512}}, "slo.start_rate 512"),
+    "slo cap below a probe": ({"throughput__slo": {"ttft_p99_ms": 200, "num_prompts": 300, "max_num_prompts": 100}},
+                              "slo.max_num_prompts 100 is below the 300 prompts of a probe"),
     "slo infinite limit": ({"throughput__slo": {"ttft_p99_ms": math.inf}}, "ttft_p99_ms = inf"),
     "limit 1.5": ({"eval__tasks__1__limit": 1.5}, "eval.tasks[1].limit: 1.5 is neither a row count"),
     "eval limit 2.5": ({"eval__limit": 2.5}, "eval.limit: 2.5"),

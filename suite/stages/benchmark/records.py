@@ -94,6 +94,9 @@ class LoadPoint(Record):
     ttft_p99_ms: float = 0.0
     tpot_p50_ms: float = 0.0
     tpot_p99_ms: float = 0.0
+    e2el_p50_ms: Optional[float] = Field(None, description="median end-to-end request latency (a request's lifetime)")
+    max_concurrent_requests: Optional[int] = Field(None, description="most requests in flight at once (vllm bench "
+                                                   "serve's count)")
     result_file: Optional[str] = None
     repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures")
     output_tok_s_min: Optional[float] = None
@@ -113,6 +116,10 @@ class SloResult(Record):
     ttft_p99_ms: Optional[float] = None
     tpot_p99_ms: Optional[float] = None
     probes: list[dict[str, Any]] = Field(default_factory=list)
+    steady: Optional[bool] = Field(
+        None, description="the probes that decided the rate (the one that met the SLO, the one above it that did not) "
+        "each had arrivals spanning at least slo.steady_windows median request lifetimes: a sustained rate, not a "
+        "burst. None: not checked (no e2e latency recorded, or steady_windows 0)")
     note: Optional[str] = None
 
 

@@ -6,10 +6,22 @@ SLO and a higher one does not, then bisects that bracket until it is narrower th
 (relative) or ``max_probes`` have run. A point meets the SLO when every request completed, its p99
 TTFT and p99 TPOT are within the limits (a queue that grows shows up in TTFT), and, when ``keep_up`` is
 set, the server served at least that share of the offered rate.
+
+A probe is a sustained rate only if it lasts: with ``n`` prompts at ``rate`` req/s the arrivals span ``n / rate``
+seconds, and if that is shorter than a few request lifetimes (``slo.steady_windows`` x the median e2e latency) every
+request is in flight at once and the p99 TTFT measures how the server digests one burst, whatever the rate. On the
+H200 (issue 16's study) 300 prompts at 64-256 req/s lived ~4 s each and arrived within 1.2-4.7 s: all 300 ran at once,
+and the "sustainable" rates (48 to >= 256 req/s for builds within 6% of each other at saturation) were noise around
+the 200 ms limit. Such a probe is run again at the same rate with enough prompts (``steady_prompts``, from
+the last run's lifetime, at most ``MAX_RESIZES`` times and ``slo.max_num_prompts`` prompts); the result says whether the probes that decided the rate were
+steady (``SloResult.steady``), and the summary keeps the rate only when they were. Above capacity latency grows with
+the queue for as long as requests arrive, so an overloaded probe never looks steady by its own lifetime: a resized
+probe that got all the prompts it asked for and failed counts as a real failure (an overload), not a burst.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from suite.stages.benchmark.records import LoadPoint, SloResult
@@ -29,19 +41,84 @@ def meets(point: LoadPoint, slo: SloSpec) -> tuple[bool, str]:
     return not why, "; ".join(why) or "meets the SLO"
 
 
-def search(probe: Callable[[float], LoadPoint], slo: SloSpec) -> SloResult:
+RESIZE_MARGIN = 1.25  # a resized probe's arrivals span this much more than steady_windows lifetimes (latency grows)
+
+
+def steadiness(point: LoadPoint, rate: float, num_prompts: int, slo: SloSpec) -> tuple[bool | None, str]:
+    """(steady?, why): did ``num_prompts`` arrivals at ``rate`` req/s span ``slo.steady_windows`` median request
+    lifetimes? None when it cannot be told (no e2e latency recorded, a failed point) or the check is off."""
+    life = (point.e2el_p50_ms or 0) / 1000
+    if not slo.steady_windows or life <= 0 or not point.ok or rate <= 0:
+        return None, "not checked"
+    window = num_prompts / rate
+    need = slo.steady_windows * life
+    if window >= need:
+        return True, f"arrivals over {window:.1f} s >= {slo.steady_windows:g} x {life:.2f} s request lifetime"
+    burst = (f"; all {point.max_concurrent_requests} in flight at once"
+             if point.max_concurrent_requests is not None and point.max_concurrent_requests >= num_prompts else "")
+    return False, (f"a burst, not a sustained rate: {num_prompts} arrivals over {window:.1f} s, under "
+                   f"{slo.steady_windows:g} x the {life:.2f} s median request lifetime{burst}")
+
+
+def steady_prompts(rate: float, point: LoadPoint, slo: SloSpec) -> int:
+    """Prompts for a probe at ``rate`` whose arrivals span RESIZE_MARGIN x steady_windows of ``point``'s lifetime."""
+    return math.ceil(rate * slo.steady_windows * RESIZE_MARGIN * (point.e2el_p50_ms or 0) / 1000)
+
+
+MAX_RESIZES = 3  # a burst's probe is run again at most this many times, each sized from the last one's lifetime
+
+
+def probe_steadily(probe: Callable[[float, int], LoadPoint], rate: float, num_prompts: int, cap: int, slo: SloSpec,
+                   rows: list[dict]) -> tuple[LoadPoint, int, bool | None, str]:
+    """One probe at ``rate``, run again with more prompts while it is a burst (``steadiness``): each re-run sized by
+    ``steady_prompts`` from the last one's lifetime (lifetimes grow with load near capacity), at most MAX_RESIZES
+    times and ``cap`` prompts. Superseded runs go to ``rows``. Returns (point, prompts, steady, why):
+    - a point whose requests failed (ok=False) is a decisive failure (steady True): it failed however long it ran;
+    - above capacity the queue grows for as long as requests arrive, and every lifetime with it, so there is no
+      steady state to reach: a re-run that fails the SLO with the prompts its burst asked for is an overload (steady);
+    - a burst still, with the cap or the re-runs used up: steady False, and ``why`` says which."""
+    n = num_prompts
+    point = probe(rate, n)
+    is_steady, how = steadiness(point, rate, n, slo)
+    for _ in range(MAX_RESIZES):
+        if is_steady is not False:
+            break
+        want = steady_prompts(rate, point, slo)
+        if min(want, cap) <= n:
+            how += f" (slo.max_num_prompts {cap} reached)" if want > n else ""
+            break
+        rows.append(probe_row(rate, n, point, slo, is_steady, how) | {"superseded": True})
+        n = min(want, cap)
+        point = probe(rate, n)
+        is_steady, how = steadiness(point, rate, n, slo)
+        if is_steady is False and n >= want and not meets(point, slo)[0]:
+            is_steady, how = True, f"overloaded ({how}): failed with the {n} prompts a steady probe needs"
+    else:
+        if is_steady is False:
+            how += f" ({MAX_RESIZES} re-runs)"
+    if not point.ok:
+        is_steady, how = True, f"requests failed ({point.error or 'failed'}): a failure however long it ran"
+    return point, n, is_steady, how
+
+
+def search(probe: Callable[[float, int], LoadPoint], slo: SloSpec, num_prompts: int) -> SloResult:
+    """``probe(rate, num_prompts)``; ``num_prompts`` per probe unless one turns out a burst: then ``probe_steadily``
+    runs it again with more prompts (at most ``slo.max_num_prompts``, default 20 x num_prompts). Re-runs do not count
+    against ``max_probes``; every run is listed (the superseded ones marked)."""
+    cap = max(slo.max_num_prompts or 20 * num_prompts, num_prompts)
     probes: list[dict] = []
     good: float | None = None
     bad: float | None = None
     good_point: LoadPoint | None = None
+    steady: dict[float, tuple[bool | None, str, int]] = {}
     rate = slo.start_rate
-    while len(probes) < slo.max_probes:
-        point = probe(rate)
-        ok, why = meets(point, slo)
-        probes.append({"rate": rate, "meets": ok, "why": why, "output_tok_s": point.output_tok_s,
-                       "req_s": point.req_s, "ttft_p99_ms": point.ttft_p99_ms, "tpot_p99_ms": point.tpot_p99_ms,
-                       "bottleneck": point.bottleneck})
-        if ok:
+    decided = 0
+    while decided < slo.max_probes:
+        point, n, is_steady, how = probe_steadily(probe, rate, num_prompts, cap, slo, probes)
+        decided += 1
+        probes.append(row := probe_row(rate, n, point, slo, is_steady, how))
+        steady[rate] = (is_steady, how, n)
+        if row["meets"]:
             good, good_point = rate, point
         else:
             bad = rate
@@ -58,14 +135,28 @@ def search(probe: Callable[[float], LoadPoint], slo: SloSpec) -> SloResult:
                 break
             rate = max(rate / 2, slo.min_rate)
         rate = round(rate, 3)
+    deciding = [steady[r][0] for r in (good, bad) if r is not None]
+    verdict = None if not deciding or None in deciding else all(deciding)
+    note = unbracketed_note(good, bad, rate, slo)
+    if verdict is False:
+        bursts = "; ".join(f"at {r:g} req/s with {steady[r][2]} prompts: {steady[r][1]}" for r in (good, bad)
+                           if r is not None and steady[r][0] is False)
+        note = "; ".join(filter(None, [note, f"a deciding probe never reached a steady state ({bursts})"]))
     return SloResult(
         sustainable_rate=good, bracket_high=bad, probes=probes,
         output_tok_s=good_point.output_tok_s if good_point else None,
         req_s=good_point.req_s if good_point else None,
         ttft_p99_ms=good_point.ttft_p99_ms if good_point else None,
         tpot_p99_ms=good_point.tpot_p99_ms if good_point else None,
-        note=unbracketed_note(good, bad, rate, slo),
+        steady=verdict, note=note,
     )
+
+
+def probe_row(rate: float, n: int, point: LoadPoint, slo: SloSpec, is_steady: bool | None, how: str) -> dict:
+    ok, why = meets(point, slo)
+    return {"rate": rate, "num_prompts": n, "meets": ok, "why": why, "output_tok_s": point.output_tok_s,
+            "req_s": point.req_s, "ttft_p99_ms": point.ttft_p99_ms, "tpot_p99_ms": point.tpot_p99_ms,
+            "e2el_p50_ms": point.e2el_p50_ms, "steady": is_steady, "steady_why": how, "bottleneck": point.bottleneck}
 
 
 def unbracketed_note(good: float | None, bad: float | None, last_rate: float, slo: SloSpec) -> str | None:

@@ -88,11 +88,17 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
         req_s=float(d.get("request_throughput", 0.0)), ttft_p50_ms=float(d.get("p50_ttft_ms", 0.0)),
         ttft_p99_ms=float(d.get("p99_ttft_ms", 0.0)), tpot_p50_ms=float(d.get("p50_tpot_ms", 0.0)),
         tpot_p99_ms=float(d.get("p99_tpot_ms", 0.0)), result_file=str(path),
+        e2el_p50_ms=_float(d.get("p50_e2el_ms", d.get("median_e2el_ms"))),
+        max_concurrent_requests=int(d["max_concurrent_requests"]) if d.get("max_concurrent_requests") is not None else None,
     )
 
 
+def _float(value) -> float | None:
+    return float(value) if value is not None else None
+
+
 REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
-              "result_file")
+              "e2el_p50_ms", "result_file")
 
 
 def repetition_row(p: LoadPoint) -> dict:
@@ -100,7 +106,7 @@ def repetition_row(p: LoadPoint) -> dict:
 
 
 MEDIAN_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
-                 "input_tok_s", "mean_input_len")
+                 "input_tok_s", "mean_input_len", "e2el_p50_ms")
 
 
 def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
@@ -302,11 +308,12 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
             if more is None and config.slo:
                 n = config.slo.num_prompts or config.num_prompts
 
-                def probe(rate: float) -> LoadPoint:
-                    p = runner.measure(f"slo-{rate:g}", rate, None, n, 1)
+                def probe(rate: float, prompts: int) -> LoadPoint:
+                    label = f"slo-{rate:g}" if prompts == n else f"slo-{rate:g}-n{prompts}"  # a resized probe
+                    p = runner.measure(label, rate, None, prompts, 1)
                     return annotate(p, config, cost, peak, offline_tok_s)
 
-                slo = search(probe, config.slo)
+                slo = search(probe, config.slo, n)
             client_s += runner.client_s
             t_stop = time.perf_counter()
         served_s += time.perf_counter() - t_server
