@@ -11,10 +11,11 @@ A probe is a sustained rate only if it lasts: with ``n`` prompts at ``rate`` req
 seconds, and if that is shorter than a few request lifetimes (``slo.steady_windows`` x the median e2e latency) every
 request is in flight at once and the p99 TTFT measures how the server digests one burst, whatever the rate. On the
 H200 (issue 16's study) 300 prompts at 64-256 req/s lived ~4 s each and arrived within 1.2-4.7 s: all 300 ran at once,
-and the "sustainable" rates (48 to >= 256 req/s for builds within 6% of each other at saturation) were noise around
-the 200 ms limit. Such a probe is run again at the same rate with enough prompts (``steady_prompts``, from
-the last run's lifetime, at most ``MAX_RESIZES`` times and ``slo.max_num_prompts`` prompts); the result says whether the probes that decided the rate were
-steady (``SloResult.steady``), and the summary keeps the rate only when they were. Above capacity latency grows with
+and the "sustainable" rates (48 to >= 256 req/s, up to 3.9x what the same servers completed at saturation) were
+noise around the 200 ms limit. Such a probe is run again at the same rate with enough prompts (``steady_prompts``,
+from the last run's lifetime, at most ``MAX_RESIZES`` times and ``slo.max_num_prompts`` prompts); the result says
+whether the probes that decided the rate were steady (``SloResult.steady``), and the summary keeps the rate only
+when they were. Above capacity latency grows with
 the queue for as long as requests arrive, so an overloaded probe never looks steady by its own lifetime: a resized
 probe that got all the prompts it asked for and failed counts as a real failure (an overload), not a burst.
 """
