@@ -15,9 +15,9 @@ and the "sustainable" rates (48 to >= 256 req/s, up to 3.9x what the same server
 noise around the 200 ms limit. Such a probe is run again at the same rate with enough prompts (``steady_prompts``,
 from the last run's lifetime, at most ``MAX_RESIZES`` times and ``slo.max_num_prompts`` prompts); the result says
 whether the probes that decided the rate were steady (``SloResult.steady``), and the summary keeps the rate only
-when they were. Above capacity latency grows with
-the queue for as long as requests arrive, so an overloaded probe never looks steady by its own lifetime: a resized
-probe that got all the prompts it asked for and failed counts as a real failure (an overload), not a burst.
+when they were. Above capacity latency grows with the queue for as long as requests arrive, so an overloaded probe
+never looks steady by its own lifetime: a resized probe that got all the prompts it asked for and failed counts as a
+real failure (an overload), not a burst.
 """
 
 from __future__ import annotations
@@ -111,14 +111,12 @@ def search(probe: Callable[[float, int], LoadPoint], slo: SloSpec, num_prompts: 
     good: float | None = None
     bad: float | None = None
     good_point: LoadPoint | None = None
-    steady: dict[float, tuple[bool | None, str, int]] = {}
     rate = slo.start_rate
     decided = 0
     while decided < slo.max_probes:
         point, n, is_steady, how = probe_steadily(probe, rate, num_prompts, cap, slo, probes)
         decided += 1
         probes.append(row := probe_row(rate, n, point, slo, is_steady, how))
-        steady[rate] = (is_steady, how, n)
         if row["meets"]:
             good, good_point = rate, point
         else:
@@ -136,12 +134,13 @@ def search(probe: Callable[[float, int], LoadPoint], slo: SloSpec, num_prompts: 
                 break
             rate = max(rate / 2, slo.min_rate)
         rate = round(rate, 3)
-    deciding = [steady[r][0] for r in (good, bad) if r is not None]
-    verdict = None if not deciding or None in deciding else all(deciding)
+    final = {p["rate"]: p for p in probes if not p.get("superseded")}  # each probed rate's deciding run
+    deciding = [final[r] for r in (good, bad) if r is not None]
+    verdict = None if not deciding or any(p["steady"] is None for p in deciding) else all(p["steady"] for p in deciding)
     note = unbracketed_note(good, bad, rate, slo)
     if verdict is False:
-        bursts = "; ".join(f"at {r:g} req/s with {steady[r][2]} prompts: {steady[r][1]}" for r in (good, bad)
-                           if r is not None and steady[r][0] is False)
+        bursts = "; ".join(f"at {p['rate']:g} req/s with {p['num_prompts']} prompts: {p['steady_why']}"
+                           for p in deciding if p["steady"] is False)
         note = "; ".join(filter(None, [note, f"a deciding probe never reached a steady state ({bursts})"]))
     return SloResult(
         sustainable_rate=good, bracket_high=bad, probes=probes,

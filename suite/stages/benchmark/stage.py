@@ -88,13 +88,8 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
         req_s=float(d.get("request_throughput", 0.0)), ttft_p50_ms=float(d.get("p50_ttft_ms", 0.0)),
         ttft_p99_ms=float(d.get("p99_ttft_ms", 0.0)), tpot_p50_ms=float(d.get("p50_tpot_ms", 0.0)),
         tpot_p99_ms=float(d.get("p99_tpot_ms", 0.0)), result_file=str(path),
-        e2el_p50_ms=_float(d.get("p50_e2el_ms", d.get("median_e2el_ms"))),
-        max_concurrent_requests=int(d["max_concurrent_requests"]) if d.get("max_concurrent_requests") is not None else None,
+        e2el_p50_ms=d.get("p50_e2el_ms", d.get("median_e2el_ms")), max_concurrent_requests=d.get("max_concurrent_requests"),
     )
-
-
-def _float(value) -> float | None:
-    return float(value) if value is not None else None
 
 
 REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
