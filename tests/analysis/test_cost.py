@@ -213,3 +213,21 @@ def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
     finish(s, recipe_with(s), {}, {})
     assert all("tput.sustainable_rate" in v.metrics for v in s.variants)
     assert len([w for w in s.warnings if "was not checked" in w]) == 2
+
+
+def test_a_summary_that_keeps_a_bursts_rate_is_still_refused():
+    # an adversary (or an older tool) leaves tput.sustainable_rate and its ratio in a summary whose SLO result says the
+    # deciding probe was a burst: the gate judges nothing on it, and no sustainable-rate check passes
+    from suite.analysis import gate
+    from suite.recipe import GateSpec
+
+    s = make_summary({"bf16": {}, "fp8": {}})
+    for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
+        v.benchmark, v.evaluate = b, None
+    finish(s, recipe_with(s), {}, {})
+    fp8 = s.variants[1]
+    assert fp8.metrics["tput.sustainable_rate.ratio"] == 1.0  # both at 8 req/s: it would pass a 1.0 gate
+    fp8.benchmark.slo = fp8.benchmark.slo.model_copy(update={"steady": False, "note": "a burst"})
+    r = gate.run(gate.GateConfig(s, GateSpec(min_sustainable_rate_gain=1.0)))
+    assert not r.passed and not [c for c in r.checks if "sustainable" in c.gate]
+    assert any("fp8: tput.sustainable_rate" in m and "was a burst" in m for m in r.missing)
