@@ -49,8 +49,21 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
                  "mcnemar_p": None, "confidence": 0.95}
                 for t in tasks if isinstance(m.get(f"acc.{t}.delta_ci_low"), (int, float))]
 
+    def benchmark(m):  # the benchmark record the tput.* metrics came from (`suite gate` checks they agree)
+        from suite.stages.benchmark.records import BenchmarkResult, LoadPoint, SloResult
+
+        if not any(k.startswith("tput.") for k in m):
+            return None
+        point = LoadPoint(label="rate-inf", request_rate="inf", output_tok_s=m.get("tput.output_tok_s", 0.0),
+                          req_s=m.get("tput.req_s", 1.0), ttft_p99_ms=m.get("tput.ttft_p99_ms", 0.0),
+                          tpot_p99_ms=m.get("tput.tpot_p99_ms", 0.0))
+        slo = (SloResult(sustainable_rate=m["tput.sustainable_rate"], steady=True,
+                         output_tok_s=m.get("tput.sustainable_output_tok_s"))
+               if "tput.sustainable_rate" in m else None)
+        return BenchmarkResult(points=[point], server_start_s=1, wall_s=2, server_log="/x/server.log", slo=slo)
+
     variants = [VariantSummary(name=name, is_baseline=(i == 0), model_path="/m", metrics=dict(m), evaluate=evaluate(m),
-                               paired=paired(m))
+                               benchmark=benchmark(m), paired=paired(m))
                 for i, (name, m) in enumerate(metrics.items())]
     return RunSummary(suite_version="test", recipe_name=recipe["name"], recipe_path="r.yaml", recipe_sha256="0",
                       recipe=recipe, run_dir=run_dir, started="now", finished="now", platform="cpu", tasks=list(tasks),

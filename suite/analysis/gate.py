@@ -50,7 +50,7 @@ from suite.recipe import DEFAULTS, PER_TASK, GateSpec
 from suite.analysis import perplexity
 from suite.analysis.paired import is_perplexity_metric
 from suite.analysis.records import RunSummary, VariantSummary
-from suite.analysis.summary import metric_name
+from suite.analysis.summary import metric_name, variant_metrics
 
 EPS = 1e-9
 FIX_SUMMARY = "rerun `suite run` (or `--resume` it); a summary.json is written by the run, not by hand"
@@ -252,9 +252,22 @@ class _Reader:
     """Reads the numbers of one variant (and its baseline) for the gates; bad ones become problems,
     except that a variant with errors collects what it lacks in ``lacking`` (part of its failure)."""
 
-    def __init__(self, v: VariantSummary, base: VariantSummary, src: str, bad):
+    def __init__(self, v: VariantSummary, base: VariantSummary, src: str, bad, headline: str = "max"):
         self.v, self.base, self.src, self.bad = v, base, src, bad
+        self.headline = headline  # the recipe's throughput.headline: which load point the tput.* metrics are
         self.lacking: list[str] = []
+
+    def from_record(self, who: VariantSummary, key: str, why: str) -> bool:
+        """A throughput metric must be what its variant's benchmark record gives (summary.variant_metrics), as an
+        accuracy must be its evaluate record's: a summary edited to raise a rate or a throughput is refused."""
+        expected = variant_metrics(who, self.headline).get(key) if who.benchmark is not None else None
+        if expected is not None and _same(who.metrics.get(key), expected):
+            return True
+        got = f"{expected:.6g}" if expected is not None else (
+            "nothing" if who.benchmark is not None else "nothing (the summary has no benchmark record for it)")
+        self.bad(f"{who.name}: {key}", f"is {who.metrics.get(key)} but its benchmark record gives {got} (needed by "
+                 f"{why})", FIX_SUMMARY)
+        return False
 
     def get(self, who: VariantSummary, key: str, why: str, nonneg: bool = False) -> float | None:
         if key not in who.metrics:
@@ -270,6 +283,8 @@ class _Reader:
             return None
         if nonneg and value < 0:
             self.bad(f"{who.name}: {key}", f"is {value}: below 0, which it cannot be (needed by {why})", FIX_SUMMARY)
+            return None
+        if key.startswith("tput.") and not key.endswith(".ratio") and not self.from_record(who, key, why):
             return None
         return value
 
@@ -361,6 +376,8 @@ class _Reader:
             self.bad(f"{self.v.name}: {key}", f"cannot be checked: {plain} is {a} for the variant and {b} for the "
                      f"baseline (needed by {why})", FIX_SUMMARY)
             return None
+        if not all([self.from_record(who, plain, why) for who in (self.v, self.base)]):  # both said, not the first
+            return None
         if not _same(value, a / b):
             self.bad(f"{self.v.name}: {key}", f"is {value} but {plain} is {a} against the baseline's {b} "
                      f"(ratio {a / b:.6g})", FIX_SUMMARY)
@@ -404,10 +421,11 @@ def run(config: GateConfig) -> GateResult:
         return result
 
     bursts_said: set[str] = set()
+    headline = (s.recipe.get("throughput") or {}).get("headline", "max")
     for v in s.variants:
         if v is base:
             continue
-        r = _Reader(v, base, src, bad)
+        r = _Reader(v, base, src, bad, headline)
         first = len(result.checks)
         for task in (t for t in s.tasks if t not in ppl_tasks):  # accuracy: higher is better
             limit = policy.max_drop.get(task, policy.default_max_drop)
@@ -453,15 +471,22 @@ def run(config: GateConfig) -> GateResult:
             ("tput.ttft_p99_ms", policy.max_ttft_p99_ms, "max TTFT p99 ms", True),
             ("tput.tpot_p99_ms", policy.max_tpot_p99_ms, "max TPOT p99 ms", True),
         ):
-            if limit is not None and key == "tput.sustainable_rate.ratio" and (burst := [
-                    w for w in (v, base) if w.benchmark and w.benchmark.slo and w.benchmark.slo.steady is False]):
-                for w in burst:
+            if limit is not None and key == "tput.sustainable_rate.ratio" and (unsure := [
+                    w for w in (v, base) if w.benchmark and (slo := w.benchmark.slo) and (slo.steady is False or (
+                        slo.steady is None and slo.sustainable_rate is not None))]):
+                for w in unsure:  # a rate is judged only when its deciding probes were checked and steady
                     if w is v or w.name not in bursts_said:  # the baseline's once, not once per variant
                         bursts_said.add(w.name)
-                        bad(f"{w.name}: tput.sustainable_rate", "left out of the summary: the SLO search's deciding "
-                            f"probe was a burst, not a sustained rate ({w.benchmark.slo.note}; needed by {name})",
-                            "raise throughput.slo.max_num_prompts (or lower slo.max_rate) so that every probe lasts "
-                            "slo.steady_windows request lifetimes, and rerun the benchmark")
+                        if w.benchmark.slo.steady is False:
+                            bad(f"{w.name}: tput.sustainable_rate", "left out of the summary: the SLO search's "
+                                f"deciding probe was a burst, not a sustained rate ({w.benchmark.slo.note}; needed by "
+                                f"{name})", "raise throughput.slo.max_num_prompts (or lower slo.max_rate) so that "
+                                "every probe lasts slo.steady_windows request lifetimes, and rerun the benchmark")
+                        else:
+                            bad(f"{w.name}: tput.sustainable_rate", "was not checked for a steady state (its SLO "
+                                "result has no 'steady': slo.steady_windows 0, no e2e latency recorded, or a result "
+                                f"from before the check), so it may be a burst's rate (needed by {name})",
+                                "set throughput.slo.steady_windows (default 3) and rerun the benchmark")
             elif limit is not None:
                 measured = r.ratio(key, name) if key.endswith(".ratio") else r.get(v, key, name, nonneg=True)
                 if measured is not None:

@@ -313,7 +313,8 @@ def slo_warnings(v: VariantSummary) -> list[str]:
         return [f"{v.name}: the SLO search's deciding probe was a burst, not a sustained rate ({slo.note}): {dropped}"]
     if slo.steady is None and slo.sustainable_rate is not None:
         return [f"{v.name}: whether the SLO probes reached a steady state was not checked (no e2e latency recorded, "
-                "slo.steady_windows 0, or a result from before the check): its sustainable rate may be a burst's"]
+                "slo.steady_windows 0, or a result from before the check): its sustainable rate may be a burst's, and "
+                "the sustainable-rate gate does not judge it"]
     return []
 
 

@@ -213,6 +213,17 @@ def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
     finish(s, recipe_with(s), {}, {})
     assert all("tput.sustainable_rate" in v.metrics for v in s.variants)
     assert len([w for w in s.warnings if "was not checked" in w]) == 2
+    # ... but the gate does not judge an unchecked rate (nor one whose 'steady' a tampered summary dropped)
+    r = gate.run(gate.GateConfig(s, GateSpec(min_sustainable_rate_gain=0.5)))
+    assert not r.passed and not [c for c in r.checks if "sustainable" in c.gate]
+    unchecked = [m for m in r.missing if "not checked for a steady state" in m and "steady_windows" in m]
+    assert len(unchecked) == 2 and [n for n in ("bf16", "fp8") if any(f"{n}: tput.sustainable_rate" in m
+                                                                        for m in unchecked)] == ["bf16", "fp8"]
+    # checked and steady on both sides: judged
+    for v in s.variants:
+        v.benchmark.slo.steady = True
+    r = gate.run(gate.GateConfig(s, GateSpec(min_sustainable_rate_gain=0.5)))
+    assert r.passed and [c.gate for c in r.checks] == ["min sustainable-rate gain"]
 
 
 def test_a_summary_that_keeps_a_bursts_rate_is_still_refused():

@@ -205,6 +205,17 @@ SUMMARY_TAMPERS = [
      ["no paired record"]),
     ("variant-scored-on-fewer-items", _set(["variants", 1, "evaluate", "scores", 0, "n"], 1),
      ["scored on 1 item", "1319"]),
+    # a throughput figure raised together with its ratio agrees with itself, not with the benchmark record
+    ("throughput-and-ratio-raised", _both(metric(fp8, "tput.output_tok_s", 260.0),
+                                          metric(fp8, "tput.output_tok_s.ratio", 2.6)),
+     ["fp8: tput.output_tok_s", "benchmark record gives 130"]),
+    ("sustainable-rate-and-ratio-raised", _both(metric(fp8, "tput.sustainable_rate", 8.0),
+                                                metric(fp8, "tput.sustainable_rate.ratio", 2.0)),
+     ["fp8: tput.sustainable_rate", "benchmark record gives 5"]),
+    ("variant-ttft-lowered", metric(fp8, "tput.ttft_p99_ms", 10.0), ["tput.ttft_p99_ms", "benchmark record"]),
+    ("benchmark-record-removed", _set(["variants", 1, "benchmark"], None), ["no benchmark record"]),
+    ("steadiness-dropped", _set(["variants", 1, "benchmark", "slo", "steady"], None),
+     ["fp8: tput.sustainable_rate", "not checked for a steady state"]),
 ]
 
 
