@@ -18,6 +18,14 @@ whether the probes that decided the rate were steady (``SloResult.steady``), and
 when they were. Above capacity latency grows with the queue for as long as requests arrive, so an overloaded probe
 never looks steady by its own lifetime: a resized probe that got all the prompts it asked for and failed counts as a
 real failure (an overload), not a burst.
+
+Nor is a rate the server cannot complete worth probing: a Poisson rate above the requests per second the same server
+completed at saturation (``capacity_req_s``: the fastest repetition of its rate-inf point) builds a queue that only
+grows, so it cannot be sustainable. A rate above ``ABOVE_CAPACITY`` x that capacity (the margin covers the 10-29%
+spread between repetitions seen on the H200; not with ``slo.steady_windows`` 0) is decided as an overload without running (a row with
+``num_prompts`` 0 and ``not_run`` set). Above capacity a resized probe can send up to ``slo.max_num_prompts`` into that
+queue (stretch 4 of issue 16's study: one benchmark took 558 s with resizing, against 266-391 s before it; its log
+was lost, so where those seconds went is not known).
 """
 
 from __future__ import annotations
@@ -43,6 +51,25 @@ def meets(point: LoadPoint, slo: SloSpec) -> tuple[bool, str]:
 
 
 RESIZE_MARGIN = 1.25  # a resized probe's arrivals span this much more than steady_windows lifetimes (latency grows)
+ABOVE_CAPACITY = 1.5  # a rate above this x the saturated completion rate is an overload by arithmetic (not run)
+MAX_NOT_RUN = 20  # rates decided without running (they cost nothing, so they do not count against max_probes)
+
+
+def capacity(points: list[LoadPoint]) -> float | None:
+    """Requests per second the server completed at saturation: the fastest repetition of its ok rate-inf points
+    (None without one: a Poisson or concurrency point's req/s is what was offered, not what the server can do)."""
+    rates = [p.req_s * ((p.output_tok_s_max or p.output_tok_s) / p.output_tok_s)
+             for p in points if p.ok and p.request_rate == "inf" and p.req_s > 0 and p.output_tok_s > 0]
+    return max(rates) if rates else None
+
+
+def over_capacity_row(rate: float, capacity_req_s: float) -> dict:
+    return {"rate": rate, "num_prompts": 0, "meets": False, "not_run": True,
+            "why": f"not run: above {ABOVE_CAPACITY:g} x the {capacity_req_s:.1f} req/s this server completed at "
+                   "saturation, so its queue can only grow",
+            "output_tok_s": None, "req_s": None, "ttft_p99_ms": None, "tpot_p99_ms": None, "e2el_p50_ms": None,
+            "steady": True, "steady_why": "an overload by arithmetic (arrivals faster than the saturated completions)",
+            "bottleneck": None}
 
 
 def steadiness(point: LoadPoint, rate: float, num_prompts: int, slo: SloSpec) -> tuple[bool | None, str]:
@@ -102,21 +129,28 @@ def probe_steadily(probe: Callable[[float, int], LoadPoint], rate: float, num_pr
     return point, n, is_steady, how
 
 
-def search(probe: Callable[[float, int], LoadPoint], slo: SloSpec, num_prompts: int) -> SloResult:
+def search(probe: Callable[[float, int], LoadPoint], slo: SloSpec, num_prompts: int,
+           capacity_req_s: float | None = None) -> SloResult:
     """``probe(rate, num_prompts)``; ``num_prompts`` per probe unless one turns out a burst: then ``probe_steadily``
     runs it again with more prompts (at most ``slo.max_num_prompts``, default 20 x num_prompts). Re-runs do not count
-    against ``max_probes``; every run is listed (the superseded ones marked)."""
+    against ``max_probes``; every run is listed (the superseded ones marked). A rate above ``ABOVE_CAPACITY`` x
+    ``capacity_req_s`` (``capacity``) is decided an overload without running, and does not count either
+    (``slo.steady_windows`` 0 turns this check off with the steadiness check)."""
     cap = max(slo.max_num_prompts or 20 * num_prompts, num_prompts)
     probes: list[dict] = []
     good: float | None = None
     bad: float | None = None
     good_point: LoadPoint | None = None
     rate = slo.start_rate
-    decided = 0
+    decided = not_run = 0
     while decided < slo.max_probes:
-        point, n, is_steady, how = probe_steadily(probe, rate, num_prompts, cap, slo, probes)
-        decided += 1
-        probes.append(row := probe_row(rate, n, point, slo, is_steady, how))
+        if capacity_req_s and slo.steady_windows and rate > ABOVE_CAPACITY * capacity_req_s and not_run < MAX_NOT_RUN:
+            not_run += 1
+            probes.append(row := over_capacity_row(rate, capacity_req_s))
+        else:
+            point, n, is_steady, how = probe_steadily(probe, rate, num_prompts, cap, slo, probes)
+            decided += 1
+            probes.append(row := probe_row(rate, n, point, slo, is_steady, how))
         if row["meets"]:
             good, good_point = rate, point
         else:

@@ -37,7 +37,7 @@ from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_p
     KV_TOKENS_RE, MAX_CONC_RE, ServerError, engine_flags, free_port, kv_capacity, metrics_text, reset_prefix_cache,
     server_line, tail, vllm_server)
 from suite.stages.enginelog import parse_engine_start
-from suite.stages.benchmark.slo import search
+from suite.stages.benchmark.slo import capacity, search
 from suite.stages.benchmark.workload import task_prompts, write_dataset
 
 
@@ -308,7 +308,7 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
                     p = runner.measure(label, rate, None, prompts, 1)
                     return annotate(p, config, cost, peak, offline_tok_s)
 
-                slo = search(probe, config.slo, n)
+                slo = search(probe, config.slo, n, capacity([p for p in points if p.workload in (None, config.workloads[0])]))
             client_s += runner.client_s
             t_stop = time.perf_counter()
         served_s += time.perf_counter() - t_server

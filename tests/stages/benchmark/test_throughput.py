@@ -331,3 +331,34 @@ def test_a_lifetime_that_grows_near_capacity_gets_another_resize_and_failed_requ
     r = slo.search(failing, SloSpec(ttft_p99_ms=200, start_rate=64, min_rate=32, max_probes=2), 300)
     assert r.sustainable_rate is None and r.bracket_high == 32 and r.steady is True
     assert r.probes[0]["steady_why"].startswith("requests failed (12 requests failed)")
+
+
+def test_a_rate_above_the_saturated_capacity_is_decided_without_running():
+    # the same server as above, 100 req/s of capacity, whose saturation point completed 70 req/s in its median
+    # repetition and 80 in its fastest: 128 and 256 req/s are above 1.5 x 80, so they are overloads by arithmetic
+    sat = point(request_rate="inf", req_s=70.0, output_tok_s=17920.0)
+    sat = sat.model_copy(update={"output_tok_s_max": 17920.0 * 80 / 70})
+    assert slo.capacity([sat, point(request_rate=64, req_s=64.0, output_tok_s=16384.0)]) == pytest.approx(80.0)
+    assert slo.capacity([point(request_rate=64, req_s=64.0, output_tok_s=16384.0)]) is None  # offered, not capacity
+    probe, calls = bursty_server(capacity=100.0)
+    spec = SloSpec(ttft_p99_ms=200, tpot_p99_ms=50, start_rate=64, max_rate=256, max_probes=3)
+    r = slo.search(probe, spec, 300, capacity_req_s=slo.capacity([sat]))
+    # 64 (resized to 960), 128 not run, then 96 (resized) and 112 (resized): the third and last probe that ran
+    assert [c for c in calls if c[0] == 128] == [] and [c[0] for c in calls].count(64) == 2
+    (skipped,) = [p for p in r.probes if p.get("not_run")]
+    assert skipped["rate"] == 128 and skipped["num_prompts"] == 0 and not skipped["meets"] and skipped["steady"]
+    assert "80.0 req/s this server completed at saturation" in skipped["why"]
+    assert len({c[0] for c in calls}) == 3 and r.steady is True  # three rates run: not_run rows use no probe
+    assert r.sustainable_rate == 96 and r.bracket_high == 112
+    # with the steadiness check off (slo.steady_windows 0), the capacity check is off too: every rate runs
+    probe, calls = bursty_server(capacity=100.0)
+    r0 = slo.search(probe, spec.model_copy(update={"steady_windows": 0, "start_rate": 128}), 300, capacity_req_s=80.0)
+    assert calls[0] == (128, 300) and not any(p.get("not_run") for p in r0.probes)
+    # the report's chart draws the probes that ran, and leaves out the row decided without a point
+    from conftest import make_summary
+    from suite.outputs.report import throughput_chart
+
+    s = make_summary({"bf16": {"tput.output_tok_s": 17920.0}, "fp8": {"tput.output_tok_s": 17920.0}})
+    s.variants[0].benchmark.slo = r
+    svg = throughput_chart(s)
+    assert "SLO probe 96" in svg and "SLO probe 112" in svg and "SLO probe 128" not in svg
