@@ -50,7 +50,7 @@ from suite.recipe import DEFAULTS, PER_TASK, GateSpec
 from suite.analysis import perplexity
 from suite.analysis.paired import is_perplexity_metric
 from suite.analysis.records import RunSummary, VariantSummary
-from suite.analysis.summary import metric_name, variant_metrics
+from suite.analysis.summary import headline_rule, metric_name, variant_metrics
 
 EPS = 1e-9
 FIX_SUMMARY = "rerun `suite run` (or `--resume` it); a summary.json is written by the run, not by hand"
@@ -159,8 +159,9 @@ def recipe_gates(summary: RunSummary, source: str) -> GateSpec:
 # The run and the policy, before any number
 
 
-def _structure(s: RunSummary, src: str, bad) -> VariantSummary | None:
-    """The baseline, or None when the run is not what its recipe describes (problems through ``bad``)."""
+def _structure(s: RunSummary, src: str, bad):
+    """(the baseline, the run's recipe); the baseline None when the run is not what its recipe describes, and the
+    recipe None when its copy is not valid (problems through ``bad``)."""
     from pydantic import ValidationError
 
     from suite.recipe import Recipe
@@ -183,7 +184,7 @@ def _structure(s: RunSummary, src: str, bad) -> VariantSummary | None:
         first = e.errors()[0]
         bad("recipe", f"the run's recipe copy is not a valid recipe: {'.'.join(map(str, first['loc']))}: "
                       f"{first['msg']}", fix)
-        return None
+        return None, None
     if s.recipe_name != recipe.name:
         bad("recipe_name", f"{s.recipe_name!r} but the recipe is named {recipe.name!r}", fix)
     if bases and bases[0].name != recipe.baseline.name:
@@ -198,7 +199,7 @@ def _structure(s: RunSummary, src: str, bad) -> VariantSummary | None:
     tasks = [t.name for t in recipe.eval.tasks]
     if sorted(s.tasks) != sorted(tasks):
         bad("tasks", f"the run lists tasks [{', '.join(s.tasks)}] but its recipe evaluates [{', '.join(tasks)}]", fix)
-    return bases[0] if len(bases) == 1 and not dupes else None
+    return (bases[0] if len(bases) == 1 and not dupes else None), recipe
 
 
 def _policy_problems(policy: GateSpec, tasks: list[str], psrc: str, bad) -> None:
@@ -407,7 +408,7 @@ def run(config: GateConfig) -> GateResult:
         return bad
 
     bad = bad_in(src)
-    base = _structure(s, src, bad)
+    base, recipe = _structure(s, src, bad)
     _policy_problems(policy, list(s.tasks), psrc, bad_in(psrc))
     if base is None or result.problems:
         return result
@@ -421,7 +422,7 @@ def run(config: GateConfig) -> GateResult:
         return result
 
     bursts_said: set[str] = set()
-    headline = (s.recipe.get("throughput") or {}).get("headline", "max")
+    headline = headline_rule(recipe)
     for v in s.variants:
         if v is base:
             continue

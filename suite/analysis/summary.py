@@ -61,6 +61,11 @@ def headline_point(bench: BenchmarkResult, rule: str) -> LoadPoint | None:
     return max(ok, key=lambda p: p.output_tok_s) if rule == "max" else ok[-1]
 
 
+def headline_rule(recipe) -> str:
+    """The recipe's ``throughput.headline`` (``headline_point``'s rule), "max" for a recipe without throughput."""
+    return recipe.throughput.headline if recipe.throughput else "max"
+
+
 def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
     m: dict[str, float] = {}
     if v.evaluate:
@@ -293,7 +298,7 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         if v.kvcheck is not None:
             summary.warnings += kv_warnings(v)
         summary.warnings += slo_warnings(v)
-        v.metrics = variant_metrics(v, recipe.throughput.headline if recipe.throughput else "max")
+        v.metrics = variant_metrics(v, headline_rule(recipe))
     add_cost(summary, recipe.throughput.gpu_hour_cost if recipe.throughput else None)
     if any(v.is_baseline and v.metrics for v in summary.variants):
         add_deltas(summary.variants)

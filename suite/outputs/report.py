@@ -79,9 +79,8 @@ def throughput_chart(s: RunSummary):
         for p in b.points:
             if p.ok and isinstance(p.request_rate, (int, float)):
                 series.setdefault(v.name, []).append((float(p.request_rate), p.output_tok_s, f"{v.name} {p.label}"))
-        if b.slo:
-            for q in (q for q in b.slo.probes if not q.get("superseded") and not q.get("not_run")):  # a burst re-run
-                # longer: its re-run only; a rate above capacity decided without running has no point to draw
+        if b.slo:  # a burst re-run longer: its re-run only; a rate decided above capacity without running: no point
+            for q in (q for q in b.slo.probes if not q.get("superseded") and not q.get("not_run")):
                 series.setdefault(v.name, []).append((q["rate"], q["output_tok_s"], f"{v.name} SLO probe {q['rate']}: {q['why']}"))
     return scatter_svg(series, "offered rate (req/s)", "output tok/s") if series else None
 
