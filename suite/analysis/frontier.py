@@ -54,14 +54,39 @@ class FrontierResult:
     html: Path | None = None
     cost_png: Path | None = None  # accuracy against the cost counterpart of the throughput metric, when priced
     cost_pareto: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # on an SLO-rate axis: rates not checked as steady
+
+
+def at_slo_rate(metric: str) -> bool:
+    """The axes read at the SLO search's sustainable rate (its tok/s, its cost)."""
+    return metric in ("tput.sustainable_output_tok_s", "cost.per_1m_output_tokens.slo")
+
+
+def unchecked_rate(v) -> bool:
+    """A sustainable rate whose steadiness was not checked (``slo.steady`` None: a result from before the check,
+    no e2e latency, or ``slo.steady_windows: 0``): it may be a burst's, so it is no point on an SLO-rate axis, as
+    the gate does not judge it either (summary.slo_warnings says so for the run)."""
+    slo = v.benchmark.slo if v.benchmark is not None else None
+    return slo is not None and slo.sustainable_rate is not None and slo.steady is not True
+
+
+def left_out(runs: list[RunSummary], throughput: str) -> list[str]:
+    """The variants ``collect`` leaves off an SLO-rate axis because their rate's steadiness was not checked."""
+    if not at_slo_rate(throughput):
+        return []
+    return [v.name if len(runs) == 1 else f"{r.recipe_name}/{v.name}"
+            for r in runs for v in r.variants if throughput in v.metrics and unchecked_rate(v)]
 
 
 def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[FrontierPoint]:
-    """One point per variant with both metrics; named <recipe>/<variant> (and the run) across runs."""
+    """One point per variant with both metrics; named <recipe>/<variant> (and the run) across runs. On an SLO-rate
+    axis a rate not checked as steady is left out (``left_out`` names them)."""
     names = {r.recipe_name for r in runs}
     points = []
     for r in runs:
         for v in r.variants:
+            if at_slo_rate(throughput) and unchecked_rate(v):
+                continue
             if throughput in v.metrics and accuracy in v.metrics:
                 name = v.name if len(runs) == 1 else f"{r.recipe_name}/{v.name}"
                 if len(runs) > len(names):  # the same recipe more than once: say which run

@@ -35,6 +35,9 @@ def cmd_frontier(args) -> int:
         print(f"{'*' if p.name in res.pareto else ' '} {p.name:<40} {p.throughput:>12,.1f} tok/s  {p.accuracy:.4f}"
               + ("  (baseline)" if p.is_baseline else ""))
     print(f"* = on the Pareto front; {res.png}, {res.html}")
+    if res.left_out:  # the gate does not judge these rates either
+        print(f"not shown: {', '.join(res.left_out)}: the SLO rate's steadiness was not checked (it may be a "
+              "burst's; set throughput.slo.steady_windows and run the benchmark again)")
     if res.cost_png:  # priced runs (throughput.gpu_hour_cost): accuracy against cost per 1M output tokens
         print(f"cost front (lower cost is better): {', '.join(res.cost_pareto)}; {res.cost_png}")
     return EXIT_OK

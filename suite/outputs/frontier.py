@@ -17,9 +17,10 @@ point's figures on hover, the tables of points with the front marked, the prices
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
-from suite.analysis.frontier import (COST_OF, FrontierConfig, FrontierResult, collect, cost_currency,
+from suite.analysis.frontier import (COST_OF, FrontierConfig, FrontierResult, collect, cost_currency, left_out,
                                      lower_is_better, pareto_front)
 from suite.analysis.records import RunSummary
 
@@ -53,7 +54,8 @@ def run(config: FrontierConfig) -> FrontierResult:
             draw(runs, config, cpts, cfront, cost, cost_png)
             cost_front = [p.name for p in cfront]
     html = write_html(config, runs) if config.out_html else None
-    return FrontierResult(points, [p.name for p in front], config.out_png, html, cost_png, cost_front)
+    return FrontierResult(points, [p.name for p in front], config.out_png, html, cost_png, cost_front,
+                          left_out(runs, config.throughput))
 
 
 def draw(runs: list[RunSummary], config: FrontierConfig, points, front, x: str, out: Path) -> Path:
@@ -76,12 +78,20 @@ def draw(runs: list[RunSummary], config: FrontierConfig, points, front, x: str, 
     title = runs[0].recipe_name if len({r.recipe_name for r in runs}) == 1 else f"{len(runs)} runs"
     what = "cost" if lower_is_better(x) else "throughput"
     ax.set_title(f"{title}: accuracy vs {what} ({', '.join(sorted({r.platform for r in runs}))})")
+    bottom, notes = 0.0, []
     if lower_is_better(x):
-        ax.text(0.01, 0.01, "price: " + "; ".join(price_notes(runs)), transform=ax.transAxes, fontsize=7,
-                color="tab:gray", va="bottom")
+        notes.append("price: " + "; ".join(price_notes(runs)))
+    if missing := left_out(runs, x):
+        notes.append(f"not shown: {', '.join(missing)} (the SLO rate's steadiness was not checked: it may be a burst's)")
+    if notes:
+        # under the axes, wrapped to the figure's width: a recipe's price source is often longer than the chart (a
+        # URL, a date, alternatives seen), and clipped it would hide the assumption
+        note = "\n".join(textwrap.fill(n, width=130) for n in notes)
+        fig.text(0.01, 0.01, note, fontsize=6.5, color="tab:gray", va="bottom", ha="left")
+        bottom = 0.03 + 0.025 * (note.count("\n") + 1)
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     plt.close(fig)
@@ -122,6 +132,7 @@ def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
             charts.append({"key": key, "title": f"{key} against {'cost' if cost else 'throughput'}", "chart": chart,
                            "points": pts, "front": front, "x_head": unit, "x_fmt": "{:,.4f}" if cost else "{:,.1f}"})
     page = render("frontier.html.j2", throughput=config.throughput, charts=charts, prices=price_notes(runs),
+                  left_out=left_out(runs, config.throughput),
                   mixed_currencies=any(r.cost for r in runs) and cost_currency(runs) is None)
     config.out_html.parent.mkdir(parents=True, exist_ok=True)
     config.out_html.write_text(page, encoding="utf-8")

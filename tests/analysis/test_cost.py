@@ -139,6 +139,54 @@ def test_frontier_draws_the_cost_chart_with_the_price(tmp_path):
     assert res.pareto == ["fp8", "bf16", "fp8-tp"] and res.cost_png is None
 
 
+def test_a_long_price_source_is_wrapped_onto_the_cost_chart_not_clipped(tmp_path):
+    """The study's source line (a URL, a date, another quote seen) was wider than the chart: matplotlib could not
+    lay the figure out and the end of the assumption fell off the PNG (H200 study, stretch 5)."""
+    import warnings
+
+    from suite.outputs import frontier
+
+    source = ("ASSUMPTION: public on-demand list price of one H200 SXM GPU-hour, Spheron, as of 2026-03-17 "
+              "(https://www.spheron.network/blog/nvidia-h200-vs-b200-vs-gb200); other public H200 on-demand "
+              "quotes seen: USD 3.50 (gpuaas.com, 2026-05-26). Replace with your own rate.")
+    s = priced_run({**PRICE, "source": source})
+    for v in s.variants:
+        v.metrics["acc.mean"] = 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Tight layout not applied" is a UserWarning
+        res = frontier.run(fa.FrontierConfig(s, tmp_path / "f.png"))
+    assert res.cost_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_slo_frontier_leaves_out_rates_not_checked_as_steady(tmp_path, capsys):
+    """The study's four benchmarks from before the steadiness check put burst rates on the SLO chart: fp8-dynamic
+    'sustained' 20,714 tok/s against 18,675 at saturation. A rate the gate would not judge is no point there."""
+    from types import SimpleNamespace
+
+    from suite.cli.report import cmd_frontier
+    from suite.outputs import frontier
+
+    s = priced_run()
+    for v, acc in zip(s.variants, (0.60, 0.59, 0.61)):
+        v.metrics["acc.mean"] = acc
+    s.variants[0].benchmark.slo.steady = True  # bf16 checked; fp8's rate unchecked (None); fp8-tp found none
+    for key in ("tput.sustainable_output_tok_s", "cost.per_1m_output_tokens.slo"):
+        res = frontier.run(fa.FrontierConfig(s, tmp_path / "f.png", throughput=key, out_html=tmp_path / "f.html"))
+        assert [p.name for p in res.points] == ["bf16"] and res.left_out == ["fp8"]
+        assert "Not shown: fp8." in res.html.read_text()
+    assert frontier.run(fa.FrontierConfig(s, tmp_path / "g.png")).left_out == []  # saturation: every point
+    s.variants[1].benchmark.slo.steady = True
+    assert fa.left_out([s], "tput.sustainable_output_tok_s") == []
+    s.variants[1].benchmark.slo.steady = None
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    s.run_dir = str(run_dir)
+    (run_dir / "summary.json").write_text(s.model_dump_json())
+    args = SimpleNamespace(runs=[str(run_dir)], out=str(tmp_path / "cli"), accuracy="acc.mean", throughput="slo")
+    assert cmd_frontier(args) == 0
+    assert "not shown: fp8: the SLO rate's steadiness was not checked" in capsys.readouterr().out
+
+
 def test_frontier_without_price_or_with_mixed_currencies_has_no_cost_chart(tmp_path):
     from suite.outputs import frontier
 
