@@ -13,6 +13,12 @@ regexes (vLLM <= 0.10 wrote "seconds" where it now writes "s", "takes" where it 
 - ``compilation/monitor.py``: "torch.compile took %.2f s in total", ``compilation/decorators.py``: "torch.compile
   and initial profiling/warmup run together took %.2f s in total" (the fallbacks for compile_s)
 - ``v1/worker/gpu_model_runner.py`` (GPU only): "Graph capturing finished in %.0f secs, took %.2f GiB"
+- ``utils/jit_monitor.py`` (GPU, vLLM >= 0.2x): "Kernel JIT monitor activated", logged when the worker's warm-up is
+  done. From the graph-capture line to it (the lines' own timestamps, whole seconds): ``after_graphs_s``. In vLLM
+  0.26's worker that span holds the sampler warm-up and inductor's once-per-process lazy init
+  (``trigger_inductor_lazy_init``); on the project's H200 it took 106-118 s for the first engine on a fresh machine
+  and 8-9 s for every later one (docs/results/h200-study-20261203/stretch5): a per-machine cost inside
+  ``init_engine_s`` that neither ``compile_s`` nor ``cuda_graphs_s`` shows.
 
 With ``enforce_eager`` (the CPU demo) there is neither torch.compile nor a CUDA graph: those parts are
 None. An engine of several workers (tensor or data parallel) logs a line per worker, in parallel: the
@@ -39,6 +45,10 @@ PATTERNS = {
                             rf"\(compilation: {_NUM} s"),
     "cuda_graphs_s": re.compile(rf"Graph capturing finished in {_NUM} secs"),
 }
+# vLLM's log prefix "INFO 12-03 13:55:33 [file.py:N] message": month-day and time, no year
+_STAMPED = r"(\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]+\] "
+GRAPHS_DONE = re.compile(_STAMPED + r"Graph capturing finished in")
+WARM = re.compile(_STAMPED + r"Kernel JIT monitor activated")
 COMPILE_FALLBACK = re.compile(rf"torch\.compile (?:and initial profiling/warmup run together )?(?:took|takes) "
                               rf"{_NUM} s in total")
 
@@ -56,10 +66,27 @@ def parse_engine_start(text: str, total_s: float | None = None) -> EngineStart:
     loading = parts["model_load_s"]
     if loading is None and (parts["model_init_s"] is not None or parts["weights_s"] is not None):
         loading = (parts["model_init_s"] or 0.0) + (parts["weights_s"] or 0.0)
+    parts["after_graphs_s"] = _span(GRAPHS_DONE, WARM, text)
     other = None
     if total_s is not None and loading is not None and parts["init_engine_s"] is not None:
         other = max(0.0, total_s - loading - parts["init_engine_s"])
     return EngineStart(total_s=total_s, other_s=other, **parts)
+
+
+def _span(start: re.Pattern, end: re.Pattern, text: str) -> float | None:
+    """Seconds from the last ``start`` line to the last ``end`` line by their log timestamps (None without both, or
+    when the end comes first: lines of another start)."""
+    from datetime import datetime
+
+    def last(p: re.Pattern):
+        found = p.findall(text)
+        # a leap year, so that a 02-29 stamp parses; a span over New Year's Eve comes out negative and is dropped
+        return datetime.strptime(f"2000-{found[-1]}", "%Y-%m-%d %H:%M:%S") if found else None
+
+    a, b = last(start), last(end)
+    if a is None or b is None or b < a:
+        return None
+    return (b - a).total_seconds()
 
 
 class StdoutWindow:

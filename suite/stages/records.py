@@ -59,6 +59,9 @@ class EngineStart(Record):
         None, description="'init engine (profile, create kv cache, warmup model) took': holds compile and graphs")
     compile_s: Optional[float] = Field(None, description="torch.compile (the init-engine line's 'compilation')")
     cuda_graphs_s: Optional[float] = Field(None, description="'Graph capturing finished in N secs' (whole seconds)")
+    after_graphs_s: Optional[float] = Field(
+        None, description="graph capture's end to 'Kernel JIT monitor activated' by the log's timestamps (whole "
+        "seconds; part of init_engine_s): the worker's last warm-up, ~110 s for a fresh machine's first engine")
     other_s: Optional[float] = Field(
         None, description="total minus loading and init engine: process start, imports, tokenizer, API server")
 

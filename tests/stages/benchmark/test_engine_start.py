@@ -74,3 +74,26 @@ def test_parallel_workers_keep_the_largest_and_missing_lines_stay_none():
     assert empty.total_s == 3.0 and empty.other_s is None
     assert all(getattr(empty, f) is None for f in ("model_init_s", "weights_s", "model_load_s", "init_engine_s",
                                                    "compile_s", "cuda_graphs_s"))
+
+
+@pytest.mark.parametrize("log, after_graphs, init_engine", [
+    # issue 16's study on the project's H200 (vLLM 0.26.0, Qwen2.5-Coder-0.5B, 2 API servers), each log cut at
+    # "Starting vLLM server": fp8-dynamic-kv, the first engine on a fresh machine (stretch 5), and fp8-static, the
+    # second benchmark's engine of stretch 3 (docs/results/h200-study-20261203/stretch{3,5})
+    ("h200-vllm-0.26-serve-start-first-on-machine.log", 118.0, 159.13),
+    ("h200-vllm-0.26-serve-start-later-on-machine.log", 8.0, 46.28),
+])
+def test_the_warm_up_after_graph_capture_from_real_h200_starts(log, after_graphs, init_engine):
+    s = parse_engine_start((DATA / log).read_text())
+    assert (s.after_graphs_s, s.init_engine_s) == (after_graphs, init_engine)
+    # inside init engine, beside torch.compile and the graphs; on the fresh machine it is most of it
+    assert s.compile_s + s.cuda_graphs_s + s.after_graphs_s <= s.init_engine_s
+
+
+def test_the_warm_up_span_needs_both_lines_in_order():
+    assert parse_engine_start(GPU_LOG).after_graphs_s is None  # no JIT-monitor line (vLLM before it existed)
+    jit = "(EngineCore pid=9) INFO 11-29 10:00:57 [jit_monitor.py:79] Kernel JIT monitor activated; mode=warn.\n"
+    assert parse_engine_start(GPU_LOG + jit).after_graphs_s is None  # before the graphs' line: not this start's
+    late = jit.replace("11-29 10:00:57", "11-29 10:02:40")
+    assert parse_engine_start(GPU_LOG + late).after_graphs_s == 102.0
+    assert parse_engine_start(late).after_graphs_s is None
