@@ -217,3 +217,31 @@ def test_recorded_h200_points_at_the_sequence_cap_with_an_idle_gpu_are_engine_cp
     # and a GPU that was busy at the cap keeps the cap's label (a bigger batch is more work per kernel there)
     busy = [{**s, "gpu": [{**g, "util_pct": 99.0} for g in s.get("gpu", [])]} for s in rows]
     assert bottleneck.classify(point(), bottleneck.summarize(busy), roofline=STUDY[variant])[0] == "seq-cap"
+
+
+# Recorded on the project's H200 (vLLM 0.26.0, 4 API servers, the Llama-3-8B shape with random weights, 1,500 random
+# 512/256 prompts at rate inf; docs/results/h200-gpubound-20261203), each point's roofline from its result. The same
+# queue as the 0.5B points above (the batch up to vLLM's 1,024, ~440 waiting on average), but with ~16x the tensor
+# work per step: BF16's kernels ran 91% of the time at 674 W of 700 -- the first GPU-bound point the suite recorded.
+# With an FP8 KV cache the GPU was 85% busy at 615 W and the engine core at 78%: between the thresholds, undecided.
+EIGHT_B = {"bf16": {"tensor_frac": 0.4260, "hbm_frac": 0.2039}, "bf16-fp8kv": {"tensor_frac": 0.4038, "hbm_frac": 0.1155}}
+
+
+@pytest.mark.parametrize("variant", sorted(EIGHT_B))
+def test_recorded_h200_8b_shape_points_read_gpu_bound_or_undecided(variant):
+    from conftest import ROOT
+
+    path = ROOT / "tests/stages/benchmark/data" / f"h200-vllm-0.26-llama3-8b-shape-{variant}-rate-inf-1500.monitor.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    st = bottleneck.summarize(rows)
+    assert st.running_max == 1024 and st.waiting_mean > 400 and st.queued_at_peak_frac < 0.5 and st.gpu_samples == 60
+    label, reason = bottleneck.classify(point(), st, roofline=EIGHT_B[variant])
+    if variant == "bf16":
+        assert st.gpu_util_mean > 90 and st.gpu_power_w_mean > 0.9 * st.gpu_power_limit_w
+        assert label == "gpu" and "drawing power" in reason, reason  # 43% of the tensor roof: not near a roof
+    else:
+        assert 70 < st.gpu_util_mean < 90 and st.loaded_engine_core_cpu_pct < 90
+        assert label == "engine" and "GPU evidence does not decide" in reason, reason
+    # without the NVML readings both are the old, undivided label
+    blind = bottleneck.summarize([{k: v for k, v in s.items() if k != "gpu"} for s in rows])
+    assert bottleneck.classify(point(), blind, roofline=EIGHT_B[variant])[0] == "engine"
