@@ -9,8 +9,8 @@ ratio to the baseline, each load point's figures, the SLO search's sustainable r
 was a burst), cost per 1M output tokens at both (the recipe's gpu_hour_cost) -- suite.analysis.summary's
 variant_metrics / add_cost / add_deltas / slo_warnings, as summary.json would have them. Each point's bottleneck label
 is given as the run recorded it and as the current rule reads the same recorded evidence
-(suite.stages.benchmark.bottleneck.classify on the point's server statistics and roofline, with max_num_seqs and
-pipeline parallelism from the recipe's engine_args for the variant), so that a label rule
+(suite.stages.benchmark.bottleneck.relabel: classify on the point's server statistics and roofline, with max_num_seqs
+and pipeline parallelism from the recipe's engine_args for the variant), so that a label rule
 fixed after a run shows where it changes the reading. Nothing here decides anything: `suite gate` reads a finished
 run's summary.json.
 """
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from suite.analysis.records import RunSummary, VariantSummary  # noqa: E402
 from suite.analysis.summary import add_cost, add_deltas, slo_warnings, variant_metrics  # noqa: E402
 from suite.recipe import Recipe  # noqa: E402
-from suite.stages.benchmark.bottleneck import classify  # noqa: E402
+from suite.stages.benchmark.bottleneck import relabel  # noqa: E402
 from suite.stages.benchmark.records import BenchmarkResult  # noqa: E402
 
 
@@ -80,11 +80,9 @@ def main(argv=None) -> int:
                           for k in ("cost.per_1m_output_tokens", "cost.per_1m_output_tokens.slo"))
         print(f"| {v.name} | {m['tput.output_tok_s']:,.0f} ({ratio:.3f}) | {slo} | {cost} | "
               f"{b.server_start_s:.0f} | {b.wall_s:.0f} |")
-        max_num_seqs = v.engine_args.get("max_num_seqs")
         rows = []
         for p in b.points:
-            label, reason = classify(p, p.server, max_num_seqs, p.roofline or None,
-                                     int(v.engine_args.get("pipeline_parallel_size") or 1))
+            label, reason = relabel(p, v.engine_args)
             rows.append({"label": p.label, "output_tok_s": p.output_tok_s,
                          "repetitions": [r.get("output_tok_s") for r in p.repetitions],
                          "ttft_p50_ms": p.ttft_p50_ms, "ttft_p99_ms": p.ttft_p99_ms, "tpot_p50_ms": p.tpot_p50_ms,

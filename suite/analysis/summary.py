@@ -307,6 +307,15 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
     summary.stage_wall_s = stage_wall_s
 
 
+def point_bounds(v: VariantSummary) -> list[tuple[str, str]]:
+    """Each load point's bound and its reason, in the points' order, by the current rule with the label recorded when
+    the point ran beside it when they differ ("engine-cpu (as run: seq-cap)": suite.stages.benchmark.labels). For the
+    summary's table and the report: a resumed run keeps results labelled under an older rule."""
+    from suite.stages.benchmark.labels import shown_label
+
+    return [shown_label(p, v.engine_args) for p in v.benchmark.points] if v.benchmark is not None else []
+
+
 def slo_warnings(v: VariantSummary) -> list[str]:
     """The SLO search's rate is a sustained one only if its deciding probes were (``suite.stages.benchmark.slo``)."""
     slo = v.benchmark.slo if v.benchmark is not None else None

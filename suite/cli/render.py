@@ -45,8 +45,11 @@ def print_summary(summary) -> None:
 
 def print_load_points(summary) -> None:
     """Every load point of every variant: median output tok/s and its spread, p99 latencies, and what
-    bounded the point (suite.stages.benchmark.bottleneck)."""
+    bounded the point (suite.stages.benchmark.bottleneck: by the current rule, the label as run beside it when the
+    rule has changed since)."""
     from rich.table import Table
+
+    from suite.analysis.summary import point_bounds
 
     table = Table(title="load points (median of repetitions; bound = what limited the point)")
     for head in ("variant", "point", "out tok/s", "min-max", "req/s", "TTFT p99 ms", "TPOT p99 ms", "of offline",
@@ -54,11 +57,11 @@ def print_load_points(summary) -> None:
         table.add_column(head, justify="left" if head in ("variant", "point", "bound") else "right")
     rows = 0
     for v in summary.variants:
-        for p in v.benchmark.points if v.benchmark else []:
+        for p, (bound, _) in zip(v.benchmark.points if v.benchmark else [], point_bounds(v)):
             spread = f"{p.output_tok_s_min:.0f}-{p.output_tok_s_max:.0f}" if p.output_tok_s_min is not None else "-"
             ceiling = f"{p.ceiling_fraction:.0%}" if p.ceiling_fraction is not None else "-"
             table.add_row(v.name, p.label, f"{p.output_tok_s:.1f}" if p.ok else "failed", spread, f"{p.req_s:.2f}",
-                          f"{p.ttft_p99_ms:.0f}", f"{p.tpot_p99_ms:.1f}", ceiling, p.bottleneck or "-")
+                          f"{p.ttft_p99_ms:.0f}", f"{p.tpot_p99_ms:.1f}", ceiling, bound)
             rows += 1
     if rows:
         _wide_console().print(table)

@@ -157,7 +157,11 @@ def context(s: RunSummary, gate) -> dict:
     # HumanEval's programs: namespaces (contained) or process (weaker, asked for by the recipe)
     sandboxes = [[v.name, v.evaluate.code_sandbox] for v in s.variants
                  if v.evaluate is not None and getattr(v.evaluate, "code_sandbox", None)]
-    return {"s": s, "gate": gate, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
+    from suite.analysis.summary import point_bounds
+
+    # each load point's bound by the current rule (the label as run beside it when they differ), in the points' order
+    bounds = {v.name: point_bounds(v) for v in s.variants if v.benchmark}
+    return {"s": s, "gate": gate, "bounds": bounds, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
             "span": span, "sandboxes": sandboxes, "stage_wall": [[k, f"{v:.1f}", f"{s.stage_elapsed_s[k]:.1f}" if k in s.stage_elapsed_s else "-"]
                            for k, v in s.stage_wall_s.items()],
             "frontier_png": png_data, "frontier_chart": frontier_chart(s), "has_points": has_points,

@@ -37,7 +37,8 @@ import urllib.error
 import urllib.request
 from statistics import fmean
 
-from suite.stages.benchmark.gpumon import BUSY_CORE, GpuSampler, gpu_evidence, summarize_gpu
+from suite.stages.benchmark.gpumon import GpuSampler, summarize_gpu
+from suite.stages.benchmark.labels import BUSY_CORE, classify, relabel, shown_label  # noqa: F401 (the stage's API)
 from suite.stages.benchmark.records import LoadPoint, ServerStats
 
 GAUGES = {
@@ -215,57 +216,3 @@ def summarize(samples: list[dict]) -> ServerStats:
     )
 
 
-def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None,
-             roofline: dict | None = None, pipeline_parallel: int = 1) -> tuple[str, str]:
-    """(label, reason) for one load point; see the module docstring for the labels. ``roofline`` (the point's
-    implied fractions, ``suite.stages.benchmark.roofline.implied``) says how a GPU-bound point used the GPU.
-
-    ``max_num_seqs`` is the recipe's engine argument when it sets one. When it does not, a cap is
-    inferred from the samples: requests waited and, in at least half of those samples, the running
-    count sat at its peak (vLLM does not report its max_num_seqs; on an H200 its default is 1024).
-    """
-    if stats is None or stats.samples == 0:
-        return "unknown", "no server metrics were sampled during the point"
-    if (stats.preemptions or 0) > 0 or (stats.kv_usage_max or 0) >= 0.95:
-        return "kv-cache", (f"{stats.preemptions or 0:.0f} preemptions, KV-cache usage peaked at "
-                            f"{100 * (stats.kv_usage_max or 0):.0f}%")
-    running_max = stats.running_max or 0
-    cap, source = max_num_seqs, "engine_args"
-    if cap is None and (stats.queued_at_peak_frac or 0) >= 0.5 and running_max >= 2:
-        cap, source = int(running_max), "not set by the recipe: the engine's default"
-    at_cap = bool(cap) and running_max >= cap
-    queued = (stats.waiting_mean or 0) >= 1 or at_cap
-    split = gpu_evidence(stats, roofline, pipeline_parallel) if queued else None
-    if at_cap and (stats.waiting_max or 0) >= 1:
-        held = (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, KV cache at most "
-                f"{100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} ({source}) held the batch")
-        if split is not None and split[0] == "engine-cpu":
-            # the cap held the batch, but the engine loop's host side was already a full core with the GPU idle: a
-            # bigger batch is more host work per step, not more steps (Qwen 0.5B on the H200, issue 16)
-            return split[0], (f"{split[1]}. The batch also sat at its cap ({held}); a larger cap would add host "
-                              "work to every step too: measure it before expecting tok/s from it")
-        return "seq-cap", (f"{held}, not KV space; raising engine_args.max_num_seqs trades queueing (TTFT) for "
-                           "per-token latency, and adds tok/s only if the GPU has compute left")
-    if queued:  # at an inferred cap something waited: seq-cap above
-        if split is not None:
-            return split
-        return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting, "
-                          f"{stats.running_mean or 0:.0f} running): it, not the front end, set the pace")
-    if (stats.client_cpu_pct or 0) >= BUSY_CORE:
-        return "client", (f"the benchmark client used {stats.client_cpu_pct:.0f}% of a core while the "
-                          "engine had no queue: the client, not the server, set the pace")
-    if (stats.api_server_cpu_pct or 0) >= BUSY_CORE:
-        return "frontend", (f"an API-server process used {stats.api_server_cpu_pct:.0f}% of a core while the "
-                            "engine had no queue: add API servers (api_server_count)")
-    offered = point.request_rate
-    if isinstance(offered, (int, float)) and point.max_concurrency is None:
-        return "offered-load", (f"no queue at the engine at the offered {offered} req/s: the load, not the server, "
-                                f"was the limit ({point.req_s:.2f} req/s over the whole point, last replies included)")
-    if (stats.engine_core_cpu_pct or 0) >= BUSY_CORE:
-        return "engine", (f"the engine-core process was busy ({stats.engine_core_cpu_pct:.0f}% CPU) with no queue: "
-                          "on the CPU backend that is the compute; on a GPU, the scheduler loop")
-    if point.completed and (stats.running_max or 0) >= point.completed:
-        return "unsaturated", (f"all {point.completed} requests ran at once: the point is smaller than the engine's "
-                               "batch (use more prompts or a concurrency point)")
-    return "unsaturated", ("no engine queue, no preemption and no busy process: the limit is elsewhere "
-                           "(sampling interval, scheduling, or a short point)")

@@ -41,11 +41,9 @@ from __future__ import annotations
 import os
 from statistics import fmean
 
-BUSY_UTIL = 90.0
-IDLE_UTIL = 70.0
-NEAR_ROOF = 0.5
-LOW_POWER = 0.6
-BUSY_CORE = 90.0
+# the thresholds and the GPU-evidence rule live with the labels (pure functions of a record)
+from suite.stages.benchmark.labels import (BUSY_CORE, BUSY_UTIL, IDLE_UTIL, LOW_POWER,  # noqa: E402,F401
+                                          MIN_SAMPLES, NEAR_ROOF, gpu_evidence)
 
 
 def load_nvml():
@@ -157,49 +155,3 @@ def summarize_gpu(samples: list[dict]) -> dict:
             "gpu_mem_used_gib_max": max(mem) / 1024 if mem else None}
 
 
-MIN_SAMPLES = 3  # fewer loaded samples with GPU readings than this: no GPU verdict
-
-
-def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tuple[str, str] | None:
-    """(label, reason) splitting ``engine`` by the GPU samples (see the module docstring), or None without them.
-    Utilisation, power and the engine core's CPU are read over the same loaded samples (``bottleneck.summarize``)."""
-    util = getattr(stats, "gpu_util_mean", None)
-    if util is None or stats.gpu_samples < MIN_SAMPLES:
-        return None
-    if pipeline_parallel > 1:  # each stage's GPU idles while the others work: low utilisation is not host time
-        return "engine", (f"the engine had a queue (mean {stats.waiting_mean or 0:.1f} waiting); with pipeline "
-                          f"parallel {pipeline_parallel} the GPUs' {util:.0f}% busy does not separate GPU from host")
-    roof = roofline or {}
-    tensor, hbm = roof.get("tensor_frac"), roof.get("hbm_frac")
-    power, limit = stats.gpu_power_w_mean, stats.gpu_power_limit_w
-    power_frac = power / limit if power is not None and limit else None
-    figures = (f"kernels ran {util:.0f}% of the time"
-               + (f", {power:.0f} W of {limit:.0f}" if power_frac is not None else "")
-               + (f", tensor {100 * tensor:.1f}% / HBM {100 * hbm:.1f}% of peak (roofline)"
-                  if tensor is not None and hbm is not None else ""))
-    queue = f"mean {stats.waiting_mean or 0:.1f} waiting, {stats.running_mean or 0:.0f} running"
-    core = stats.loaded_engine_core_cpu_pct if stats.loaded_engine_core_cpu_pct is not None else stats.engine_core_cpu_pct
-    client = stats.loaded_client_cpu_pct
-    if client is not None and client >= BUSY_CORE:  # not the limit while the engine queues, but it colours latencies
-        figures += (f"; the benchmark client used {client:.0f}% of a core too, so its TTFT/TPOT may include "
-                    "the client's own lag")
-    if util >= BUSY_UTIL:
-        if tensor is not None and hbm is not None and max(tensor, hbm) >= NEAR_ROOF:
-            how = "near its " + ("tensor" if tensor >= hbm else "memory-bandwidth") + " roof"
-        elif tensor is not None and hbm is not None and (power_frac is None or power_frac < LOW_POWER):
-            how = ("far from both roofs: busy with small, latency-bound kernels; more work per step (a larger "
-                   "batch) would use it better than a faster GPU")
-        elif tensor is not None and hbm is not None:
-            how = ("far from both roofs of the model's arithmetic yet drawing power: work the roofline leaves out "
-                   "(attention, activations, recomputation) may be what fills it")
-        else:
-            how = "no roofline to say how close to its roofs"
-        return "gpu", f"the engine had a queue ({queue}) and the GPU was busy ({figures}): {how}"
-    if util < IDLE_UTIL and core is not None and core >= BUSY_CORE:
-        return "engine-cpu", (f"the engine had a queue ({queue}) while the GPU idled ({figures}) and the engine-core "
-                              f"process was at {core:.0f}% of a core: the host side of its loop (scheduling, input "
-                              "preparation, output processing, kernel launches) set the pace. The idle GPU is the "
-                              "evidence; a full core alone is not (a CUDA sync spin-waits at 100% too)")
-    core_said = f"{core:.0f}%" if core is not None else "unknown"
-    return "engine", (f"the engine had a queue ({queue}); GPU evidence does not decide ({figures}, engine core "
-                      f"{core_said} CPU)")

@@ -245,3 +245,28 @@ def test_recorded_h200_8b_shape_points_read_gpu_bound_or_undecided(variant):
     # without the NVML readings both are the old, undivided label
     blind = bottleneck.summarize([{k: v for k, v in s.items() if k != "gpu"} for s in rows])
     assert bottleneck.classify(point(), blind, roofline=EIGHT_B[variant])[0] == "engine"
+
+
+def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsys):
+    """Issue 16's study kept stretch 3's four benchmarks, labelled `seq-cap` when they ran, beside a fifth labelled
+    `engine-cpu` on the same kind of evidence (stretch 5): the summary's table and the report read every point by the
+    current rule and keep the recorded label beside it."""
+    from types import SimpleNamespace
+
+    from conftest import ROOT
+    from suite.cli.render import print_load_points
+    from suite.stages.benchmark.records import BenchmarkResult
+
+    res = BenchmarkResult.read(ROOT / "docs/results/h200-study-20261203/stretch3/fp8-static.benchmark.result.json")
+    assert [p.bottleneck for p in res.points] == ["seq-cap", "seq-cap"]
+    label, reason = bottleneck.relabel(res.points[0], {})
+    assert label == "engine-cpu" and "GPU idled" in reason and "max_num_seqs=1024" in reason
+    assert bottleneck.shown_label(res.points[0], {})[0] == "engine-cpu (as run: seq-cap)"
+    # a recipe's own cap of 2,048 is not reached by 1,024 running: the cap is no longer the reason
+    assert "max_num_seqs" not in bottleneck.relabel(res.points[0], {"max_num_seqs": 2048})[1]
+    fifth = BenchmarkResult.read(ROOT / "docs/results/h200-study-20261203/stretch5/fp8-dynamic-kv.benchmark.result.json")
+    assert bottleneck.shown_label(fifth.points[0], {})[0] == "engine-cpu"  # recorded by the current rule: one label
+    no_stats = res.points[0].model_copy(update={"server": None})
+    assert bottleneck.relabel(no_stats, {}) == ("seq-cap", res.points[0].bottleneck_reason)
+    print_load_points(SimpleNamespace(variants=[SimpleNamespace(name="fp8-static", benchmark=res, engine_args={})]))
+    assert "engine-cpu (as run: seq-cap)" in capsys.readouterr().out
