@@ -131,7 +131,7 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch)
 
     engine = EngineConfig(model=str(DEMO_MODEL), dtype="float32", max_model_len=2048,
                           engine_args={"enforce_eager": True, "distributed_executor_backend": "uni"})
-    run = [TaskRun(name="suite_gsm8k", limit=8)] + [TaskRun(name=n, limit=4, num_fewshot=0)
+    run = [TaskRun(name="suite_gsm8k", limit=4)] + [TaskRun(name=n, limit=4, num_fewshot=0)
                                                       for n in ("suite_mmlu_anatomy", "suite_mmlu_astronomy")]
     offline = EvaluateConfig(engine=engine, tasks=run, batch_size=1, data_dir=str(ROOT / "tasks" / "data"),
                              include_path=str(ROOT / "tasks"), max_gen_toks=64, output_dir=str(tmp_path / "offline"))
