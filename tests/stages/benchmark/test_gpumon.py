@@ -167,6 +167,16 @@ def test_samples_become_mlflow_system_metric_series(tmp_path):
     assert len(rows) == 2 * 2 * 4  # samples x GPUs x (utilisation, memory, power, SM clock)
 
 
+def recorded(name: str) -> tuple[list[dict], list[dict]]:
+    """A monitor file recorded on the H200 (tests/stages/benchmark/data/h200-vllm-0.26-NAME.monitor.jsonl): its samples,
+    and the same samples without their NVML readings (what the suite saw before it sampled the GPU)."""
+    from conftest import ROOT
+
+    path = ROOT / "tests/stages/benchmark/data" / f"h200-vllm-0.26-{name}.monitor.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return rows, [{k: v for k, v in s.items() if k != "gpu"} for s in rows]
+
+
 # Recorded on the project's H200 (vLLM 0.26.0, 2 API servers, Qwen2.5-Coder-0.5B, 500 random 512/256 prompts at
 # rate inf; docs/results/h200-4variants-20261201): the monitor's samples of each variant's point, with the point's
 # roofline. Kernels ran ~30% of the time while requests queued and the engine core sat at a full core.
@@ -176,10 +186,7 @@ RECORDED = {"bf16": {"tensor_frac": 0.0534, "hbm_frac": 0.0395}, "bf16-fp8kv": {
 
 @pytest.mark.parametrize("variant", sorted(RECORDED))
 def test_recorded_h200_samples_are_engine_cpu_bound(variant):
-    from conftest import ROOT
-
-    path = ROOT / "tests/stages/benchmark/data" / f"h200-vllm-0.26-qwen0.5b-{variant}-rate-inf.monitor.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows, blind = recorded(f"qwen0.5b-{variant}-rate-inf")
     st = bottleneck.summarize(rows)
     # the warm-up requests, the ~30 s of client start-up and the stale gauges after the last reply are left out
     assert 6 <= st.loaded_samples <= 9 < st.samples and st.gpu_samples == st.loaded_samples
@@ -187,7 +194,6 @@ def test_recorded_h200_samples_are_engine_cpu_bound(variant):
     label, reason = bottleneck.classify(point(), st, roofline=RECORDED[variant])
     assert label == "engine-cpu" and "GPU idled" in reason, reason
     # the same samples without the NVML readings: the label the suite gave before it could see the GPU
-    blind = [{k: v for k, v in s.items() if k != "gpu"} for s in rows]
     assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=RECORDED[variant])[0] == "engine"
 
 
@@ -201,10 +207,7 @@ STUDY = {"bf16": {"tensor_frac": 0.0568, "hbm_frac": 0.0362}, "fp8-static": {"te
 
 @pytest.mark.parametrize("variant", sorted(STUDY))
 def test_recorded_h200_points_at_the_sequence_cap_with_an_idle_gpu_are_engine_cpu(variant):
-    from conftest import ROOT
-
-    path = ROOT / "tests/stages/benchmark/data" / f"h200-vllm-0.26-qwen0.5b-study-{variant}-rate-inf-1500.monitor.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows, blind = recorded(f"qwen0.5b-study-{variant}-rate-inf-1500")
     st = bottleneck.summarize(rows)
     assert st.running_max == 1024 and st.waiting_max == 460 and st.queued_at_peak_frac >= 0.5
     assert st.gpu_util_mean < 30 and st.loaded_engine_core_cpu_pct >= 100
@@ -212,8 +215,7 @@ def test_recorded_h200_points_at_the_sequence_cap_with_an_idle_gpu_are_engine_cp
     assert label == "engine-cpu" and "GPU idled" in reason, reason
     assert "max_num_seqs=1024 (not set by the recipe" in reason and "460 requests waited" in reason
     # the same samples without the NVML readings: the cap is all the evidence there is
-    blind = bottleneck.summarize([{k: v for k, v in s.items() if k != "gpu"} for s in rows])
-    assert bottleneck.classify(point(), blind, roofline=STUDY[variant])[0] == "seq-cap"
+    assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=STUDY[variant])[0] == "seq-cap"
     # and a GPU that was busy at the cap keeps the cap's label (a bigger batch is more work per kernel there)
     busy = [{**s, "gpu": [{**g, "util_pct": 99.0} for g in s.get("gpu", [])]} for s in rows]
     assert bottleneck.classify(point(), bottleneck.summarize(busy), roofline=STUDY[variant])[0] == "seq-cap"
@@ -229,10 +231,7 @@ EIGHT_B = {"bf16": {"tensor_frac": 0.4260, "hbm_frac": 0.2039}, "bf16-fp8kv": {"
 
 @pytest.mark.parametrize("variant", sorted(EIGHT_B))
 def test_recorded_h200_8b_shape_points_read_gpu_bound_or_undecided(variant):
-    from conftest import ROOT
-
-    path = ROOT / "tests/stages/benchmark/data" / f"h200-vllm-0.26-llama3-8b-shape-{variant}-rate-inf-1500.monitor.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows, blind = recorded(f"llama3-8b-shape-{variant}-rate-inf-1500")
     st = bottleneck.summarize(rows)
     assert st.running_max == 1024 and st.waiting_mean > 400 and st.queued_at_peak_frac < 0.5 and st.gpu_samples == 60
     label, reason = bottleneck.classify(point(), st, roofline=EIGHT_B[variant])
@@ -243,8 +242,7 @@ def test_recorded_h200_8b_shape_points_read_gpu_bound_or_undecided(variant):
         assert 70 < st.gpu_util_mean < 90 and st.loaded_engine_core_cpu_pct < 90
         assert label == "engine" and "GPU evidence does not decide" in reason, reason
     # without the NVML readings both are the old, undivided label
-    blind = bottleneck.summarize([{k: v for k, v in s.items() if k != "gpu"} for s in rows])
-    assert bottleneck.classify(point(), blind, roofline=EIGHT_B[variant])[0] == "engine"
+    assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=EIGHT_B[variant])[0] == "engine"
 
 
 def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsys):
