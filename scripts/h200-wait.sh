@@ -17,9 +17,10 @@ send() {  # copy the pieces named in /tmp/pack/PENDING to $OUT up to the budget;
   while read -r f; do
     [ -n "$f" ] || continue
     kib=$(( ($(stat -c %s "/tmp/pack/$f") + 1023) / 1024 ))
-    if [ ${#left[@]} -eq 0 ] && [ $(( used + kib )) -le "$budget_kib" ] && [ "$n" -lt "$max_files" ]; then
-      cp "/tmp/pack/$f" "$OUT/" && used=$(( used + kib )) n=$(( n + 1 ))
-    else
+    if [ ${#left[@]} -eq 0 ] && [ $(( used + kib )) -le "$budget_kib" ] && [ "$n" -lt "$max_files" ] \
+       && cp "/tmp/pack/$f" "$OUT/"; then
+      used=$(( used + kib )) n=$(( n + 1 ))
+    else  # over the budget, or the copy failed: it stays pending
       left+=("$f")
     fi
   done < /tmp/pack/PENDING
@@ -32,6 +33,7 @@ send() {  # copy the pieces named in /tmp/pack/PENDING to $OUT up to the budget;
 }
 if [ "${1:-}" = rest ]; then
   [ -n "${OUT:-}" ] || { echo "h200-wait rest: no \$OUT" >&2; exit 2; }
+  [ -f /tmp/pack/PENDING ] || { echo "h200-wait rest: no pack in /tmp/pack (a fresh machine? run h200-wait.sh SECONDS)" >&2; exit 2; }
   send; ls -la "$OUT"; exit 0
 fi
 limit=${1:-540}
@@ -57,9 +59,12 @@ for out in /tmp/runs*/; do
   # lm-eval's samples without their prompt texts (scripts/pack_run.py: 5-shot MMLU's would not fit)
   python3 scripts/pack_run.py "$out" "$(basename "$run")" | split -b 15M - "/tmp/pack/$tag.tar.gz.part-"
 done
-( cd /tmp/pack && ls | grep '\.part-' > PENDING; sha256sum $(cat PENDING) > SHA256SUMS ) 2>/dev/null
-send
-# /tmp/extra-out: what a script ran beside the runs (scripts/h200-study-stretch.sh's noise floor)
+( cd /tmp/pack && ls | grep '\.part-' > PENDING; : > SHA256SUMS
+  if [ -s PENDING ]; then sha256sum $(cat PENDING) > SHA256SUMS; fi ) 2>/dev/null
+# /tmp/extra-out: what a script ran beside the runs (scripts/h200-study-stretch.sh's noise floor); first, so that the
+# pieces' budget is what is left beside it
 tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log /tmp/runs*/2*/jobs.json /tmp/extra-out 2>/dev/null
+budget_kib=$(( budget_kib - $(du -k "$OUT/logs.tar.gz" 2>/dev/null | cut -f1 || echo 0) ))
+send
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt"
 ls -la "$OUT"

@@ -70,29 +70,32 @@ def unchecked_rate(v) -> bool:
     return slo is not None and slo.sustainable_rate is not None and slo.steady is not True
 
 
-def left_out(runs: list[RunSummary], throughput: str) -> list[str]:
-    """The variants ``collect`` leaves off an SLO-rate axis because their rate's steadiness was not checked."""
-    if not at_slo_rate(throughput):
-        return []
-    return [v.name if len(runs) == 1 else f"{r.recipe_name}/{v.name}"
-            for r in runs for v in r.variants if throughput in v.metrics and unchecked_rate(v)]
-
-
-def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[FrontierPoint]:
-    """One point per variant with both metrics; named <recipe>/<variant> (and the run) across runs. On an SLO-rate
-    axis a rate not checked as steady is left out (``left_out`` names them)."""
+def _candidates(runs: list[RunSummary], accuracy: str, throughput: str):
+    """(point name, run, variant) for each variant with both metrics: named <recipe>/<variant> across runs, and the
+    run's folder beside it when the same recipe is there more than once."""
     names = {r.recipe_name for r in runs}
-    points = []
     for r in runs:
         for v in r.variants:
-            if at_slo_rate(throughput) and unchecked_rate(v):
-                continue
             if throughput in v.metrics and accuracy in v.metrics:
                 name = v.name if len(runs) == 1 else f"{r.recipe_name}/{v.name}"
                 if len(runs) > len(names):  # the same recipe more than once: say which run
                     name += f" ({Path(r.run_dir).name[:15]})"
-                points.append(FrontierPoint(name, v.metrics[throughput], v.metrics[accuracy], v.is_baseline))
-    return points
+                yield name, r, v
+
+
+def left_out(runs: list[RunSummary], accuracy: str, throughput: str) -> list[str]:
+    """The points ``collect`` leaves off an SLO-rate axis because their rate's steadiness was not checked."""
+    if not at_slo_rate(throughput):
+        return []
+    return [name for name, _, v in _candidates(runs, accuracy, throughput) if unchecked_rate(v)]
+
+
+def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[FrontierPoint]:
+    """One point per variant with both metrics (``_candidates``' names). On an SLO-rate axis a rate not checked as
+    steady is left out (``left_out`` names them)."""
+    return [FrontierPoint(name, v.metrics[throughput], v.metrics[accuracy], v.is_baseline)
+            for name, _, v in _candidates(runs, accuracy, throughput)
+            if not (at_slo_rate(throughput) and unchecked_rate(v))]
 
 
 def cost_currency(runs: list[RunSummary]) -> str | None:

@@ -29,7 +29,9 @@ def cmd_frontier(args) -> int:
     res = frontier.run(frontier.FrontierConfig(None, out / "frontier.png", summaries=runs, accuracy=args.accuracy,
                                                throughput=key, out_html=out / "frontier.html"))
     if not res.points:
-        print(f"no variant in these runs has both {args.accuracy} and {key}", file=sys.stderr)
+        why = (f"; left out: {', '.join(res.left_out)}, whose SLO rate's steadiness was not checked (it may be a burst's; "
+               "set throughput.slo.steady_windows and run the benchmark again)" if res.left_out else "")
+        print(f"no variant in these runs has both {args.accuracy} and {key}{why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for p in res.points:
         print(f"{'*' if p.name in res.pareto else ' '} {p.name:<40} {p.throughput:>12,.1f} tok/s  {p.accuracy:.4f}"

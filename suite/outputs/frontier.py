@@ -43,8 +43,9 @@ def x_label(x: str, runs: list[RunSummary]) -> str:
 def run(config: FrontierConfig) -> FrontierResult:
     runs = config.runs()
     points, front = points_of(runs, config.accuracy, config.throughput)
+    missing = left_out(runs, config.accuracy, config.throughput)
     if not points:
-        return FrontierResult(points, [], None)
+        return FrontierResult(points, [], None, left_out=missing)
     draw(runs, config, points, front, config.throughput, config.out_png)
     cost_png, cost_front = None, []
     if (cost := COST_OF.get(config.throughput)) is not None:
@@ -54,8 +55,7 @@ def run(config: FrontierConfig) -> FrontierResult:
             draw(runs, config, cpts, cfront, cost, cost_png)
             cost_front = [p.name for p in cfront]
     html = write_html(config, runs) if config.out_html else None
-    return FrontierResult(points, [p.name for p in front], config.out_png, html, cost_png, cost_front,
-                          left_out(runs, config.throughput))
+    return FrontierResult(points, [p.name for p in front], config.out_png, html, cost_png, cost_front, missing)
 
 
 def draw(runs: list[RunSummary], config: FrontierConfig, points, front, x: str, out: Path) -> Path:
@@ -81,13 +81,13 @@ def draw(runs: list[RunSummary], config: FrontierConfig, points, front, x: str, 
     bottom, notes = 0.0, []
     if lower_is_better(x):
         notes.append("price: " + "; ".join(price_notes(runs)))
-    if missing := left_out(runs, x):
+    if missing := left_out(runs, config.accuracy, x):
         notes.append(f"not shown: {', '.join(missing)} (the SLO rate's steadiness was not checked: it may be a burst's)")
     if notes:
         # under the axes, wrapped to the figure's width: a recipe's price source is often longer than the chart (a
         # URL, a date, alternatives seen), and clipped it would hide the assumption
         note = "\n".join(textwrap.fill(n, width=130) for n in notes)
-        fig.text(0.01, 0.01, note, fontsize=6.5, color="tab:gray", va="bottom", ha="left")
+        fig.text(0.01, 0.01, note, fontsize=6.5, color="tab:gray", va="bottom", ha="left", parse_math=False)
         bottom = 0.03 + 0.025 * (note.count("\n") + 1)
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
@@ -132,7 +132,7 @@ def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
             charts.append({"key": key, "title": f"{key} against {'cost' if cost else 'throughput'}", "chart": chart,
                            "points": pts, "front": front, "x_head": unit, "x_fmt": "{:,.4f}" if cost else "{:,.1f}"})
     page = render("frontier.html.j2", throughput=config.throughput, charts=charts, prices=price_notes(runs),
-                  left_out=left_out(runs, config.throughput),
+                  left_out=left_out(runs, config.accuracy, config.throughput),
                   mixed_currencies=any(r.cost for r in runs) and cost_currency(runs) is None)
     config.out_html.parent.mkdir(parents=True, exist_ok=True)
     config.out_html.write_text(page, encoding="utf-8")

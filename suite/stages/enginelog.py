@@ -13,7 +13,7 @@ regexes (vLLM <= 0.10 wrote "seconds" where it now writes "s", "takes" where it 
 - ``compilation/monitor.py``: "torch.compile took %.2f s in total", ``compilation/decorators.py``: "torch.compile
   and initial profiling/warmup run together took %.2f s in total" (the fallbacks for compile_s)
 - ``v1/worker/gpu_model_runner.py`` (GPU only): "Graph capturing finished in %.0f secs, took %.2f GiB"
-- ``utils/jit_monitor.py`` (GPU, vLLM >= 0.2x): "Kernel JIT monitor activated", logged when the worker's warm-up is
+- ``utils/jit_monitor.py`` (GPU; vLLM 0.26 writes it, older releases do not): "Kernel JIT monitor activated", logged when the worker's warm-up is
   done. From the graph-capture line to it (the lines' own timestamps, whole seconds): ``after_graphs_s``. In vLLM
   0.26's worker that span holds the sampler warm-up and inductor's once-per-process lazy init
   (``trigger_inductor_lazy_init``); on the project's H200 it took 106-118 s for the first engine on a fresh machine
@@ -73,9 +73,13 @@ def parse_engine_start(text: str, total_s: float | None = None) -> EngineStart:
     return EngineStart(total_s=total_s, other_s=other, **parts)
 
 
+MAX_SPAN_S = 6 * 3600  # longer is no warm-up: stamps without a year across 02-28 -> 03-01, or not this start's lines
+
+
 def _span(start: re.Pattern, end: re.Pattern, text: str) -> float | None:
-    """Seconds from the last ``start`` line to the last ``end`` line by their log timestamps (None without both, or
-    when the end comes first: lines of another start)."""
+    """Seconds from the last ``start`` line to the last ``end`` line by their log timestamps (None without both, when
+    the end comes first, or beyond ``MAX_SPAN_S``). vLLM stamps local time: a span across a DST change is off by an
+    hour, which no warm-up of this kind is near."""
     from datetime import datetime
 
     def last(p: re.Pattern):
@@ -84,7 +88,7 @@ def _span(start: re.Pattern, end: re.Pattern, text: str) -> float | None:
         return datetime.strptime(f"2000-{found[-1]}", "%Y-%m-%d %H:%M:%S") if found else None
 
     a, b = last(start), last(end)
-    if a is None or b is None or b < a:
+    if a is None or b is None or b < a or (b - a).total_seconds() > MAX_SPAN_S:
         return None
     return (b - a).total_seconds()
 

@@ -61,7 +61,8 @@ class EngineStart(Record):
     cuda_graphs_s: Optional[float] = Field(None, description="'Graph capturing finished in N secs' (whole seconds)")
     after_graphs_s: Optional[float] = Field(
         None, description="graph capture's end to 'Kernel JIT monitor activated' by the log's timestamps (whole "
-        "seconds; part of init_engine_s): the worker's last warm-up, ~110 s for a fresh machine's first engine")
+        "seconds; part of init_engine_s): the worker's last warm-up, long for a machine's first engine (106-118 s on "
+        "the project's H200, 8-9 s after)")
     other_s: Optional[float] = Field(
         None, description="total minus loading and init engine: process start, imports, tokenizer, API server")
 

@@ -153,7 +153,7 @@ def test_a_long_price_source_is_wrapped_onto_the_cost_chart_not_clipped(tmp_path
     for v in s.variants:
         v.metrics["acc.mean"] = 0.5
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "Tight layout not applied" is a UserWarning
+        warnings.filterwarnings("error", message="Tight layout not applied")  # matplotlib's, a UserWarning
         res = frontier.run(fa.FrontierConfig(s, tmp_path / "f.png"))
     assert res.cost_png.read_bytes()[:4] == b"\x89PNG"
 
@@ -176,7 +176,7 @@ def test_the_slo_frontier_leaves_out_rates_not_checked_as_steady(tmp_path, capsy
         assert "Not shown: fp8." in res.html.read_text()
     assert frontier.run(fa.FrontierConfig(s, tmp_path / "g.png")).left_out == []  # saturation: every point
     s.variants[1].benchmark.slo.steady = True
-    assert fa.left_out([s], "tput.sustainable_output_tok_s") == []
+    assert fa.left_out([s], "acc.mean", "tput.sustainable_output_tok_s") == []
     s.variants[1].benchmark.slo.steady = None
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -185,6 +185,11 @@ def test_the_slo_frontier_leaves_out_rates_not_checked_as_steady(tmp_path, capsy
     args = SimpleNamespace(runs=[str(run_dir)], out=str(tmp_path / "cli"), accuracy="acc.mean", throughput="slo")
     assert cmd_frontier(args) == 0
     assert "not shown: fp8: the SLO rate's steadiness was not checked" in capsys.readouterr().out
+    # none checked (every result from before the check): no chart, and the refusal says why, not "no metrics"
+    s.variants[0].benchmark.slo.steady = None
+    (run_dir / "summary.json").write_text(s.model_dump_json())
+    assert cmd_frontier(args) == 2
+    assert "left out: bf16, fp8, whose SLO rate's steadiness was not checked" in capsys.readouterr().err
 
 
 def test_frontier_without_price_or_with_mixed_currencies_has_no_cost_chart(tmp_path):

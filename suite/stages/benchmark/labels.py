@@ -84,7 +84,7 @@ def shown_label(point: LoadPoint, engine_args: dict) -> tuple[str, str]:
     differ ("engine-cpu (as run: seq-cap)")."""
     label, reason = relabel(point, engine_args)
     if point.bottleneck and point.bottleneck != label:
-        return f"{label} (as run: {point.bottleneck})", reason
+        return f"{label} (as run: {point.bottleneck})", f"{reason}. As run: {point.bottleneck_reason or '-'}"
     return label, reason
 
 

@@ -97,3 +97,5 @@ def test_the_warm_up_span_needs_both_lines_in_order():
     late = jit.replace("11-29 10:00:57", "11-29 10:02:40")
     assert parse_engine_start(GPU_LOG + late).after_graphs_s == 102.0
     assert parse_engine_start(late).after_graphs_s is None
+    days = jit.replace("11-29 10:00:57", "11-30 10:02:40")  # a day later: not this start's warm-up
+    assert parse_engine_start(GPU_LOG + days).after_graphs_s is None

@@ -255,16 +255,25 @@ def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsy
     from suite.cli.render import print_load_points
     from suite.stages.benchmark.records import BenchmarkResult
 
-    res = BenchmarkResult.read(ROOT / "docs/results/h200-study-20261203/stretch3/fp8-static.benchmark.result.json")
+    data = ROOT / "tests/stages/benchmark/data"  # copies of docs/results/h200-study-20261203/stretch{3,5}'s results
+    res = BenchmarkResult.read(data / "h200-vllm-0.26-qwen0.5b-study-fp8-static.benchmark.result.json")
     assert [p.bottleneck for p in res.points] == ["seq-cap", "seq-cap"]
     label, reason = bottleneck.relabel(res.points[0], {})
     assert label == "engine-cpu" and "GPU idled" in reason and "max_num_seqs=1024" in reason
-    assert bottleneck.shown_label(res.points[0], {})[0] == "engine-cpu (as run: seq-cap)"
+    shown, why = bottleneck.shown_label(res.points[0], {})
+    assert shown == "engine-cpu (as run: seq-cap)" and why.endswith(f"As run: {res.points[0].bottleneck_reason}")
     # a recipe's own cap of 2,048 is not reached by 1,024 running: the cap is no longer the reason
     assert "max_num_seqs" not in bottleneck.relabel(res.points[0], {"max_num_seqs": 2048})[1]
-    fifth = BenchmarkResult.read(ROOT / "docs/results/h200-study-20261203/stretch5/fp8-dynamic-kv.benchmark.result.json")
+    fifth = BenchmarkResult.read(data / "h200-vllm-0.26-qwen0.5b-study-fp8-dynamic-kv.benchmark.result.json")
     assert bottleneck.shown_label(fifth.points[0], {})[0] == "engine-cpu"  # recorded by the current rule: one label
     no_stats = res.points[0].model_copy(update={"server": None})
     assert bottleneck.relabel(no_stats, {}) == ("seq-cap", res.points[0].bottleneck_reason)
     print_load_points(SimpleNamespace(variants=[SimpleNamespace(name="fp8-static", benchmark=res, engine_args={})]))
     assert "engine-cpu (as run: seq-cap)" in capsys.readouterr().out
+    # and the report: the same text, the current reason and the recorded one in its tooltip
+    from conftest import make_summary
+    from suite.outputs import report
+
+    s = make_summary({"bf16": {}, "fp8-static": {}})
+    s.variants[1].benchmark = res
+    assert report.context(s, None)["bounds"]["fp8-static"][0] == (shown, why)
