@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.analysis.records import RunSummary
+from suite.analysis.summary import rate_unjudged
 
 # each throughput metric's cost counterpart (suite.analysis.summary.add_cost)
 COST_OF = {"tput.output_tok_s": "cost.per_1m_output_tokens",
@@ -62,14 +63,6 @@ def at_slo_rate(metric: str) -> bool:
     return metric in ("tput.sustainable_output_tok_s", "cost.per_1m_output_tokens.slo")
 
 
-def unchecked_rate(v) -> bool:
-    """A sustainable rate whose steadiness was not checked (``slo.steady`` None: a result from before the check,
-    no e2e latency, or ``slo.steady_windows: 0``): it may be a burst's, so it is no point on an SLO-rate axis, as
-    the gate does not judge it either (summary.slo_warnings says so for the run)."""
-    slo = v.benchmark.slo if v.benchmark is not None else None
-    return slo is not None and slo.sustainable_rate is not None and slo.steady is not True
-
-
 def _candidates(runs: list[RunSummary], accuracy: str, throughput: str):
     """(point name, run, variant) for each variant with both metrics: named <recipe>/<variant> across runs, and the
     run's folder beside it when the same recipe is there more than once."""
@@ -84,10 +77,11 @@ def _candidates(runs: list[RunSummary], accuracy: str, throughput: str):
 
 
 def left_out(runs: list[RunSummary], accuracy: str, throughput: str) -> list[str]:
-    """The points ``collect`` leaves off an SLO-rate axis because their rate's steadiness was not checked."""
+    """The points ``collect`` leaves off an SLO-rate axis because their rate's steadiness was not checked (a burst's
+    rate has no SLO metric in the summary): ``summary.rate_unjudged``, the rates the gate does not judge either."""
     if not at_slo_rate(throughput):
         return []
-    return [name for name, _, v in _candidates(runs, accuracy, throughput) if unchecked_rate(v)]
+    return [name for name, _, v in _candidates(runs, accuracy, throughput) if rate_unjudged(v)]
 
 
 def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[FrontierPoint]:
@@ -95,7 +89,7 @@ def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[Fron
     steady is left out (``left_out`` names them)."""
     return [FrontierPoint(name, v.metrics[throughput], v.metrics[accuracy], v.is_baseline)
             for name, _, v in _candidates(runs, accuracy, throughput)
-            if not (at_slo_rate(throughput) and unchecked_rate(v))]
+            if not (at_slo_rate(throughput) and rate_unjudged(v))]
 
 
 def cost_currency(runs: list[RunSummary]) -> str | None:

@@ -50,7 +50,7 @@ from suite.recipe import DEFAULTS, PER_TASK, GateSpec
 from suite.analysis import perplexity
 from suite.analysis.paired import is_perplexity_metric
 from suite.analysis.records import RunSummary, VariantSummary
-from suite.analysis.summary import headline_rule, metric_name, variant_metrics
+from suite.analysis.summary import headline_rule, metric_name, rate_unjudged, variant_metrics
 
 EPS = 1e-9
 FIX_SUMMARY = "rerun `suite run` (or `--resume` it); a summary.json is written by the run, not by hand"
@@ -472,9 +472,8 @@ def run(config: GateConfig) -> GateResult:
             ("tput.ttft_p99_ms", policy.max_ttft_p99_ms, "max TTFT p99 ms", True),
             ("tput.tpot_p99_ms", policy.max_tpot_p99_ms, "max TPOT p99 ms", True),
         ):
-            if limit is not None and key == "tput.sustainable_rate.ratio" and (unsure := [
-                    w for w in (v, base) if w.benchmark and (slo := w.benchmark.slo) and (slo.steady is False or (
-                        slo.steady is None and slo.sustainable_rate is not None))]):
+            if limit is not None and key == "tput.sustainable_rate.ratio" and (
+                    unsure := [w for w in (v, base) if rate_unjudged(w)]):
                 for w in unsure:  # a rate is judged only when its deciding probes were checked and steady
                     if w is v or w.name not in bursts_said:  # the baseline's once, not once per variant
                         bursts_said.add(w.name)

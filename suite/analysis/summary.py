@@ -316,6 +316,14 @@ def point_bounds(v: VariantSummary) -> list[tuple[str, str]]:
     return [shown_label(p, v.engine_args) for p in v.benchmark.points] if v.benchmark is not None else []
 
 
+def rate_unjudged(v: VariantSummary) -> bool:
+    """The variant's SLO result says its sustainable rate is no sustained one, or may not be: the deciding probe was a
+    burst (``steady`` False), or a rate was found whose steadiness was not checked (``steady`` None). The
+    sustainable-rate gate refuses such a rate and the SLO-rate frontier leaves it out (``slo_warnings`` says why)."""
+    slo = v.benchmark.slo if v.benchmark is not None else None
+    return slo is not None and (slo.steady is False or (slo.steady is None and slo.sustainable_rate is not None))
+
+
 def slo_warnings(v: VariantSummary) -> list[str]:
     """The SLO search's rate is a sustained one only if its deciding probes were (``suite.stages.benchmark.slo``)."""
     slo = v.benchmark.slo if v.benchmark is not None else None

@@ -20,6 +20,10 @@ def cmd_report(args) -> int:
 
 
 
+UNCHECKED = ("SLO rate's steadiness was not checked (it may be a burst's; set throughput.slo.steady_windows and run "
+             "the benchmark again)")
+
+
 def cmd_frontier(args) -> int:
     from suite.outputs import frontier
 
@@ -29,8 +33,7 @@ def cmd_frontier(args) -> int:
     res = frontier.run(frontier.FrontierConfig(None, out / "frontier.png", summaries=runs, accuracy=args.accuracy,
                                                throughput=key, out_html=out / "frontier.html"))
     if not res.points:
-        why = (f"; left out: {', '.join(res.left_out)}, whose SLO rate's steadiness was not checked (it may be a burst's; "
-               "set throughput.slo.steady_windows and run the benchmark again)" if res.left_out else "")
+        why = f"; left out: {', '.join(res.left_out)}, whose {UNCHECKED}" if res.left_out else ""
         print(f"no variant in these runs has both {args.accuracy} and {key}{why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for p in res.points:
@@ -38,8 +41,7 @@ def cmd_frontier(args) -> int:
               + ("  (baseline)" if p.is_baseline else ""))
     print(f"* = on the Pareto front; {res.png}, {res.html}")
     if res.left_out:  # the gate does not judge these rates either
-        print(f"not shown: {', '.join(res.left_out)}: the SLO rate's steadiness was not checked (it may be a "
-              "burst's; set throughput.slo.steady_windows and run the benchmark again)")
+        print(f"not shown: {', '.join(res.left_out)}: the {UNCHECKED}")
     if res.cost_png:  # priced runs (throughput.gpu_hour_cost): accuracy against cost per 1M output tokens
         print(f"cost front (lower cost is better): {', '.join(res.cost_pareto)}; {res.cost_png}")
     return EXIT_OK

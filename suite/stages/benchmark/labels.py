@@ -75,6 +75,13 @@ def relabel(point: LoadPoint, engine_args: dict) -> tuple[str, str]:
     record itself keeps what was said when it ran. A point without server statistics keeps its recorded label."""
     if point.server is None:
         return point.bottleneck or "-", point.bottleneck_reason or ""
+    return classify_point(point, engine_args)
+
+
+def classify_point(point: LoadPoint, engine_args: dict) -> tuple[str, str]:
+    """``classify`` on the point's own server statistics and roofline, with the max_num_seqs and pipeline parallel
+    size of the engine arguments it was served with: how the stage labels a point (``stage.annotate``), and how
+    ``relabel`` reads a recorded one."""
     return classify(point, point.server, engine_args.get("max_num_seqs"), point.roofline or None,
                     int(engine_args.get("pipeline_parallel_size") or 1))
 

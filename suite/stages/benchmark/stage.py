@@ -27,7 +27,8 @@ from pathlib import Path
 from suite.orchestrate import procs
 from suite.recipe.executor import parallel_size
 from suite.stages.benchmark import server
-from suite.stages.benchmark.bottleneck import ServerMonitor, classify
+from suite.stages.benchmark.bottleneck import ServerMonitor
+from suite.stages.benchmark.labels import classify_point
 from suite.stages.benchmark.client import WarmClient
 from suite.stages.benchmark.gpumon import GpuSampler
 from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
@@ -216,9 +217,8 @@ def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, 
         input_len = point.mean_input_len or config.input_len
         input_tok_s = point.input_tok_s if point.input_tok_s is not None else point.req_s * input_len
         update["roofline"] = implied(cost, peak, point.output_tok_s, input_tok_s, running, input_len + config.output_len / 2)
-    update["bottleneck"], update["bottleneck_reason"] = classify(
-        point, point.server, config.engine.engine_args.get("max_num_seqs"), update.get("roofline"),
-        int(config.engine.engine_args.get("pipeline_parallel_size") or 1))
+    update["bottleneck"], update["bottleneck_reason"] = classify_point(point.model_copy(update=update),
+                                                                       config.engine.engine_args)
     if point.ok and offline_tok_s:
         update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     return point.model_copy(update=update)
