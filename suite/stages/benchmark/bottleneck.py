@@ -21,12 +21,17 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
   ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit;
                     with NVML samples split by evidence (``suite.stages.benchmark.gpumon``) into
   ``gpu``           ... and kernels ran ≥ 90% of the time: the GPU set the pace (the reason says near which roof)
-  ``engine-cpu``    ... while the GPU idled (< 70% busy) and the engine-core process used a full core
+  ``engine-cpu``    ... while the GPU idled (< 70% busy) and the engine-core process used a full core; or,
+                    with the GPU between 70% and 90% busy, when most of its idle time fell in samples that
+                    were host-bound that way (a phase of the point: ``idle_host_share``)
   ``client``        the load generator used a full core: the numbers measure the client
   ``frontend``      an API-server process used a full core while the engine had no queue
                     (and ``engine`` again when only the engine-core process is busy)
   ``offered-load``  a finite Poisson rate and no queue anywhere: the load was the limit
   ``unsaturated``   none of the above: no queue and no busy process (look at the logs)
+
+A front end still delivering replies after the engine's last step (``frontend_drain``: an API-server process at a
+full core, the engine idle, the client's clock running) is named in the reason when it took 3% of the point or more.
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from statistics import fmean
+from statistics import fmean, median
 
 from suite.stages.benchmark.gpumon import GpuSampler, summarize_gpu
-from suite.stages.benchmark.labels import BUSY_CORE, classify, relabel, shown_label  # noqa: F401 (the stage's API)
+from suite.stages.benchmark.labels import BUSY_CORE, IDLE_UTIL, classify, relabel, shown_label  # noqa: F401 (the stage's API)
 from suite.stages.benchmark.records import LoadPoint, ServerStats
 
 GAUGES = {
@@ -201,6 +206,7 @@ def summarize(samples: list[dict]) -> ServerStats:
         return fmean(vals) if vals else None
 
     queued = [s for s in scraped if s.get("waiting", 0) > 0 and "running" in s]
+    host_share, host_n = idle_host_share(loaded)
     running_max = peak("running")
     pre = [s["preemptions"] for s in scraped if "preemptions" in s]
     return ServerStats(
@@ -212,7 +218,47 @@ def summarize(samples: list[dict]) -> ServerStats:
         api_server_cpu_pct=cpu_mean("api_server"), engine_core_cpu_pct=cpu_mean("engine_core"),
         client_cpu_pct=cpu_mean("client"), loaded_samples=len(loaded),
         loaded_engine_core_cpu_pct=cpu_mean("engine_core", loaded), loaded_client_cpu_pct=cpu_mean("client", loaded),
+        gpu_idle_host_frac=host_share, host_bound_samples=host_n, frontend_drain_s=frontend_drain(samples, active),
         **summarize_gpu(loaded),
     )
+
+
+def idle_host_share(loaded: list[dict]) -> tuple[float | None, int]:
+    """(share, samples): of the GPUs' idle time over the loaded samples (100 - each sample's mean utilisation), the share
+    that fell in host-bound samples -- the GPU under ``IDLE_UTIL`` busy while the engine-core process used a full core
+    (the point-level ``engine-cpu`` rule applied to one sample: a CUDA sync that spin-waits at 100% cannot leave the
+    GPU idle) -- and how many such samples there were. Share None without NVML readings or with a GPU never idle.
+    It finds a host-bound phase inside a point whose mean utilisation is between the thresholds: issue 16's 8B shape
+    in FP8 at rate inf, kernels 86% busy over the point but 33-75% while 1,024 sequences decoded in lockstep with the
+    engine core at a full core. A GPU evenly 82% busy beside a full core has no such sample: that stays undecided."""
+    idle = host = 0.0
+    n = 0
+    for s in loaded:
+        gpus = [g["util_pct"] for g in s.get("gpu") or [] if "util_pct" in g]
+        if not gpus:
+            continue
+        util = sum(gpus) / len(gpus)
+        idle += max(0.0, 100.0 - util)
+        if util < IDLE_UTIL and s.get("cpu", {}).get("engine_core", 0.0) >= BUSY_CORE:
+            host += 100.0 - util
+            n += 1
+    return (host / idle if idle > 0 else None), n
+
+
+def frontend_drain(samples: list[dict], active: list[dict]) -> float | None:
+    """Seconds, after the last sample in which the engine worked, during which the busiest API-server process was still
+    at a full core with the engine idle: the front end delivering (detokenizing, streaming) replies the engine had
+    finished, while the client's clock ran. Counted as the run of such samples right after the last active one, times
+    the median sampling interval; None when there are too few samples to tell."""
+    if len(samples) < 3 or not active or any("t" not in s for s in samples):
+        return None
+    ids = {id(a) for a in active}
+    last = max(i for i, s in enumerate(samples) if id(s) in ids)
+    n = 0
+    for s in samples[last + 1:]:
+        if s.get("cpu", {}).get("api_server", 0.0) < BUSY_CORE or live(s):
+            break
+        n += 1
+    return n * median(b["t"] - a["t"] for a, b in zip(samples, samples[1:]))
 
 

@@ -17,6 +17,8 @@ IDLE_UTIL = 70.0
 NEAR_ROOF = 0.5
 LOW_POWER = 0.6
 BUSY_CORE = 90.0
+HOST_SHARE = 0.5  # of the GPU's idle time, the share in host-bound samples at which an undecided point is engine-cpu
+DRAIN_NOTE = 0.03  # a front-end drain this share of the point's duration or more is named in the reason
 
 
 MIN_SAMPLES = 3  # fewer loaded samples with GPU readings than this: no GPU verdict
@@ -62,9 +64,16 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tu
                               f"process was at {core:.0f}% of a core: the host side of its loop (scheduling, input "
                               "preparation, output processing, kernel launches) set the pace. The idle GPU is the "
                               "evidence; a full core alone is not (a CUDA sync spin-waits at 100% too)")
+    host, host_n = getattr(stats, "gpu_idle_host_frac", None), getattr(stats, "host_bound_samples", 0)
+    phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the GPU under {IDLE_UTIL:.0f}% busy, the "
+              f"engine core at a full core), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
+    if host is not None and host >= HOST_SHARE:
+        return "engine-cpu", (f"the engine had a queue ({queue}) and the GPU was not kept busy ({figures}){phases}: "
+                              "for most of the time the GPU idled, the host side of the loop, not the GPU, set the pace "
+                              "(a fast step leaves the scheduling and output processing of a large batch exposed)")
     core_said = f"{core:.0f}%" if core is not None else "unknown"
     return "engine", (f"the engine had a queue ({queue}); GPU evidence does not decide ({figures}, engine core "
-                      f"{core_said} CPU)")
+                      f"{core_said} CPU{phases})")
 
 
 def relabel(point: LoadPoint, engine_args: dict) -> tuple[str, str]:
@@ -97,6 +106,19 @@ def shown_label(point: LoadPoint, engine_args: dict) -> tuple[str, str]:
 
 def classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None,
              roofline: dict | None = None, pipeline_parallel: int = 1) -> tuple[str, str]:
+    """(label, reason) for one load point (``_classify``), the reason naming a front end that was still delivering
+    replies after the engine had finished (``ServerStats.frontend_drain_s``) when that took ``DRAIN_NOTE`` of the
+    point's duration or more: time in the client's window that neither the engine nor the GPU spent."""
+    label, reason = _classify(point, stats, max_num_seqs, roofline, pipeline_parallel)
+    drain = getattr(stats, "frontend_drain_s", None)
+    if drain and point.duration_s and drain / point.duration_s >= DRAIN_NOTE:
+        reason += (f". The front end lagged: an API-server process was still at a full core for {drain:.1f} s "
+                   f"({100 * drain / point.duration_s:.0f}% of the point) after the engine's last step")
+    return label, reason
+
+
+def _classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | None = None,
+              roofline: dict | None = None, pipeline_parallel: int = 1) -> tuple[str, str]:
     """(label, reason) for one load point; see the module docstring for the labels. ``roofline`` (the point's
     implied fractions, ``suite.stages.benchmark.roofline.implied``) says how a GPU-bound point used the GPU.
 

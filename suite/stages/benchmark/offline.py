@@ -4,7 +4,8 @@
 its own before the server starts, so the two never share the accelerator). Prompts are random token
 ids of exactly ``input_len`` tokens (as ``vllm bench serve --dataset-name random`` makes them), or the
 tasks' prompts (``workload: tasks``), each generating ``output_len`` tokens with ``ignore_eos``. Served throughput far below this ceiling means
-the front end or the client, not the engine, set the pace.
+the front end or the client, not the engine, set the pace. The engine is built as ``vllm serve`` builds it: the
+server's batch limits (``suite.stages.batching``) and per-step stats on; ``offline.json`` says which limits it ran with.
 """
 
 from __future__ import annotations
@@ -25,10 +26,17 @@ def measure(config: BenchmarkConfig) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
+    from suite.stages.batching import serve_batch_limits
+
     e = config.engine
+    # the engine `vllm serve` builds, without its HTTP front end: vLLM gives LLM and the OpenAI server different batch
+    # defaults (on an H200 16,384 batched tokens offline against 8,192 served) and LLM logs no stats, which the server
+    # does every step for /metrics. Issue 16's first ceiling run had both differences in its "ceiling".
+    limits = serve_batch_limits(e.engine_args, e.max_model_len)
+    args = {**e.engine_args, **limits, "disable_log_stats": bool(e.engine_args.get("disable_log_stats", False))}
     t0 = time.perf_counter()
     llm = LLM(model=e.model, dtype=e.dtype, max_model_len=e.max_model_len, kv_cache_dtype=e.kv_cache_dtype,
-              seed=config.seed, **e.engine_args)
+              seed=config.seed, **args)
     load_s = time.perf_counter() - t0
     if config.workloads[0] == "tasks":
         from suite.stages.benchmark.workload import task_prompts
@@ -54,7 +62,8 @@ def measure(config: BenchmarkConfig) -> dict:
     gen_s = time.perf_counter() - t1
     out_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
     return {"output_tok_s": out_tokens / gen_s, "req_s": len(outs) / gen_s, "generate_s": gen_s,
-            "load_s": load_s, "num_prompts": len(outs), "output_tokens": out_tokens}
+            "load_s": load_s, "num_prompts": len(outs), "output_tokens": out_tokens, "batch_limits": limits,
+            "log_stats": not args["disable_log_stats"]}
 
 
 if __name__ == "__main__":

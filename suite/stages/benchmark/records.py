@@ -74,6 +74,14 @@ class ServerStats(Record):
     gpu_power_w_mean: Optional[float] = None
     gpu_power_limit_w: Optional[float] = None
     gpu_mem_used_gib_max: Optional[float] = Field(None, description="peak memory used on the server's GPUs (all processes)")
+    gpu_idle_host_frac: Optional[float] = Field(
+        None, description="of the GPUs' idle time over the loaded samples (100 - utilisation), the share in host-bound "
+        "samples (GPU under 70% busy, the engine-core process at a full core): how much of the idle GPU the host loop "
+        "explains")
+    host_bound_samples: int = Field(0, description="loaded samples with the GPU under 70% busy and the engine core at a full core")
+    frontend_drain_s: Optional[float] = Field(
+        None, description="seconds after the engine's last work during which an API-server process was still at a "
+        "full core: the front end delivering replies the engine had finished, inside the client's timed window")
 
 
 class LoadPoint(Record):
@@ -130,6 +138,9 @@ class BenchmarkResult(Record):
     peak_concurrency: Optional[float] = Field(None, description="KV tokens / (input_len + output_len)")
     offline_tok_s: Optional[float] = Field(None, description="offline LLM.generate on the same workload")
     offline_s: Optional[float] = None
+    offline_batch_limits: Optional[dict[str, int]] = Field(
+        None, description="the serve batch limits the offline engine ran with (empty: vLLM derived its own from the "
+        "recipe's engine_args); None: a ceiling measured before it took them (with LLM's own defaults)")
     slo: Optional[SloResult] = None
     gpu: Optional[str] = None
     workload: Optional[str] = Field(None, description="with several workloads: the headline's (the first)")

@@ -19,7 +19,7 @@ from itertools import groupby
 from pathlib import Path
 
 from suite.stages.enginelog import StdoutWindow, parse_engine_start
-from suite.stages.evaluate.batching import serve_batch_limits
+from suite.stages.batching import serve_batch_limits
 from suite.stages.records import EngineConfig
 from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
 

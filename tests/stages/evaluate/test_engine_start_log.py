@@ -70,7 +70,7 @@ import suite.stages.benchmark.vllm_cli  # installs the API-key rule of torch.com
 import vllm.envs
 from vllm.engine.arg_utils import EngineArgs
 from vllm.usage.usage_lib import UsageContext
-from suite.stages.evaluate.batching import serve_batch_limits
+from suite.stages.batching import serve_batch_limits
 from suite.stages.evaluate.served import auto_concurrency
 from suite.stages.records import EngineConfig
 tokens, seqs = EngineArgs.get_batch_defaults(1)
