@@ -133,8 +133,17 @@ def add_deltas(variants: list[VariantSummary]) -> None:
             if key in v.metrics:
                 v.metrics[key + ".delta"] = v.metrics[key] - base.metrics[key]
         for key in ("tput.output_tok_s", "tput.sustainable_rate", "tput.kv_cache_tokens", "tput.offline_tok_s"):
+            if key == "tput.offline_tok_s" and _ceiling_kind(v) != _ceiling_kind(base):
+                continue  # a resumed run's older ceiling (LLM's own batch limits) beside one with the server's
             if base.metrics.get(key) and key in v.metrics:
                 v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
+
+
+def _ceiling_kind(v: VariantSummary) -> bool | None:
+    """Whether the variant's offline ceiling ran with the server's batch limits (False: LLM's own, measured before the
+    suite gave it them); None without a ceiling."""
+    b = v.benchmark
+    return None if b is None or b.offline_tok_s is None else b.offline_batch_limits is not None
 
 
 COST_SCOPE = ("GPU time only, at the measured output rate: GPU-hour price x the engine's GPUs (tensor x pipeline "

@@ -1,5 +1,6 @@
-"""The batch limits of ``vllm serve`` on this machine, for the evaluation engines that must batch as a server does
-(suite.stages.evaluate.stage: the compile cache; suite.stages.evaluate.served: requests in flight)."""
+"""The batch limits of ``vllm serve`` on this machine, for the engines that must batch as a server does: the evaluation
+engines (suite.stages.evaluate.stage: the compile cache; suite.stages.evaluate.served: requests in flight) and the
+benchmark's offline ceiling (suite.stages.benchmark.offline: the server's engine without its HTTP front end)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,29 @@ def serve_max_num_seqs(engine_args: dict) -> int | None:
     if (tokens := engine_args.get("max_num_batched_tokens")) is not None:
         seqs = min(seqs, int(tokens))
     return int(seqs)
+
+
+def serve_engine_limits(engine_args: dict, max_model_len: int) -> dict[str, int]:
+    """max_num_batched_tokens and max_num_seqs as ``vllm serve`` derives them from these engine arguments
+    (``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args`` with the OpenAI server's defaults instead of
+    ``LLM``'s): the recipe's own values kept, each unset one the server's default, doubled for performance_mode
+    throughput, the tokens raised to max_model_len without chunked prefill and capped at max_num_seqs x max_model_len.
+    For an engine that must batch as the server does whatever the recipe sets (``serve_batch_limits`` instead leaves
+    vLLM's own derivation alone where the recipe sets any, for the compile cache's sake). Empty where vLLM names no
+    default for an unset one."""
+    given_tokens, given_seqs = engine_args.get("max_num_batched_tokens"), engine_args.get("max_num_seqs")
+    tokens_default, seqs_default = _serve_defaults(engine_args)
+    if (given_tokens is None and not tokens_default) or (given_seqs is None and not seqs_default):
+        return {}
+    tokens = int(given_tokens) if given_tokens is not None else int(tokens_default)
+    seqs = int(given_seqs) if given_seqs is not None else int(seqs_default)
+    if engine_args.get("performance_mode") == "throughput":
+        tokens *= 2 if given_tokens is None else 1
+        seqs *= 2 if given_seqs is None else 1
+    if given_tokens is None:
+        if engine_args.get("enable_chunked_prefill") is False:
+            tokens = max(max_model_len, tokens)
+        tokens = min(seqs * max_model_len, tokens)
+    if given_seqs is None:
+        seqs = min(seqs, tokens)
+    return {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}

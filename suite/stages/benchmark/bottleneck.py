@@ -22,8 +22,9 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
                     with NVML samples split by evidence (``suite.stages.benchmark.gpumon``) into
   ``gpu``           ... and kernels ran ≥ 90% of the time: the GPU set the pace (the reason says near which roof)
   ``engine-cpu``    ... while the GPU idled (< 70% busy) and the engine-core process used a full core; or,
-                    with the GPU between 70% and 90% busy, when most of its idle time fell in samples that
-                    were host-bound that way (a phase of the point: ``idle_host_share``)
+                    with the GPU between 70% and 90% busy, when most of its idle time fell in at least 3 samples
+                    that were host-bound that way (a phase of the point: ``idle_host_share``); such phases do
+                    not outrank ``seq-cap``
   ``client``        the load generator used a full core: the numbers measure the client
   ``frontend``      an API-server process used a full core while the engine had no queue
                     (and ``engine`` again when only the engine-core process is busy)
@@ -255,7 +256,9 @@ def frontend_drain(samples: list[dict], active: list[dict]) -> float | None:
     ids = {id(a) for a in active}
     last = max(i for i, s in enumerate(samples) if id(s) in ids)
     n = 0
-    for s in samples[last + 1:]:
+    for i, s in enumerate(samples[last + 1:]):
+        if i == 0 and live(s) and s.get("running", 0) + s.get("waiting", 0) == 0:
+            continue  # the engine's last step fell inside this sample's interval, after the gauges read 0
         if s.get("cpu", {}).get("api_server", 0.0) < BUSY_CORE or live(s):
             break
         n += 1

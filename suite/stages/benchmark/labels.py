@@ -67,10 +67,11 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tu
     host, host_n = getattr(stats, "gpu_idle_host_frac", None), getattr(stats, "host_bound_samples", 0)
     phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the GPU under {IDLE_UTIL:.0f}% busy, the "
               f"engine core at a full core), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
-    if host is not None and host >= HOST_SHARE:
-        return "engine-cpu", (f"the engine had a queue ({queue}) and the GPU was not kept busy ({figures}){phases}: "
-                              "for most of the time the GPU idled, the host side of the loop, not the GPU, set the pace "
-                              "(a fast step leaves the scheduling and output processing of a large batch exposed)")
+    if util >= IDLE_UTIL and host is not None and host >= HOST_SHARE and host_n >= MIN_SAMPLES:
+        return "engine-cpu", (f"the engine had a queue ({queue}); over the point the GPU evidence does not decide "
+                              f"({figures}){phases}: most of the GPU's idle time fell in host-bound samples, where the "
+                              "host side of the loop, not the GPU, set the pace (a fast step leaves the scheduling and "
+                              "output processing of a large batch exposed)")
     core_said = f"{core:.0f}%" if core is not None else "unknown"
     return "engine", (f"the engine had a queue ({queue}); GPU evidence does not decide ({figures}, engine core "
                       f"{core_said} CPU{phases})")
@@ -141,9 +142,10 @@ def _classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | N
     if at_cap and (stats.waiting_max or 0) >= 1:
         held = (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, KV cache at most "
                 f"{100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} ({source}) held the batch")
-        if split is not None and split[0] == "engine-cpu":
-            # the cap held the batch, but the engine loop's host side was already a full core with the GPU idle: a
-            # bigger batch is more host work per step, not more steps (Qwen 0.5B on the H200, issue 16)
+        if split is not None and split[0] == "engine-cpu" and (stats.gpu_util_mean or 0.0) < IDLE_UTIL:
+            # the cap held the batch, but the engine loop's host side was already a full core with the GPU idle over
+            # the whole point: a bigger batch is more host work per step, not more steps (Qwen 0.5B on the H200,
+            # issue 16). Host-bound phases inside a point 70-90% busy do not outrank the cap
             return split[0], (f"{split[1]}. The batch also sat at its cap ({held}); a larger cap would add host "
                               "work to every step too: measure it before expecting tok/s from it")
         return "seq-cap", (f"{held}, not KV space; raising engine_args.max_num_seqs trades queueing (TTFT) for "

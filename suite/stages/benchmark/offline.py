@@ -26,13 +26,13 @@ def measure(config: BenchmarkConfig) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from suite.stages.batching import serve_batch_limits
+    from suite.stages.batching import serve_engine_limits
 
     e = config.engine
     # the engine `vllm serve` builds, without its HTTP front end: vLLM gives LLM and the OpenAI server different batch
     # defaults (on an H200 16,384 batched tokens offline against 8,192 served) and LLM logs no stats, which the server
     # does every step for /metrics. Issue 16's first ceiling run had both differences in its "ceiling".
-    limits = serve_batch_limits(e.engine_args, e.max_model_len)
+    limits = serve_engine_limits(e.engine_args, e.max_model_len)
     args = {**e.engine_args, **limits, "disable_log_stats": bool(e.engine_args.get("disable_log_stats", False))}
     t0 = time.perf_counter()
     llm = LLM(model=e.model, dtype=e.dtype, max_model_len=e.max_model_len, kv_cache_dtype=e.kv_cache_dtype,
@@ -61,6 +61,11 @@ def measure(config: BenchmarkConfig) -> dict:
     outs = llm.generate(prompts, params, use_tqdm=False)
     gen_s = time.perf_counter() - t1
     out_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    try:  # what the engine ran with, not what it was given
+        sched = llm.llm_engine.vllm_config.scheduler_config
+        limits = {"max_num_batched_tokens": int(sched.max_num_batched_tokens), "max_num_seqs": int(sched.max_num_seqs)}
+    except AttributeError:
+        pass
     return {"output_tok_s": out_tokens / gen_s, "req_s": len(outs) / gen_s, "generate_s": gen_s,
             "load_s": load_s, "num_prompts": len(outs), "output_tokens": out_tokens, "batch_limits": limits,
             "log_stats": not args["disable_log_stats"]}

@@ -139,8 +139,8 @@ class BenchmarkResult(Record):
     offline_tok_s: Optional[float] = Field(None, description="offline LLM.generate on the same workload")
     offline_s: Optional[float] = None
     offline_batch_limits: Optional[dict[str, int]] = Field(
-        None, description="the serve batch limits the offline engine ran with (empty: vLLM derived its own from the "
-        "recipe's engine_args); None: a ceiling measured before it took them (with LLM's own defaults)")
+        None, description="the batch limits the offline engine ran with, the server's (suite.stages.batching."
+        "serve_engine_limits); None: a ceiling measured before the suite gave it them (LLM's own defaults)")
     slo: Optional[SloResult] = None
     gpu: Optional[str] = None
     workload: Optional[str] = Field(None, description="with several workloads: the headline's (the first)")

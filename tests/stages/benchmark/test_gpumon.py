@@ -321,11 +321,23 @@ def test_a_gpu_evenly_between_the_thresholds_beside_a_full_core_stays_undecided_
     st = bottleneck.summarize(samples([[82]] * 6, engine_core=99.0))
     assert st.host_bound_samples == 0 and st.gpu_idle_host_frac == 0
     assert bottleneck.classify(point(), st, roofline=LOW_ROOF)[0] == "engine"
-    # two host-bound samples of six holding most of the idle time: engine-cpu
-    mixed = samples([[99], [99], [40], [40], [99], [99]], engine_core=99.0)
+    # three host-bound samples of eight holding most of the idle time: engine-cpu
+    mixed = samples([[99], [99], [99], [50], [50], [50], [99], [99]], engine_core=99.0)
     st = bottleneck.summarize(mixed)
-    assert st.host_bound_samples == 2 and st.gpu_idle_host_frac == pytest.approx(120 / 124)
+    assert 70 <= st.gpu_util_mean < 90 and st.host_bound_samples == 3 and st.gpu_idle_host_frac == pytest.approx(150 / 155)
     assert bottleneck.classify(point(), st, roofline=LOW_ROOF)[0] == "engine-cpu"
+    # one such sample is not a phase (NVML's window is noisy): undecided, the sample named
+    one = bottleneck.summarize(samples([[95]] * 7 + [[20]], engine_core=99.0))
+    assert one.host_bound_samples == 1 and one.gpu_idle_host_frac > 0.5
+    label, reason = bottleneck.classify(point(), one, roofline=LOW_ROOF)
+    assert label == "engine" and "1 of 8 samples were host-bound" in reason, reason
+    # a phase inside a 70-90%-busy point does not outrank the recipe's sequence cap (the point-level rule does)
+    at_cap = [{**s, "running": 256.0} for s in mixed]
+    assert bottleneck.classify(point(), bottleneck.summarize(at_cap), max_num_seqs=256, roofline=LOW_ROOF)[0] == "seq-cap"
+    # under 70% busy with the engine core's mean under a full core: the point-level rule's "engine", phases or not
+    low = samples([[40]] * 6, engine_core=99.0)
+    low = [{**s, "cpu": {**s["cpu"], "engine_core": 99.0 if i < 3 else 50.0}} for i, s in enumerate(low)]
+    assert bottleneck.classify(point(), bottleneck.summarize(low), roofline=LOW_ROOF)[0] == "engine"
     # a drain of one sample after the engine's last step: 0.5 s of a 100-s point is not named; of a 10-s point it is
     idle = {"t": 1003.0, "running": 0.0, "waiting": 0.0, "cpu": {"api_server": 99.0, "engine_core": 1.0, "client": 50.0},
             "gpu": [{"index": 0, "util_pct": 0.0, "power_w": 100.0, "power_limit_w": 700.0}]}
