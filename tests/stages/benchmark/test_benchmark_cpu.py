@@ -79,11 +79,17 @@ def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothin
     def kill_server_when_load_starts():
         deadline = time.time() + 500
         me = psutil.Process()
+        def cmdline(proc) -> list[str]:
+            try:
+                return proc.cmdline()
+            except psutil.Error:  # a short-lived child gone between the listing and the read: it would end the thread
+                return []
+
         while time.time() < deadline:
             kids = me.children(recursive=True)
             # by argument, not substring: the module paths (suite.stages.benchmark.*) say "bench"
-            servers = [k for k in kids if "serve" in k.cmdline()]
-            clients = [k for k in kids if "suite.stages.benchmark.client" in k.cmdline()]  # the warm client
+            servers = [k for k in kids if "serve" in cmdline(k)]
+            clients = [k for k in kids if "suite.stages.benchmark.client" in cmdline(k)]  # the warm client
             if servers and clients and list((tmp_path / "bench").glob("bench-rate-inf-r0.log")):
                 time.sleep(8)  # the point is under way
                 killed["pid"] = servers[0].pid
