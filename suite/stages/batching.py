@@ -31,11 +31,7 @@ def serve_batch_limits(engine_args: dict, max_model_len: int) -> dict[str, int]:
     max_num_seqs at 512), which passing both explicitly would undo."""
     if any(engine_args.get(k) is not None for k in DERIVED_FROM):
         return {}
-    tokens, seqs = _serve_defaults(engine_args)
-    if not tokens or not seqs:
-        return {}
-    tokens = min(seqs * max_model_len, tokens)
-    return {"max_num_batched_tokens": int(tokens), "max_num_seqs": int(min(seqs, tokens))}
+    return serve_engine_limits(engine_args, max_model_len)  # with none of them set: the server's defaults, capped
 
 
 def serve_max_num_seqs(engine_args: dict) -> int | None:
