@@ -8,20 +8,60 @@ MLflow holds the parent and nested runs, and `suite gate` returns the right exit
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import DEMO_RECIPE, needs_cpu_fp8_kv, needs_demo_model, no_leftover, run_cli
+from conftest import DEMO_RECIPE, ROOT, needs_cpu_fp8_kv, needs_demo_model, no_leftover, run_cli
 
 pytestmark = [pytest.mark.integration, needs_demo_model(), needs_cpu_fp8_kv()]  # the demo's fp8-kv variant
 TASKS = ["suite_mmlu", "suite_gsm8k", "suite_humaneval", "suite_ceval"]
 
 
+LIMIT_S = 1100  # under pytest-timeout's 1,200 s, so that a slow or stuck run says where it was
+
+
+def stuck_report(out: Path, pid: int) -> str:
+    """Where a run that passed LIMIT_S was: its process tree (CPU time, state) and the newest lines of each stage log."""
+    def run(*cmd: str) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"({cmd[0]}: {e})"
+
+    tree = run("ps", "-o", "pid,ppid,stat,etime,time,pcpu,rss,args", "--forest", "-s", str(pid))
+    logs = sorted(out.rglob("*.log"), key=lambda f: f.stat().st_mtime)
+    tails = [f"--- {f.relative_to(out)} ({f.stat().st_size} B)\n" + "\n".join(f.read_text(errors="replace")
+                                                                          .splitlines()[-8:]) for f in logs[-4:]]
+    top = run("top", "-b", "-n", "1", "-o", "%CPU")
+    printed = "\n".join((out / "stdout.txt").read_text(errors="replace").splitlines()[-30:])
+    return "\n".join([f"the demo run passed {LIMIT_S} s; what it printed last:", printed,
+                      "processes of its session:", tree[-4000:],
+                      "busiest processes on the machine:", "\n".join(top.splitlines()[:20]), *tails])
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    res = run_cli("run", str(DEMO_RECIPE), "--out", str(out))
+    with open(out / "stdout.txt", "w") as so, open(out / "stderr.txt", "w") as se:
+        proc = subprocess.Popen([sys.executable, "-m", "suite", "run", str(DEMO_RECIPE), "--out", str(out)], cwd=ROOT,
+                                stdout=so, stderr=se, start_new_session=True)
+        try:
+            proc.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            report = stuck_report(out, proc.pid)
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(report, pytrace=False)
+    res = subprocess.CompletedProcess(proc.args, proc.returncode, (out / "stdout.txt").read_text(),
+                                      (out / "stderr.txt").read_text())
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     (run_dir,) = [p for p in out.iterdir() if p.is_dir() and p.name.endswith("-demo-cpu")]
     return run_dir, json.loads((run_dir / "summary.json").read_text()), res
