@@ -25,9 +25,16 @@ RESULT = EvaluateResult(scores=[TaskScore(task="suite_mmlu", metric="acc,none", 
 
 
 def fake_stage(tmp_path: Path, body: str) -> str:
-    """An interpreter whose 'stage' runs `body` with RESULT (JSON) and the result path in scope."""
-    script = tmp_path / "stage-python"
-    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""
+    """An interpreter whose 'stage' runs `body` with RESULT (JSON) and the result path in scope.
+
+    It lives at one path for the whole session (the session's base temp folder), rewritten by each test: the
+    suite caches what it asks an interpreter (vLLM's engine-argument facts, ~15 s to ask on 2 cores) by the
+    interpreter's path, and this interpreter answers those questions as this process's Python does, so a new
+    path per test only asked the same question again. Written whole and renamed into place: a process that
+    starts while it is rewritten reads one version or the other."""
+    script = tmp_path.parent / "stage-python"
+    staged = tmp_path / "stage-python"
+    staged.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""
         import os, subprocess, sys
         if sys.argv[1:2] == ["-c"]:  # the suite asking the interpreter about itself (versions, engine args)
             os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
@@ -38,7 +45,8 @@ def fake_stage(tmp_path: Path, body: str) -> str:
             os.replace(out + ".tmp", out)
         print("lm-eval finished", flush=True)
     """).format(result=RESULT.model_dump_json()) + textwrap.dedent(body))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    staged.chmod(staged.stat().st_mode | stat.S_IEXEC)
+    os.replace(staged, script)
     return str(script)
 
 

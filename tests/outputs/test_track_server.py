@@ -67,12 +67,41 @@ def stop_server(proc: subprocess.Popen) -> None:
     procs.stop(proc, grace_s=10)
 
 
-def test_offline_run_then_sync_to_a_real_server(tmp_path):
+class PlainServer:
+    """One plain `mlflow server` (its folder, port and store) for the tests below that stop, start and kill it:
+    each leaves it running for the next, so that a start (~30 s on 2 busy cores) is not paid again where the
+    next test needs a server anyway. Each test sets the state it needs first, so the order does not matter."""
+
+    def __init__(self, root: Path):
+        self.root, self.port, self.proc = root, free_port(), None
+        self.uri = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.proc = start_mlflow_server(self.root, self.port)
+
+    def ensure_started(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_server(self.proc)
+            self.proc = None
+
+
+@pytest.fixture(scope="module")
+def plain_server(tmp_path_factory):
+    server = PlainServer(tmp_path_factory.mktemp("mlflow"))
+    yield server
+    server.stop()
+
+
+def test_offline_run_then_sync_to_a_real_server(tmp_path, plain_server):
 
     from mlflow.tracking import MlflowClient
 
-    port = free_port()
-    uri = f"http://127.0.0.1:{port}"
+    plain_server.stop()  # down while the run is made (a no-op unless another test left it running)
+    uri = plain_server.uri
     out_root = tmp_path / "runs"
     run_dir = out_root / "20261130-000000-demo-cpu"
     run_dir.mkdir(parents=True)
@@ -90,26 +119,23 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path):
     res = run_cli("sync", str(run_dir))
     assert res.returncode == 2 and "unreachable" in res.stderr
 
-    server = start_mlflow_server(tmp_path, port)
-    try:
-        res = run_cli("sync", str(run_dir))
-        assert res.returncode == 0, res.stdout + res.stderr
-        saved = json.loads((run_dir / "summary.json").read_text())
-        assert saved["tracking_pending"] is None and saved["tracking"]["uri"] == uri
-        client = MlflowClient(tracking_uri=uri)
-        exp = client.get_experiment_by_name("sync-test")
-        runs = client.search_runs([exp.experiment_id])
-        assert len(runs) == 3  # parent + 2 variants
-        fp8 = next(r for r in runs if r.data.tags.get("suite.variant") == "fp8")
-        assert abs(fp8.data.metrics["tput.output_tok_s.ratio"] - 1.4) < 1e-9
-        parent_id = saved["tracking"]["parent_run_id"]
-        assert "summary.json" in [a.path for a in client.list_artifacts(parent_id)]  # over HTTP, from the server
+    plain_server.start()
+    res = run_cli("sync", str(run_dir))
+    assert res.returncode == 0, res.stdout + res.stderr
+    saved = json.loads((run_dir / "summary.json").read_text())
+    assert saved["tracking_pending"] is None and saved["tracking"]["uri"] == uri
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("sync-test")
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 3  # parent + 2 variants
+    fp8 = next(r for r in runs if r.data.tags.get("suite.variant") == "fp8")
+    assert abs(fp8.data.metrics["tput.output_tok_s.ratio"] - 1.4) < 1e-9
+    parent_id = saved["tracking"]["parent_run_id"]
+    assert "summary.json" in [a.path for a in client.list_artifacts(parent_id)]  # over HTTP, from the server
 
-        assert run_cli("sync", str(run_dir)).returncode == 0  # already logged: nothing new
-        again = track_summary(s.model_copy(update={"tracking": None}), run_dir / "summary.json", out_root)
-        assert again is None and len(client.search_runs([exp.experiment_id])) == 3  # found, not duplicated
-    finally:
-        stop_server(server)
+    assert run_cli("sync", str(run_dir)).returncode == 0  # already logged: nothing new
+    again = track_summary(s.model_copy(update={"tracking": None}), run_dir / "summary.json", out_root)
+    assert again is None and len(client.search_runs([exp.experiment_id])) == 3  # found, not duplicated
 
 
 def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, monkeypatch):
@@ -141,7 +167,7 @@ def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, m
         stop_server(server)
 
 
-def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tmp_path):
+def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tmp_path, plain_server):
     """The tracking server is SIGKILLed while `suite sync` uploads the parent's artifacts: the sync fails
     within 30 s (exit 2), and once the server is back the next sync resumes the same parent (left
     RUNNING) instead of making a second one."""
@@ -152,8 +178,8 @@ def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tm
 
     from conftest import ROOT
 
-    port = free_port()
-    uri = f"http://127.0.0.1:{port}"
+    plain_server.ensure_started()
+    uri = plain_server.uri
     run_dir = tmp_path / "runs" / "20261130-000000-demo-cpu"
     run_dir.mkdir(parents=True)
     s = make_summary({"bf16": {"acc.mean": 0.5}, "fp8": {"acc.mean": 0.45}}, run_dir=str(run_dir))
@@ -163,27 +189,26 @@ def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tm
         f.truncate(200 << 20)  # an upload that takes a while
     s.artifacts["report_html"] = str(big)
     s.write(run_dir / "summary.json")
-    server = start_mlflow_server(tmp_path, port)
-    try:
-        sync = subprocess.Popen([sys.executable, "-m", "suite", "sync", str(run_dir)], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while time.time() < deadline and not list((tmp_path / "art").glob("*/*/artifacts/summary.json")):
-            assert sync.poll() is None, sync.communicate()
-            time.sleep(0.02)
-        os.killpg(server.pid, signal.SIGKILL)  # the parent's artifacts are going up
-        server.wait()
-        killed_at = time.monotonic()
-        _, err = sync.communicate(timeout=90)
-        assert sync.returncode == 2 and "failed" in err, err
-        assert time.monotonic() - killed_at < 30
-        server = start_mlflow_server(tmp_path, port)
-        res = run_cli("sync", str(run_dir))
-        assert res.returncode == 0, res.stdout + res.stderr
-        client = MlflowClient(tracking_uri=uri)
-        runs = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
-        parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-        assert [p.info.status for p in parents] == ["FINISHED"] and len(runs) == 3
-        assert json.loads((run_dir / "summary.json").read_text())["tracking"]["parent_run_id"] == parents[0].info.run_id
-    finally:
-        stop_server(server)
+    # the server's store may hold other tests' runs: this sync's summary.json is the one not there yet
+    logged = lambda: set((plain_server.root / "art").glob("*/*/artifacts/summary.json"))  # noqa: E731
+    before = logged()
+    sync = subprocess.Popen([sys.executable, "-m", "suite", "sync", str(run_dir)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not logged() - before:
+        assert sync.poll() is None, sync.communicate()
+        time.sleep(0.02)
+    os.killpg(plain_server.proc.pid, signal.SIGKILL)  # the parent's artifacts are going up
+    plain_server.proc.wait()
+    killed_at = time.monotonic()
+    _, err = sync.communicate(timeout=90)
+    assert sync.returncode == 2 and "failed" in err, err
+    assert time.monotonic() - killed_at < 30
+    plain_server.start()
+    res = run_cli("sync", str(run_dir))
+    assert res.returncode == 0, res.stdout + res.stderr
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [p.info.status for p in parents] == ["FINISHED"] and len(runs) == 3
+    assert json.loads((run_dir / "summary.json").read_text())["tracking"]["parent_run_id"] == parents[0].info.run_id

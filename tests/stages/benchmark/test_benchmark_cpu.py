@@ -48,7 +48,9 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     # resized probes would take minutes; the steadiness rule is tested on its own (test_throughput.py)
     slo = SloSpec(ttft_p99_ms=600_000, tpot_p99_ms=30_000, start_rate=1, max_rate=2, max_probes=2, num_prompts=8,
                   steady_windows=0)
-    res = benchmark.run(config(tmp_path, slo=slo))
+    # 8 output tokens, not the config's 32: decode steps took ~1 s each with 16 requests in flight on 2 busy cores, so 32
+    # made each of the 4 points ~50 s (7 decode steps still give every request a TPOT and several monitor samples)
+    res = benchmark.run(config(tmp_path, slo=slo, output_len=8))
     (p,) = res.points
     assert p.ok and p.completed == 16 and len(p.repetitions) == 2
     assert p.output_tok_s_min <= p.output_tok_s <= p.output_tok_s_max
@@ -60,7 +62,7 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     assert p.server.gpu_samples == 0 and p.server.gpu_util_mean is None and res.gpu_sampling.startswith(("NVML", "no NVML"))
     samples = [json.loads(line) for line in (tmp_path / "bench" / "monitor-rate-inf-r0.jsonl").read_text().splitlines()]
     assert samples and all("cpu" in s and "gpu" not in s for s in samples)
-    assert res.kv_cache_tokens > 0 and res.peak_concurrency == res.kv_cache_tokens / 160
+    assert res.kv_cache_tokens > 0 and res.peak_concurrency == res.kv_cache_tokens / 136  # 128 in + 8 out
     assert res.client_s > 0 and 0 <= res.overhead_s < res.client_s and res.api_server_count == 1
     print(f"benchmark wall {res.wall_s:.1f} s, clients {res.client_s:.1f} s, suite overhead {res.overhead_s:.2f} s")
     # the SLO is loose: 1 req/s and 2 req/s (max_rate) both meet it
@@ -159,16 +161,18 @@ def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_pat
 def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
     from conftest import ROOT
 
-    cfg = config(tmp_path, workload=["tasks", "random"], data_dir=str(ROOT / "tasks" / "data"), num_prompts=12,
-                 output_len=16, repetitions=1, offline_ceiling=True)
+    # 6 prompts of 8 tokens a point (12 of 16 before): the two workloads, their order, the prompts' source and the
+    # ceiling's attribution do not depend on the size, and each point's decode steps cost ~1 s on 2 busy cores
+    cfg = config(tmp_path, workload=["tasks", "random"], data_dir=str(ROOT / "tasks" / "data"), num_prompts=6,
+                 output_len=8, repetitions=1, offline_ceiling=True)
     res = benchmark.run(cfg)
     p, q = res.points  # both workloads in one stage, on one server: the tasks' prompts first (the headline's)
     assert (p.label, p.workload, q.label, q.workload, res.workload) == (
         "tasks-rate-inf", "tasks", "random-rate-inf", "random", "tasks")
-    assert p.ok and p.completed == 12 and p.mean_input_len > 20  # real questions, not 128 random tokens
-    assert q.ok and q.completed == 12 and abs(q.mean_input_len - 128) <= 2
+    assert p.ok and p.completed == 6 and p.mean_input_len > 20  # real questions, not 128 random tokens
+    assert q.ok and q.completed == 6 and abs(q.mean_input_len - 128) <= 2
     rows = (tmp_path / "bench" / "prompts-tasks-rate-inf-r0.jsonl").read_text().splitlines()
-    assert len(rows) == 12 + cfg.warmup_requests and '"prompt": "[r1-0] ' in rows[0]
+    assert len(rows) == 6 + cfg.warmup_requests and '"prompt": "[r1-0] ' in rows[0]
     assert not list((tmp_path / "bench").glob("prompts-random-*"))
     assert res.offline_tok_s > 0 and 0 < p.ceiling_fraction and q.ceiling_fraction is None  # the ceiling is the tasks'
     from suite.analysis.summary import headline_point

@@ -69,9 +69,20 @@ def test_fp8_dynamic_and_cache(tmp_path):
     assert content_hash(Path(res.checkpoint)) != res.content_sha256
 
 
-def test_fp8_static_with_kv_cache_scales(tmp_path, demo_model_f32):
-    res, err, _ = quantize(tmp_path, "static", demo_model_f32, scheme="FP8", kv_cache="fp8", calibration="chat-demo",
-                           num_calibration_samples=16, max_seq_length=256)
+# a weighted mix of a chat set and a user's own set YAML (calibration/examples/my-texts.yaml)
+MIX = [{"set": "chat-demo", "weight": 3}, {"set": str(ROOT / "calibration" / "examples" / "my-texts.yaml"), "weight": 1}]
+
+
+@pytest.fixture(scope="module")
+def static_fp8_kv(tmp_path_factory, demo_model_f32):
+    """Static FP8 with FP8 KV-cache scales, calibrated on MIX: checked on its own below, and the run without
+    SmoothQuant that the SmoothQuant test compares its norms with (one llmcompressor run serves both)."""
+    return quantize(tmp_path_factory.mktemp("static"), "static", demo_model_f32, scheme="FP8", kv_cache="fp8",
+                    calibration=MIX, num_calibration_samples=16, max_seq_length=128)
+
+
+def test_fp8_static_with_kv_cache_scales(static_fp8_kv):
+    res, err, _ = static_fp8_kv
     assert err is None, err
     a = res.quantization_config["config_groups"]["group_0"]["input_activations"]
     assert a["dynamic"] is False and a["strategy"] == "tensor"
@@ -121,14 +132,12 @@ def test_ignore_that_matches_nothing_fails_and_leaves_nothing(tmp_path):
     assert not list((tmp_path / "ckpt").glob("typo*")) if (tmp_path / "ckpt").exists() else True
 
 
-def test_smoothquant_then_static_fp8_on_a_calibration_mix(tmp_path, demo_model_f32):
+def test_smoothquant_then_static_fp8_on_a_calibration_mix(tmp_path, demo_model_f32, static_fp8_kv):
     """SmoothQuant (strength 0.8) before static FP8, calibrated on a weighted mix of a chat set and a
     user's own set YAML: the smoothing really changed the weights (the unquantized norms absorbed the scales)."""
     from safetensors import safe_open
 
-    mix = [{"set": "chat-demo", "weight": 3}, {"set": str(ROOT / "calibration" / "examples" /
-                                                          "my-texts.yaml"), "weight": 1}]
-    res, err, _ = quantize(tmp_path, "sq", demo_model_f32, scheme="FP8", calibration=mix, smoothing_strength=0.8,
+    res, err, _ = quantize(tmp_path, "sq", demo_model_f32, scheme="FP8", calibration=MIX, smoothing_strength=0.8,
                            num_calibration_samples=16, max_seq_length=128)
     assert err is None, err
     a = res.quantization_config["config_groups"]["group_0"]["input_activations"]
@@ -140,8 +149,8 @@ def test_smoothquant_then_static_fp8_on_a_calibration_mix(tmp_path, demo_model_f
                 if "model.layers.0.input_layernorm.weight" in st.keys():
                     return st.get_tensor("model.layers.0.input_layernorm.weight").float()
 
-    plain, err, _ = quantize(tmp_path, "plain", demo_model_f32, scheme="FP8", calibration=mix, num_calibration_samples=16,
-                             max_seq_length=128)
+    # the same scheme, calibration and model without SmoothQuant (its FP8 KV-cache scales leave the norms alone)
+    plain, err, _ = static_fp8_kv
     assert err is None, err
     smoothed, unsmoothed = norm_weight(res.checkpoint), norm_weight(plain.checkpoint)
     assert (smoothed - unsmoothed).abs().max() > 1e-3  # SmoothQuant folded its scales into the norm
