@@ -38,7 +38,8 @@ def stuck_report(out: Path, pid: int) -> str:
     tails = [f"--- {f.relative_to(out)} ({f.stat().st_size} B)\n" + "\n".join(f.read_text(errors="replace")
                                                                           .splitlines()[-8:]) for f in logs[-4:]]
     top = run("top", "-b", "-n", "1", "-o", "%CPU")
-    printed = "\n".join((out / "stdout.txt").read_text(errors="replace").splitlines()[-30:])
+    printed = "\n".join(line for name in ("stdout.txt", "stderr.txt")  # the progress lines are on stderr
+                        for line in (out / name).read_text(errors="replace").splitlines()[-20:])
     return "\n".join([f"the demo run passed {LIMIT_S} s; what it printed last:", printed,
                       "processes of its session:", tree[-4000:],
                       "busiest processes on the machine:", "\n".join(top.splitlines()[:20]), *tails])

@@ -153,7 +153,11 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
                 self.end_headers()
                 self.wfile.write(b"OK")
                 return
-            self.server.socket.close()  # the server dies: this connection drops, later ones are refused
+            # the server dies: this connection drops, later ones are refused. Stopped through shutdown(), not by
+            # closing its socket here: serve_forever's poll() on a closed socket returns at once, forever, and
+            # that thread then spun at a full core for the rest of the pytest session (half of CI's 2 cores:
+            # the demo run that came 40 minutes later passed its 1,200 s)
+            threading.Thread(target=lambda: (self.server.shutdown(), self.server.server_close()), daemon=True).start()
             self.close_connection = True
 
         do_POST = do_GET
@@ -162,7 +166,8 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Dying)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
     uri = f"http://127.0.0.1:{server.server_address[1]}"
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -176,6 +181,8 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
     assert res.returncode == 2 and f"logging to {uri} failed" in res.stderr, res.stderr[-2000:]
     assert took < 30, f"sync took {took:.0f} s against a dead server"
     assert "failed" in json.loads((run_dir / "summary.json").read_text())["tracking_pending"]
+    serving.join(timeout=10)
+    assert not serving.is_alive()  # the server's thread ended (it once spun on a closed socket for the session)
 
 
 def test_a_resumed_run_logs_the_variants_that_failed_before_into_the_same_parent(tmp_path):
