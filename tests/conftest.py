@@ -163,3 +163,36 @@ def no_leftover(pattern: str) -> list[str]:
         return []
     out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
     return [ln for ln in out.splitlines() if "pgrep" not in ln]
+
+
+BUSY_SHARE = 0.5  # of one core, over a test of at least BUSY_MIN_S
+BUSY_MIN_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def no_busy_leftover_thread():
+    """Fails a test during which a Python thread that an earlier test left in this process used half a core or more.
+
+    A test's HTTP server once closed its own socket from a handler: serve_forever then polled the closed fd at a
+    full core for the rest of the session, half of CI's 2 cores, and a test 40 minutes later timed out. Threads
+    are measured only if they existed before the test began (the test's own threads may work), and only
+    Python threads (torch's and OpenMP's workers are not in ``threading.enumerate()``)."""
+    import threading
+    import time
+
+    import psutil
+
+    me = psutil.Process()
+    main = threading.main_thread().native_id
+    before = {t.native_id: t.name for t in threading.enumerate() if t.native_id not in (None, main) and t.is_alive()}
+    cpu = {t.id: t.user_time + t.system_time for t in me.threads() if t.id in before}
+    start = time.monotonic()
+    yield
+    wall = time.monotonic() - start
+    if wall < BUSY_MIN_S or not cpu:
+        return
+    busy = [f"{before[t.id]!r} ({(t.user_time + t.system_time - cpu[t.id]) / wall:.0%} of a core)"
+            for t in me.threads() if t.id in cpu and t.user_time + t.system_time - cpu[t.id] >= BUSY_SHARE * wall]
+    if busy:
+        pytest.fail(f"a thread an earlier test left running was busy during this {wall:.0f}-s test: "
+                    f"{', '.join(busy)}; find the test that started it and stop the thread there", pytrace=False)
