@@ -49,8 +49,9 @@ KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 MAX_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 CACHE_INFO = "vllm:cache_config_info"
 # SIGTERM to SIGKILL for a server's process tree. vLLM's own shutdown takes 2-5 s (CPU: every process gone in
-# 4.5 s); on the H200 each stop took the whole 30 s it had before (a process outlived SIGTERM: the stop now
-# names it), 2 minutes of a 4-variant study. Nothing is measured after the stop.
+# 4.5 s). On the H200 each stop took the whole grace (31 s with 30, then 10.0 s with 10, "though every process
+# ended on SIGTERM"): the ended engine core and API servers were zombies of the stage's supervisor, which
+# psutil's wait counted as running; procs.stop counts them as ended since. Nothing is measured after the stop.
 STOP_GRACE_S = 10.0
 SLOW_STOP_S = 5.0  # a stop slower than this is said, whatever made it slow
 
@@ -308,7 +309,7 @@ def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path
         if outlived:
             print(f"benchmark: {len(outlived)} server process(es) outlived SIGTERM by {STOP_GRACE_S:g} s and were "
                   f"killed ({stop_s:.1f} s to stop): {'; '.join(outlived)}", flush=True)
-        elif stop_s > SLOW_STOP_S:  # e.g. an unreaped zombie that psutil's wait counts as alive
+        elif stop_s > SLOW_STOP_S:  # a slow exit; zombies count as ended (procs.stop), which once made every stop 10 s
             print(f"benchmark: the server took {stop_s:.1f} s to stop, though every process ended on SIGTERM",
                   flush=True)
         log.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import subprocess
 import sys
 import time
@@ -81,6 +82,36 @@ def test_stop_names_what_outlived_sigterm():
     polite = procs.spawn([sys.executable, "-c", "import time; time.sleep(300)"])
     time.sleep(0.5)
     assert procs.stop(polite, grace_s=5.0) == []
+
+
+def test_stop_does_not_wait_the_grace_for_an_ended_orphan_under_a_subreaper():
+    """Under the stage's supervisor (a child subreaper that reaps when its command ends) the server's processes
+    that end on SIGTERM become zombies of the supervisor, not of the stage: the stop must count them as ended.
+    It waited the whole grace for them on the H200 (10.0 s every stop, "though every process ended on SIGTERM")."""
+    stage = textwrap.dedent("""
+        import sys, time
+        from suite.orchestrate import procs
+        child = "import time; time.sleep(300)"          # ends on SIGTERM, as vLLM's engine core does
+        parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(300)"
+        proc = procs.spawn([sys.executable, "-c", parent])
+        time.sleep(1.5)
+        t = time.monotonic()
+        outlived = procs.stop(proc, grace_s=8.0)
+        print(round(time.monotonic() - t, 2), outlived)
+    """)
+    # the supervisor: a child subreaper that waits for its command alone (orphans stay zombies until it ends)
+    script = textwrap.dedent(f"""
+        import subprocess, sys
+        from suite.orchestrate import procs
+        procs._prctl(procs.PR_SET_CHILD_SUBREAPER, 1)
+        done = subprocess.run([sys.executable, "-c", {stage!r}], capture_output=True, text=True)
+        print(done.stdout, end=""); print(done.stderr, end="", file=sys.stderr); sys.exit(done.returncode)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.returncode == 0, out.stderr
+    elapsed, outlived = out.stdout.split(" ", 1)
+    assert outlived.strip() == "[]" and float(elapsed) < 4.0, out.stdout
 
 
 def test_median_of_an_even_count_is_the_mean_of_the_middle_two_and_every_repetition_is_listed():
