@@ -130,6 +130,10 @@ class EvaluateResult(Record):
         default_factory=dict, description="what EvaluateConfig.batch_limits 'serve' added to the engine arguments "
         "(max_num_batched_tokens, max_num_seqs as vLLM's serve defaults on this machine; empty: vLLM's own); "
         "served: requests_in_flight, the requests lm-eval kept at the server at once")
+    flashinfer_sampler: str | None = Field(
+        None, description="VLLM_USE_FLASHINFER_SAMPLER as the evaluation engine ran: '0' (the suite's default for "
+        "evaluation engines: greedy requests never use top-k/top-p, and FlashInfer's sampler costs a machine's first "
+        "engine ~90 s of JIT compilation), or the value runtime.env set; None: no engine started here (served)")
     loglikelihood_counts: dict[str, int] = Field(
         default_factory=dict, description="loglikelihood: grouped: pairs (asked for), grouped_pairs (of those, "
         "scored one request per context), requests (vLLM requests the grouped path sent); empty: per_request")
