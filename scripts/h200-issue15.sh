@@ -8,6 +8,7 @@
 # moment the last one returns: a machine is taken back 30 s after a command ends (2026-12-04 lost one so).
 set -uo pipefail
 wait_s=$1 only=${2:-}
+case "$only" in ""|start-cost) ;; *) echo "h200-issue15: the second argument is start-cost or nothing, not $only" >&2; exit 2;; esac
 bash scripts/h200-prepare.sh || exit 2
 if pgrep -f "[h]200-chain-loop" >/dev/null; then echo "h200-issue15: a chain is still running" >&2; exit 2; fi
 src=/tmp/suite-chain-src

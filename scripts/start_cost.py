@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -93,9 +94,15 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     for spec in args.config:
         name, model, mode, sampler = spec.split(":")
-        env = dict(os.environ, VLLM_CACHE_ROOT=str(Path(args.cache_root) / name))
+        if sampler not in ("fi", "nofi") or mode not in ("default", "eager", "graphs"):
+            ap.error(f"--config {spec}: sampler is fi or nofi, mode default, eager or graphs")
+        cache = Path(args.cache_root) / name
+        shutil.rmtree(cache, ignore_errors=True)  # a cold torch.compile, even where a name is run again
+        env = dict(os.environ, VLLM_CACHE_ROOT=str(cache))
+        env.pop("VLLM_USE_FLASHINFER_SAMPLER", None)  # fi: vLLM's default, whatever this shell has
         if sampler == "nofi":
             env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+        _wait_for_free_gpu()  # the last configuration's engine processes have let go of the GPU
         before = {k: _size(p) for k, p in JIT_CACHES.items()}
         log = out / f"{name}.log"
         t0 = time.perf_counter()
@@ -118,6 +125,20 @@ def main() -> int:
               f"start {result and result['start_s']}, after_graphs {row['start'].get('after_graphs_s')}, "
               f"gen {result and result['generate_s']} s", flush=True)
     return 0
+
+
+def _wait_for_free_gpu(timeout_s: float = 60.0) -> None:
+    """Until no process holds the GPU (nvidia-smi lists none), or ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            held = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=20).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return
+        if not held:
+            return
+        time.sleep(1)
 
 
 if __name__ == "__main__":

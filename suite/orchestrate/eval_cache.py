@@ -65,7 +65,7 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     # differs (another machine, another GPU) is not the checkpoint the cached scores came from
     identity = ((vs.quantize.key + (f":{vs.quantize.content_sha256}" if vs.quantize.content_sha256 else ""))
                 if vs.quantize else weights_fingerprint(vp.model_path))
-    key = cache_key(vp.evaluate, identity)
+    key = cache_key(vp.evaluate, identity, env=env)
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
     outcome = run_stage("evaluate", vp.evaluate, vdir, env, lock, python)

@@ -12,7 +12,7 @@ Guarantees (Linux):
   command's status. vLLM's engine cores and API servers are grandchildren of ``suite run``: this is
   what takes them down with it.
 - ``stop`` terminates a process and all its descendants (psutil ``children(recursive=True)`` plus its
-  process group): SIGTERM, wait up to ``grace_s`` for each to end (a zombie has ended), SIGKILL what is left.
+  process group): SIGTERM, wait up to ``grace_s`` for each to end (a zombie whose threads all ended has ended), SIGKILL what is left.
 - ``RunLock`` (in ``suite.orchestrate.lock``): ``<run folder>/run.lock`` holds the PID (and its start time), host name, boot id and a
   random token of the ``suite run`` that owns the folder, plus the stage process it is running. A
   second ``suite run --resume`` refuses while either is alive on this machine; a lock of a dead
@@ -197,12 +197,23 @@ def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:
 
 
 def _alive(p) -> bool:
+    try:
+        return p.is_running() and not _ended_zombie(p)
+    except Exception:  # psutil.Error: gone
+        return False
+
+
+def _ended_zombie(p) -> bool:
+    """A zombie whose every thread has ended. A process whose main thread exited while other threads run also
+    reads ``Z`` (the thread-group leader is a zombie), yet it runs and may hold GPU memory: it has not ended."""
     import psutil
 
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+    if p.status() != psutil.STATUS_ZOMBIE:
         return False
+    try:
+        return len(os.listdir(f"/proc/{p.pid}/task")) <= 1
+    except OSError:
+        return True
 
 
 def alive(pid: int | None, create_time: float | None = None) -> bool:
@@ -213,7 +224,7 @@ def alive(pid: int | None, create_time: float | None = None) -> bool:
         return False
     try:
         p = psutil.Process(pid)
-        if p.status() == psutil.STATUS_ZOMBIE:
+        if _ended_zombie(p):
             return False
         return create_time is None or abs(p.create_time() - create_time) < 1.0
     except psutil.Error:

@@ -146,9 +146,11 @@ def _tree_digest(folder: Path, hashes: FileHashes | None = None) -> str:
     return h.hexdigest()
 
 
-def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, str] | None = None) -> str:
+def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, str] | None = None,
+              env: dict[str, str] | None = None) -> str:
     """``versions``: the serve environment's package versions (default: asked of its interpreter,
-    ``environments.serve_versions``)."""
+    ``environments.serve_versions``); ``env``: the stage's environment (a FlashInfer sampler switched on there
+    samples another random stream for a task that samples: a key of its own; the default, off, adds nothing)."""
     if versions is None:
         from suite.orchestrate.envs import serve_versions
 
@@ -168,5 +170,9 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         "data": _tree_digest(Path(config.data_dir), hashes),
         "versions": {k: versions.get(k) for k in KEY_PACKAGES},
     }
+    from suite.stages.records import SAMPLER_ENV
+
+    if (sampler := (env or {}).get(SAMPLER_ENV, "0")) != "0":
+        parts["flashinfer_sampler"] = sampler
     hashes.save()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 M = TypeVar("M", bound=BaseModel)
 
 
+# The evaluation engines' FlashInfer top-k/top-p sampler switch (suite.stages.evaluate.stage.build_lm sets it to "0" unless
+# the stage's environment has it; a value other than "0" is part of the evaluation's cache key, plan.keys).
+SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -133,7 +137,8 @@ class EvaluateResult(Record):
     flashinfer_sampler: str | None = Field(
         None, description="VLLM_USE_FLASHINFER_SAMPLER as the evaluation engine ran: '0' (the suite's default for "
         "evaluation engines: greedy requests never use top-k/top-p, and FlashInfer's sampler costs a machine's first "
-        "engine ~90 s of JIT compilation), or the value runtime.env set; None: no engine started here (served)")
+        "engine ~90 s of JIT compilation), or the value runtime.env set; None: no engine started here (served), or a "
+        "result written before the field existed")
     loglikelihood_counts: dict[str, int] = Field(
         default_factory=dict, description="loglikelihood: grouped: pairs (asked for), grouped_pairs (of those, "
         "scored one request per context), requests (vLLM requests the grouped path sent); empty: per_request")

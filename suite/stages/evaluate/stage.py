@@ -20,10 +20,9 @@ from pathlib import Path
 
 from suite.stages.enginelog import StdoutWindow, parse_engine_start
 from suite.stages.batching import serve_batch_limits
-from suite.stages.records import EngineConfig
+from suite.stages.records import SAMPLER_ENV, EngineConfig
 from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
 
-SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
 
 
 def lm_eval_model_args(engine: EngineConfig, seed: int, batch_size, max_gen_toks: int | None) -> dict:

@@ -114,6 +114,30 @@ def test_stop_does_not_wait_the_grace_for_an_ended_orphan_under_a_subreaper():
     assert outlived.strip() == "[]" and float(elapsed) < 4.0, out.stdout
 
 
+def test_a_process_whose_main_thread_ended_while_a_thread_runs_is_alive_not_an_ended_zombie():
+    """Its leader reads ``Z``, but the process runs (and may hold GPU memory): ``stop`` must not count it as ended."""
+    import psutil
+
+    from suite.orchestrate import procs
+
+    code = ("import ctypes, threading, time\n"
+            "threading.Thread(target=lambda: time.sleep(300), daemon=True).start()\n"
+            "ctypes.CDLL(None).pthread_exit(None)\n")  # the main thread exits, the other runs on
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        p = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 20
+        while p.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.status() == psutil.STATUS_ZOMBIE  # the leader is a zombie ...
+        assert procs._alive(p) and procs.alive(proc.pid)  # ... but the process has not ended
+        assert procs.stop(proc, grace_s=1.0) == [] and proc.poll() is not None  # SIGTERM ends it
+        assert not procs.alive(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_median_of_an_even_count_is_the_mean_of_the_middle_two_and_every_repetition_is_listed():
     from suite.stages.benchmark.records import LoadPoint, ServerStats
 

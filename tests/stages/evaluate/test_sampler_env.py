@@ -54,3 +54,15 @@ def test_runtime_env_keeps_its_sampler_choice(fake_vllm, monkeypatch):
     with pytest.raises(_Seen):
         stage.build_lm(_config())
     assert fake_vllm["env"] == "1"
+
+
+def test_a_sampler_switched_on_in_the_stage_environment_is_an_evaluation_of_its_own_in_the_cache():
+    """A task that samples draws another random stream through FlashInfer's sampler: its cached scores must not stand
+    for a run without it. The default (off) adds nothing to the key."""
+    from suite.plan.keys import cache_key
+
+    versions = {"vllm": "x", "lm-eval": "y"}
+    default = cache_key(_config(), "model", versions)
+    assert cache_key(_config(), "model", versions, env={}) == default
+    assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "0", "OTHER": "1"}) == default
+    assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "1"}) != default
