@@ -4,22 +4,56 @@
 # FlashInfer's and Triton's JIT caches emptied first, so that its first configuration starts as on a fresh machine.
 # Its rows go to /tmp/extra-out/start-cost (brought back in logs.tar.gz by scripts/h200-wait.sh).
 #   bash scripts/h200-issue15.sh 400 [start-cost]   then   bash scripts/h200-wait.sh 540   until it ends
-# With "start-cost" only the experiment runs (about 10 minutes for its seven configurations). Issue each wait the
-# moment the last one returns: a machine is taken back 30 s after a command ends (2026-12-04 lost one so).
+# With "start-cost" only the experiment runs (about 10 minutes for its seven configurations).
+#   bash scripts/h200-issue15.sh 0 pre     (in the command that carries the install's last chunk, with the 8B shape
+#   copied to /tmp/l8b-model and the data to /tmp/device-data): in the background, once /tmp/envs/.complete exists,
+#   the 8B shape's starts without torch.compile (eager; CUDA graphs without compile), while the GGUF pieces are still
+#   being carried. Neither compiles anything, so the 4-variant run after it still starts as on a fresh machine; the
+#   full mode waits for it to end.
+# Issue each wait the moment the last one returns: a machine is taken back 30 s after a command ends (2026-12-04 lost
+# one so).
 set -uo pipefail
 wait_s=$1 only=${2:-}
-case "$only" in ""|start-cost) ;; *) echo "h200-issue15: the second argument is start-cost or nothing, not $only" >&2; exit 2;; esac
+case "$only" in ""|start-cost|pre) ;; *) echo "h200-issue15: the second argument is start-cost, pre or nothing, not $only" >&2; exit 2;; esac
+mkdir -p /tmp/extra-out/start-cost
+touch /tmp/h200-chain.log
+q=models/qwen2.5-coder-0.5b-instruct l=models/llama3-8b-shape
+if [ "$only" = pre ]; then
+  [ -f /tmp/l8b-model/config.json ] && [ -f /tmp/device-data/gsm8k/test.jsonl ] \
+    || { echo "h200-issue15 pre: /tmp/l8b-model or /tmp/device-data missing" >&2; exit 2; }
+  src=/tmp/suite-pre-src
+  rm -rf "$src" && cp -r . "$src"
+  cat > /tmp/h200-pre-loop.sh <<LOOP
+while [ ! -f /tmp/envs/.complete ]; do sleep 2; done
+cd $src
+echo "\$(date +%T) pre: start-cost, 8B shape without torch.compile" >> /tmp/h200-chain.log
+PYTHONPATH=$src:/tmp/envs/serve HF_HUB_OFFLINE=1 python3 scripts/start_cost.py --out /tmp/extra-out/start-cost \
+  --data /tmp/device-data/gsm8k/test.jsonl \
+  --config l8b-eager:/tmp/l8b-model:eager:nofi --config l8b-graphs:/tmp/l8b-model:graphs:nofi >> /tmp/h200-chain.log 2>&1
+echo "\$(date +%T) pre: done" >> /tmp/h200-chain.log
+LOOP
+  setsid nohup bash /tmp/h200-pre-loop.sh > /dev/null 2>&1 < /dev/null &
+  echo "h200-issue15 pre: started (waits for /tmp/envs/.complete)"
+  exit 0
+fi
 bash scripts/h200-prepare.sh || exit 2
 if pgrep -f "[h]200-chain-loop" >/dev/null; then echo "h200-issue15: a chain is still running" >&2; exit 2; fi
 src=/tmp/suite-chain-src
 rm -rf "$src" && cp -r . "$src"
-: > /tmp/h200-chain.log
-mkdir -p /tmp/extra-out/start-cost
-q=models/qwen2.5-coder-0.5b-instruct l=models/llama3-8b-shape
 run_study="bash scripts/h200-run.sh recipes/qwen0.5b-4variants.yaml /tmp/runs-qwen0.5b-4variants"
-[ "$only" = start-cost ] && run_study=true
+configs="--config q05-default-nofi:$q:default:nofi --config q05-default-fi:$q:default:fi \
+  --config l8b-default:$l:default:nofi --config l8b-eager:$l:eager:nofi \
+  --config q05-eager:$q:eager:nofi --config q05-graphs:$q:graphs:nofi --config l8b-graphs:$l:graphs:nofi"
+if [ "$only" = start-cost ]; then
+  run_study=true
+else  # after the study: the 0.5B's three starts, then the 8B shape with FlashInfer's sampler (its one row missing)
+  [ -f /tmp/l8b-model/config.json ] && l=/tmp/l8b-model
+  configs="--config q05-eager:$q:eager:nofi --config q05-graphs:$q:graphs:nofi \
+  --config q05-default-nofi:$q:default:nofi --config l8b-default-fi:$l:default:fi"
+fi
 cat > /tmp/h200-chain-loop.sh <<LOOP
 cd $src
+while pgrep -f "[h]200-pre-loop" >/dev/null; do sleep 2; done
 echo "\$(date +%T) chain: 4-variant ($run_study)" >> /tmp/h200-chain.log
 $run_study >> /tmp/h200-chain.log 2>&1 || exit 2
 sleep 2
@@ -27,10 +61,7 @@ while pgrep -f "[p]ython3 -m suite run" >/dev/null; do sleep 5; done
 echo "\$(date +%T) chain: start-cost (JIT caches emptied: \$(du -sh ~/.cache/flashinfer ~/.triton 2>/dev/null | tr '\n' ' '))" >> /tmp/h200-chain.log
 rm -rf ~/.cache/flashinfer ~/.triton
 PYTHONPATH=$src:/tmp/envs/serve HF_HUB_OFFLINE=1 python3 scripts/start_cost.py --out /tmp/extra-out/start-cost \
-  --config q05-default-nofi:$q:default:nofi --config q05-default-fi:$q:default:fi \
-  --config l8b-default:$l:default:nofi --config l8b-eager:$l:eager:nofi \
-  --config q05-eager:$q:eager:nofi --config q05-graphs:$q:graphs:nofi --config l8b-graphs:$l:graphs:nofi \
-  >> /tmp/h200-chain.log 2>&1
+  $configs >> /tmp/h200-chain.log 2>&1
 echo "\$(date +%T) chain: done" >> /tmp/h200-chain.log
 LOOP
 setsid nohup bash /tmp/h200-chain-loop.sh > /dev/null 2>&1 < /dev/null &
