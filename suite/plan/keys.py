@@ -149,8 +149,8 @@ def _tree_digest(folder: Path, hashes: FileHashes | None = None) -> str:
 def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, str] | None = None,
               env: dict[str, str] | None = None) -> str:
     """``versions``: the serve environment's package versions (default: asked of its interpreter,
-    ``environments.serve_versions``); ``env``: the stage's environment (a FlashInfer sampler switched on there
-    samples another random stream for a task that samples: a key of its own; the default, off, adds nothing)."""
+    ``environments.serve_versions``); ``env``: the stage's environment (a VLLM_USE_FLASHINFER_SAMPLER set there decides
+    the sampler, and another sampler draws another random stream for a task that samples: a key of its own)."""
     if versions is None:
         from suite.orchestrate.envs import serve_versions
 
@@ -170,9 +170,11 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         "data": _tree_digest(Path(config.data_dir), hashes),
         "versions": {k: versions.get(k) for k in KEY_PACKAGES},
     }
+    if cfg.get("flashinfer_sampler") is True:  # the default: keys made before the field existed stay valid
+        cfg.pop("flashinfer_sampler")
     from suite.stages.records import SAMPLER_ENV
 
-    if (sampler := (env or {}).get(SAMPLER_ENV, "0")) != "0":
-        parts["flashinfer_sampler"] = sampler
+    if SAMPLER_ENV in (env or {}):  # the environment's sampler switch overrides the config's
+        parts["flashinfer_sampler_env"] = env[SAMPLER_ENV]
     hashes.save()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

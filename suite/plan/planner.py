@@ -148,6 +148,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             elif evaluate is not None and not evaluate.engine.engine_args.get("enforce_eager"):
                 # the server after it reads this engine's compile cache (an eager engine compiles nothing)
                 evaluate = evaluate.model_copy(update={"batch_limits": "serve"})
+        elif evaluate is not None:  # no server starts this variant: FlashInfer's sampler JIT would be the engine's alone
+            evaluate = evaluate.model_copy(update={"flashinfer_sampler": False})
         kvcheck = kvcheck_config(loaded, variant, model_path) if kv.fp8_kv(variant) and kv_check else None
         plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark, kvcheck))
     dag.share_gpus(plan, r.executor)

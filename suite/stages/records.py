@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 M = TypeVar("M", bound=BaseModel)
 
 
-# The evaluation engines' FlashInfer top-k/top-p sampler switch (suite.stages.evaluate.stage.build_lm sets it to "0" unless
-# the stage's environment has it; a value other than "0" is part of the evaluation's cache key, plan.keys).
+# vLLM's FlashInfer top-k/top-p sampler switch (EvaluateConfig.flashinfer_sampler; a value the stage's environment sets
+# is part of the evaluation's cache key, plan.keys).
 SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
 
 class Record(BaseModel):
@@ -103,6 +103,13 @@ class EvaluateConfig(Record):
         "per_request = lm-eval's own path, one request per (context, continuation) with prompt logprobs; grouped = "
         "one request per context where every continuation is one token (suite.stages.evaluate.grouped: the same "
         "numbers, without prefilling a context once per choice)")
+    flashinfer_sampler: bool = Field(
+        True, description="whether the in-process engine may use FlashInfer's top-k/top-p sampler (vLLM's default). "
+        "False (the planner's choice where no server of the run starts this variant) starts it with "
+        "VLLM_USE_FLASHINFER_SAMPLER=0 unless the stage's environment sets it: that sampler's JIT compilation held "
+        "a fresh H200's first evaluation engines 72-90 s, and greedy requests never use it. Where a server follows, "
+        "it stays on: vLLM hashes every VLLM_* variable into its torch.compile cache key, so an engine started "
+        "without it does not share the server's compile cache (docs/results/h200-4variants-20261204b)")
     output_dir: str
 
 
@@ -135,10 +142,10 @@ class EvaluateResult(Record):
         "(max_num_batched_tokens, max_num_seqs as vLLM's serve defaults on this machine; empty: vLLM's own); "
         "served: requests_in_flight, the requests lm-eval kept at the server at once")
     flashinfer_sampler: str | None = Field(
-        None, description="VLLM_USE_FLASHINFER_SAMPLER as the evaluation engine ran: '0' (the suite's default for "
-        "evaluation engines: greedy requests never use top-k/top-p, and FlashInfer's sampler costs a machine's first "
-        "engine ~90 s of JIT compilation), or the value runtime.env set; None: no engine started here (served), or a "
-        "result written before the field existed")
+        None, description="VLLM_USE_FLASHINFER_SAMPLER as the evaluation engine ran: '0' (EvaluateConfig."
+        "flashinfer_sampler False, or the stage's environment), another value the environment set, or None: unset "
+        "(vLLM's default, FlashInfer's sampler on), no engine started here (served), or a result written before "
+        "the field existed")
     loglikelihood_counts: dict[str, int] = Field(
         default_factory=dict, description="loglikelihood: grouped: pairs (asked for), grouped_pairs (of those, "
         "scored one request per context), requests (vLLM requests the grouped path sent); empty: per_request")

@@ -127,11 +127,8 @@ def build_lm(config: EvaluateConfig):
     else:
         from lm_eval.models.vllm_causallms import VLLM
 
-    # FlashInfer's top-k/top-p sampler is JIT-compiled (nvcc) by a machine's first engine, during its warm-up: on the
-    # H200, 72-118 s of a fresh machine's first start, every evaluation engine starting then waiting on the one
-    # compile (docs/results/h200-4variants-20261204). A greedy request never reaches top-k/top-p, and the suite's
-    # tasks are greedy; vLLM's own sampler does the rest. runtime.env may set it otherwise (recorded either way).
-    os.environ.setdefault(SAMPLER_ENV, "0")
+    if not config.flashinfer_sampler:  # no server follows (EvaluateConfig.flashinfer_sampler); the environment wins
+        os.environ.setdefault(SAMPLER_ENV, "0")
     window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own
     t_load = time.perf_counter()
     args = lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks)

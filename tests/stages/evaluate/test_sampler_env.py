@@ -1,6 +1,8 @@
-"""Evaluation engines start without FlashInfer's top-k/top-p sampler unless the recipe's runtime.env says otherwise:
-its JIT compilation held every evaluation engine of a fresh H200 machine for 72-90 s (docs/results/h200-4variants-20261204),
-and greedy requests never use it."""
+"""An evaluation engine that no server follows starts without FlashInfer's top-k/top-p sampler (its JIT compilation held
+every evaluation engine of a fresh H200 machine for 72-90 s, docs/results/h200-4variants-20261204; greedy requests never
+use it); one a server follows keeps vLLM's default, since vLLM hashes VLLM_USE_FLASHINFER_SAMPLER into its torch.compile
+cache key (without it the servers recompiled, 15.7-27 s against 3 s: docs/results/h200-4variants-20261204b). The stage's
+environment (runtime.env) overrides both."""
 
 from __future__ import annotations
 
@@ -38,31 +40,57 @@ def fake_vllm(monkeypatch):
     return seen
 
 
-def _config() -> EvaluateConfig:
+def _config(**update) -> EvaluateConfig:
     return EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_gsm8k")],
-                          data_dir=str(ROOT / "tasks" / "data"), include_path=str(ROOT / "tasks"), output_dir="/o")
+                          data_dir=str(ROOT / "tasks" / "data"), include_path=str(ROOT / "tasks"), output_dir="/o",
+                          **update)
 
 
-def test_evaluation_engine_starts_without_flashinfer_sampler(fake_vllm):
+def test_an_engine_no_server_follows_starts_without_flashinfer_sampler(fake_vllm):
+    with pytest.raises(_Seen):
+        stage.build_lm(_config(flashinfer_sampler=False))
+    assert fake_vllm["env"] == "0"
+
+
+def test_an_engine_a_server_follows_keeps_vllms_default(fake_vllm):
     with pytest.raises(_Seen):
         stage.build_lm(_config())
-    assert fake_vllm["env"] == "0"
+    assert fake_vllm["env"] is None  # unset: the server's compile-cache key is this engine's
 
 
 def test_runtime_env_keeps_its_sampler_choice(fake_vllm, monkeypatch):
     monkeypatch.setenv(stage.SAMPLER_ENV, "1")
     with pytest.raises(_Seen):
-        stage.build_lm(_config())
+        stage.build_lm(_config(flashinfer_sampler=False))
     assert fake_vllm["env"] == "1"
 
 
-def test_a_sampler_switched_on_in_the_stage_environment_is_an_evaluation_of_its_own_in_the_cache():
-    """A task that samples draws another random stream through FlashInfer's sampler: its cached scores must not stand
-    for a run without it. The default (off) adds nothing to the key."""
+def test_the_planner_turns_it_off_only_where_no_server_starts_the_variant(demo_recipe_copy, DELETE, tmp_path):
+    from suite.plan.planner import make_plan
+    from suite.recipe import load_recipe
+
+    served = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "a")
+    assert served.variants and all(vp.benchmark is not None for vp in served.variants)
+    assert {vp.evaluate.flashinfer_sampler for vp in served.variants} == {True}
+    accuracy_only = make_plan(load_recipe(demo_recipe_copy(throughput=DELETE, gates__min_throughput_gain=DELETE)),
+                              tmp_path / "b")
+    assert {vp.evaluate.flashinfer_sampler for vp in accuracy_only.variants} == {False}
+
+
+def test_the_sampler_is_part_of_the_evaluations_cache_key():
+    """Another sampler draws another random stream for a task that samples: its cached scores must not stand for a
+    run with the other. The config's default adds nothing to the key (keys made before the field stay valid)."""
+    import json
+
     from suite.plan.keys import cache_key
 
     versions = {"vllm": "x", "lm-eval": "y"}
     default = cache_key(_config(), "model", versions)
-    assert cache_key(_config(), "model", versions, env={}) == default
-    assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "0", "OTHER": "1"}) == default
+    older = json.loads(_config().model_dump_json())
+    del older["flashinfer_sampler"]
+    assert cache_key(EvaluateConfig.model_validate(older), "model", versions) == default
+    assert cache_key(_config(), "model", versions, env={"OTHER": "1"}) == default
+    off = cache_key(_config(flashinfer_sampler=False), "model", versions)
+    assert off != default
+    assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "0"}) != default
     assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "1"}) != default
