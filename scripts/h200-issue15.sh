@@ -8,8 +8,8 @@
 #   bash scripts/h200-issue15.sh 0 pre     (in the command that carries the install's last chunk, with the 8B shape
 #   copied to /tmp/l8b-model and the data to /tmp/device-data): in the background, once /tmp/envs/.complete exists,
 #   the 8B shape's starts without torch.compile (eager; CUDA graphs without compile), while the GGUF pieces are still
-#   being carried. Neither compiles anything, so the 4-variant run after it still starts as on a fresh machine; the
-#   full mode waits for it to end.
+#   being carried. Neither runs torch.compile, and the full mode waits for it to end and then empties FlashInfer's and
+#   Triton's JIT caches, so the 4-variant run still starts as on a fresh machine (Inductor's cache is not touched).
 # Issue each wait the moment the last one returns: a machine is taken back 30 s after a command ends (2026-12-04 lost
 # one so).
 set -uo pipefail
@@ -18,13 +18,19 @@ case "$only" in ""|start-cost|pre) ;; *) echo "h200-issue15: the second argument
 mkdir -p /tmp/extra-out/start-cost
 touch /tmp/h200-chain.log
 q=models/qwen2.5-coder-0.5b-instruct l=models/llama3-8b-shape
+[ -f /tmp/l8b-model/config.json ] && l=/tmp/l8b-model  # the 8B shape carried once (h200.md)
 if [ "$only" = pre ]; then
   [ -f /tmp/l8b-model/config.json ] && [ -f /tmp/device-data/gsm8k/test.jsonl ] \
     || { echo "h200-issue15 pre: /tmp/l8b-model or /tmp/device-data missing" >&2; exit 2; }
+  if pgrep -f "[h]200-pre-loop" >/dev/null; then echo "h200-issue15 pre: one is still running" >&2; exit 2; fi
   src=/tmp/suite-pre-src
   rm -rf "$src" && cp -r . "$src"
   cat > /tmp/h200-pre-loop.sh <<LOOP
-while [ ! -f /tmp/envs/.complete ]; do sleep 2; done
+deadline=\$(( \$(date +%s) + 600 ))
+while [ ! -f /tmp/envs/.complete ]; do
+  [ \$(date +%s) -lt \$deadline ] || { echo "\$(date +%T) pre: no install after 600 s" >> /tmp/h200-chain.log; exit 2; }
+  sleep 2
+done
 cd $src
 echo "\$(date +%T) pre: start-cost, 8B shape without torch.compile" >> /tmp/h200-chain.log
 PYTHONPATH=$src:/tmp/envs/serve HF_HUB_OFFLINE=1 python3 scripts/start_cost.py --out /tmp/extra-out/start-cost \
@@ -47,13 +53,13 @@ configs="--config q05-default-nofi:$q:default:nofi --config q05-default-fi:$q:de
 if [ "$only" = start-cost ]; then
   run_study=true
 else  # after the study: the 0.5B's three starts, then the 8B shape with FlashInfer's sampler (its one row missing)
-  [ -f /tmp/l8b-model/config.json ] && l=/tmp/l8b-model
   configs="--config q05-eager:$q:eager:nofi --config q05-graphs:$q:graphs:nofi \
   --config q05-default-nofi:$q:default:nofi --config l8b-default-fi:$l:default:fi"
 fi
 cat > /tmp/h200-chain-loop.sh <<LOOP
 cd $src
 while pgrep -f "[h]200-pre-loop" >/dev/null; do sleep 2; done
+rm -rf ~/.cache/flashinfer ~/.triton  # whatever the pre experiment JIT-compiled: the study starts as on a fresh machine
 echo "\$(date +%T) chain: 4-variant ($run_study)" >> /tmp/h200-chain.log
 $run_study >> /tmp/h200-chain.log 2>&1 || exit 2
 sleep 2

@@ -38,7 +38,8 @@ if [ "${1:-}" = rest ]; then
 fi
 limit=${1:-540}
 start=$(date +%s)
-running() { pgrep -f "[p]ython3 -m suite run" >/dev/null || pgrep -f "[h]200-chain-loop" >/dev/null; }
+running() { pgrep -f "[p]ython3 -m suite run" >/dev/null || pgrep -f "[h]200-chain-loop" >/dev/null \
+  || pgrep -f "[h]200-pre-loop" >/dev/null; }
 while running && [ $(( $(date +%s) - start )) -lt "$limit" ]; do
   sleep 5
 done

@@ -92,10 +92,11 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for spec in args.config:
-        name, model, mode, sampler = spec.split(":")
-        if sampler not in ("fi", "nofi") or mode not in ("default", "eager", "graphs"):
-            ap.error(f"--config {spec}: sampler is fi or nofi, mode default, eager or graphs")
+    specs = [spec.split(":") for spec in args.config]
+    for spec, parts in zip(args.config, specs):  # every one checked before the first runs
+        if len(parts) != 4 or parts[3] not in ("fi", "nofi") or parts[2] not in MODES:
+            ap.error(f"--config {spec}: NAME:MODEL:MODE:SAMPLER, MODE default, eager or graphs, SAMPLER fi or nofi")
+    for name, model, mode, sampler in specs:
         cache = Path(args.cache_root) / name
         shutil.rmtree(cache, ignore_errors=True)  # a cold torch.compile, even where a name is run again
         env = dict(os.environ, VLLM_CACHE_ROOT=str(cache))
@@ -139,6 +140,8 @@ def _wait_for_free_gpu(timeout_s: float = 60.0) -> None:
         if not held:
             return
         time.sleep(1)
+    print(f"{time.strftime('%T')} start_cost: the GPU still has compute processes after {timeout_s:.0f} s; going on",
+          flush=True)
 
 
 if __name__ == "__main__":

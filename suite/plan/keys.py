@@ -163,18 +163,18 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         cfg.pop("loglikelihood")
     elif cfg.get("loglikelihood") == "grouped":  # the suite's own scoring code: a change to it is a new key
         cfg["loglikelihood"] = "grouped-" + hashlib.sha256(GROUPED_SCORING.read_bytes()).hexdigest()[:16]
+    # the sampler the engine runs with, whichever decided it (the environment's switch wins over the config's);
+    # always in the key: entries made from d5be40a to 13bd99c ran without FlashInfer's sampler and named nothing
+    from suite.stages.records import SAMPLER_ENV
+
+    sampler_on = cfg.pop("flashinfer_sampler", True)
     hashes = _hash_cache()
     parts = {
         "model": model_identity, "config": cfg,
         "tasks_yaml": _tree_digest(Path(config.include_path)),
         "data": _tree_digest(Path(config.data_dir), hashes),
         "versions": {k: versions.get(k) for k in KEY_PACKAGES},
+        "flashinfer_sampler": (env or {}).get(SAMPLER_ENV, "vllm-default" if sampler_on else "0"),
     }
-    if cfg.get("flashinfer_sampler") is True:  # the default: keys made before the field existed stay valid
-        cfg.pop("flashinfer_sampler")
-    from suite.stages.records import SAMPLER_ENV
-
-    if SAMPLER_ENV in (env or {}):  # the environment's sampler switch overrides the config's
-        parts["flashinfer_sampler_env"] = env[SAMPLER_ENV]
     hashes.save()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

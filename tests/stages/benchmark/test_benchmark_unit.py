@@ -131,7 +131,7 @@ def test_a_process_whose_main_thread_ended_while_a_thread_runs_is_alive_not_an_e
             time.sleep(0.05)
         assert p.status() == psutil.STATUS_ZOMBIE  # the leader is a zombie ...
         assert procs._alive(p) and procs.alive(proc.pid)  # ... but the process has not ended
-        assert procs.stop(proc, grace_s=1.0) == [] and proc.poll() is not None  # SIGTERM ends it
+        assert procs.stop(proc, grace_s=3.0) == [] and proc.poll() is not None  # SIGTERM ends it
         assert not procs.alive(proc.pid)
     finally:
         proc.kill()

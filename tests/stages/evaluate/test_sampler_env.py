@@ -79,18 +79,17 @@ def test_the_planner_turns_it_off_only_where_no_server_starts_the_variant(demo_r
 
 def test_the_sampler_is_part_of_the_evaluations_cache_key():
     """Another sampler draws another random stream for a task that samples: its cached scores must not stand for a
-    run with the other. The config's default adds nothing to the key (keys made before the field stay valid)."""
-    import json
-
+    run with the other. The key names the sampler the engine runs with, whether the config or the environment chose
+    it (entries made while every evaluation engine ran without it named nothing: they are not reused)."""
     from suite.plan.keys import cache_key
 
     versions = {"vllm": "x", "lm-eval": "y"}
-    default = cache_key(_config(), "model", versions)
-    older = json.loads(_config().model_dump_json())
-    del older["flashinfer_sampler"]
-    assert cache_key(EvaluateConfig.model_validate(older), "model", versions) == default
-    assert cache_key(_config(), "model", versions, env={"OTHER": "1"}) == default
+    on = cache_key(_config(), "model", versions)
     off = cache_key(_config(flashinfer_sampler=False), "model", versions)
-    assert off != default
-    assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "0"}) != default
-    assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "1"}) != default
+    assert on != off
+    assert cache_key(_config(), "model", versions, env={"OTHER": "1"}) == on
+    # the same engine, whichever decided: the environment's switch wins over the config's
+    assert cache_key(_config(), "model", versions, env={stage.SAMPLER_ENV: "0"}) == off
+    assert cache_key(_config(flashinfer_sampler=False), "model", versions, env={stage.SAMPLER_ENV: "0"}) == off
+    forced_on = cache_key(_config(flashinfer_sampler=False), "model", versions, env={stage.SAMPLER_ENV: "1"})
+    assert forced_on not in (on, off)  # "1" set explicitly: named as such
