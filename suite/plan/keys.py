@@ -80,7 +80,8 @@ def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, 
 # list with n-shot and limits, the generation settings, the task YAMLs' contents (``tasks/``), the data
 # files' names and contents (sha256; each file's hash is remembered by path, size and mtime, so a large
 # data folder is read once), and the versions of lm-eval, vLLM, torch and transformers in the serve
-# environment that runs the evaluation (asked of its interpreter, not taken from this process). A finished evaluation is copied to
+# environment that runs the evaluation (asked of its interpreter, not taken from this process), and the sampler the
+# engine runs with (EvaluateConfig.flashinfer_sampler, or the stage environment's switch). A finished evaluation is copied to
 # ``<output_dir>/eval-cache/<key>/`` (results, every sample, the stage result with paths rewritten),
 # written to a temporary folder and renamed, so a half-written entry is never used. ``suite run
 # --force`` recomputes (and refreshes the entry).
