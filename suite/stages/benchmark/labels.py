@@ -65,8 +65,8 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tu
                               "preparation, output processing, kernel launches) set the pace. The idle GPU is the "
                               "evidence; a full core alone is not (a CUDA sync spin-waits at 100% too)")
     host, host_n = getattr(stats, "gpu_idle_host_frac", None), getattr(stats, "host_bound_samples", 0)
-    phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the GPU under {IDLE_UTIL:.0f}% busy, the "
-              f"engine core at a full core), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
+    phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the engine core at a full core while "
+              f"the GPU idled part of the time), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
     if util >= IDLE_UTIL and host is not None and host >= HOST_SHARE and host_n >= MIN_SAMPLES:
         return "engine-cpu", (f"the engine had a queue ({queue}); over the point the GPU evidence does not decide "
                               f"({figures}){phases}: most of the GPU's idle time fell in host-bound samples, where the "

@@ -76,9 +76,10 @@ class ServerStats(Record):
     gpu_mem_used_gib_max: Optional[float] = Field(None, description="peak memory used on the server's GPUs (all processes)")
     gpu_idle_host_frac: Optional[float] = Field(
         None, description="of the GPUs' idle time over the loaded samples (100 - utilisation), the share in host-bound "
-        "samples (GPU under 70% busy, the engine-core process at a full core): how much of the idle GPU the host loop "
-        "explains")
-    host_bound_samples: int = Field(0, description="loaded samples with the GPU under 70% busy and the engine core at a full core")
+        "phases (3 or more samples in a row with the GPU under 90% busy and the engine-core process at a full core; "
+        "before 2026-12-04 single samples under 70% busy): how much of the idle GPU the host loop explains")
+    host_bound_samples: int = Field(0, description="loaded samples in those host-bound phases (before 2026-12-04: "
+                                    "single samples with the GPU under 70% busy and the engine core at a full core)")
     frontend_drain_s: Optional[float] = Field(
         None, description="seconds after the engine's last work during which an API-server process was still at a "
         "full core: the front end delivering replies the engine had finished, inside the client's timed window")
