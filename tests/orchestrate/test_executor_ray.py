@@ -160,3 +160,27 @@ def test_a_local_ray_start_that_fails_is_shut_down_and_tried_again(tmp_path, cap
             (tmp_path / "ray").symlink_to(temp_dir)
         with pytest.raises(SuiteError, match="Check failed: WaitForDashboardAgentPorts timed out"):
             start_local_instance(FlakyRay(failures=START_ATTEMPTS), **kwargs)
+
+
+def test_a_job_no_node_can_hold_is_refused_not_queued_forever():
+    """Ray places a job on one node (STRICT_PACK for several GPUs) and queues what no node can hold: without a check,
+    such a job waits forever. The cluster's live nodes at the start decide; two nodes of one GPU hold two one-GPU jobs
+    but never one tensor-parallel-2 job."""
+    from suite.orchestrate.executors.ray import RayExecutor
+    from suite.plan.dag import Job, Resources
+    from suite.recipe.executor import ExecutorSpec
+
+    ex = RayExecutor(ExecutorSpec(kind="ray"))
+    ex.total_gpus, ex.nodes = 2, [{"CPU": 8.0, "GPU": 1.0, "memory": 64 * 2 ** 30}] * 2
+    assert ex.never_fits(Job("evaluate", "bf16", resources=Resources(gpus=1, cpus=4))) is None
+    assert ex.never_fits(Job("evaluate", "bf16", resources=Resources(gpus=1, gpu_share=0.25, cpus=2))) is None
+    why = ex.never_fits(Job("benchmark", "tp2", resources=Resources(gpus=2, cpus=4)))
+    assert why and "benchmark:tp2 asks for 4 CPU, 2 GPU on one node" in why and "1 GPU" in why, why
+    why = ex.never_fits(Job("quantize", "fp8", resources=Resources(gpus=1, cpus=16)))
+    assert why and "16 CPU" in why and "cpus_per_job" in why, why
+    assert "memory" in ex.never_fits(Job("quantize", "fp8", resources=Resources(gpus=1, memory_gb=100.0)))
+    assert ex.never_fits(Job("benchmark", "tp4", resources=Resources(gpus=4))).endswith("the Ray cluster has 2")
+    # a cluster without GPUs runs every job on CPU: only its CPUs count
+    ex.total_gpus, ex.nodes = 0, [{"CPU": 2.0}]
+    assert ex.never_fits(Job("evaluate", "bf16", resources=Resources(gpus=1, cpus=2))) is None
+    assert "3 CPU" in ex.never_fits(Job("evaluate", "bf16", resources=Resources(gpus=1, cpus=3)))

@@ -106,6 +106,8 @@ class RayExecutor(Executor):
     def __init__(self, spec: ExecutorSpec):
         self.spec = spec
         self.inflight: dict = {}  # ObjectRef -> (job, call, submitted, attempts, lost, placement group)
+        self.total_gpus = 0
+        self.nodes: list[dict] = []  # each live node's resources at the start (ray.nodes())
         self.started_here = False
         self.where = ""
 
@@ -151,15 +153,36 @@ class RayExecutor(Executor):
         self._remote = ray.remote(_run_in_worker)
         res = ray.cluster_resources()
         self.total_gpus = int(res.get("GPU", 0))
+        # each live node's resources: a job is placed on one node (STRICT_PACK for several GPUs), so a job no node can
+        # hold would wait in Ray's queue forever; never_fits refuses it instead
+        self.nodes = [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")]
         self.startup_s = time.time() - t0
 
     def describe(self) -> str:
         return self.where or "ray"
 
     def never_fits(self, job) -> str | None:
-        if 0 < self.total_gpus < job.resources.gpus:  # a cluster without GPUs runs every job on CPU
-            return f"{job.id} asks for {job.resources.gpus} GPUs and the Ray cluster has {self.total_gpus}"
-        return None
+        """Why no node of the cluster, as it stood at the start, can ever hold the job (None when one can): Ray would
+        queue it forever. A cluster without GPUs runs every job on CPU. Nodes an autoscaler would add later are not
+        counted: start them before the run."""
+        r = job.resources
+        if 0 < self.total_gpus < r.gpus:
+            return f"{job.id} asks for {r.gpus} GPUs and the Ray cluster has {self.total_gpus}"
+        need = {"CPU": float(r.cpus)}
+        if self.total_gpus and r.gpus:
+            need["GPU"] = float(r.gpus) if r.gpus > 1 else r.gpu_total
+        if r.memory_gb:
+            need["memory"] = r.memory_gb * 2 ** 30
+        nodes = self.nodes
+        if not nodes or any(all(n.get(k, 0.0) >= v for k, v in need.items()) for n in nodes):
+            return None
+
+        def said(res: dict) -> str:
+            return ", ".join(f"{res.get(k, 0) / 2 ** 30:.0f} GiB memory" if k == "memory" else f"{res.get(k, 0):g} {k}"
+                             for k in need)
+        return (f"{job.id} asks for {said(need)} on one node, and no node of the Ray cluster has that much "
+                f"(nodes: {'; '.join(said(n) for n in nodes)}); lower executor.cpus_per_job / the job's memory, or add a "
+                "node that holds it before the run")
 
     def submit(self, job, call: JobCall, attempts: int = 1, lost: list[str] | None = None) -> bool:
         from ray.util.placement_group import placement_group

@@ -76,6 +76,25 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
+def cpu_cores(root: str = "/sys/devices/system/cpu") -> dict[int, str]:
+    """Logical CPU -> its physical core as "package:core" (sysfs topology), so that two processes on SMT siblings of one
+    core can be told apart from two on separate cores; {} where sysfs does not say (not Linux)."""
+    import glob
+    import os
+
+    out: dict[int, str] = {}
+    for d in glob.glob(os.path.join(root, "cpu[0-9]*")):
+        try:
+            with open(os.path.join(d, "topology", "physical_package_id")) as f:
+                pkg = f.read().strip()
+            with open(os.path.join(d, "topology", "core_id")) as f:
+                core = f.read().strip()
+        except OSError:
+            continue
+        out[int(os.path.basename(d)[3:])] = f"{pkg}:{core}"
+    return out
+
+
 def process_role(cmdline: str, is_root: bool) -> str:
     for marker, role in (("APIServer", "api_server"), ("EngineCore", "engine_core"), ("Worker", "worker"),
                          ("DPCoordinator", "coordinator")):
@@ -100,6 +119,7 @@ class ServerMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.gpus = gpus
+        self.cores = cpu_cores()
 
     # -- control
     def start(self, client_pid: int | None = None) -> "ServerMonitor":
@@ -142,25 +162,31 @@ class ServerMonitor:
                     break
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):  # ValueError: bad text
             s["scrape_failed"] = True
-        s["cpu"] = self._cpu_by_role()
+        s["cpu"], on = self._cpu_by_role()
         if self.gpus is not None and self.gpus.available:
             s["gpu"] = self.gpus.sample()
         if self._client is not None:
             try:
                 s["cpu"]["client"] = self._client.cpu_percent(None)
-            except self._psutil.Error:
+                on["client"] = self._client.cpu_num()
+            except (self._psutil.Error, AttributeError):  # AttributeError: no cpu_num on this platform
                 pass
+        # where each role's busiest process last ran: [logical CPU, "package:core"] (issue 16: the same FP8 point served
+        # twice on one H200 differed by 7% with its engine core's host loop; placement was not recorded then)
+        s["on_cpu"] = {role: [cpu, self.cores.get(cpu)] for role, cpu in on.items()}
         return s
 
-    def _cpu_by_role(self) -> dict[str, float]:
-        """Busiest process per role, in percent of one core, since the previous call."""
+    def _cpu_by_role(self) -> tuple[dict[str, float], dict[str, int]]:
+        """Busiest process per role, in percent of one core since the previous call, and the logical CPU it last ran
+        on (psutil's cpu_num, where the platform has it)."""
         ps = self._psutil
         try:
             root = ps.Process(self.server_pid)
             procs = [root, *root.children(recursive=True)]
         except ps.Error:
-            return {}
+            return {}, {}
         out: dict[str, float] = {}
+        on: dict[str, int] = {}
         for p in procs:
             known = self._procs.get(p.pid)
             if known is None:
@@ -172,10 +198,16 @@ class ServerMonitor:
                 continue
             try:
                 role = process_role(" ".join(known.cmdline()), known.pid == self.server_pid)
-                out[role] = max(out.get(role, 0.0), known.cpu_percent(None))
+                pct = known.cpu_percent(None)
+                if role not in out or pct >= out[role]:
+                    out[role] = pct
+                    try:
+                        on[role] = known.cpu_num()
+                    except (ps.Error, AttributeError):
+                        on.pop(role, None)
             except ps.Error:
                 continue
-        return out
+        return out, on
 
 
 def live(s: dict) -> bool:
@@ -221,6 +253,7 @@ def summarize(samples: list[dict]) -> ServerStats:
         client_cpu_pct=cpu_mean("client"), loaded_samples=len(loaded),
         loaded_engine_core_cpu_pct=cpu_mean("engine_core", loaded), loaded_client_cpu_pct=cpu_mean("client", loaded),
         gpu_idle_host_frac=host_share, host_bound_samples=host_n, frontend_drain_s=frontend_drain(samples, active),
+        engine_core_shared_core_samples=shared_core_samples(loaded),
         **summarize_gpu(loaded),
     )
 
@@ -236,9 +269,10 @@ def idle_host_share(loaded: list[dict]) -> tuple[float | None, int]:
     in FP8 at rate inf, kernels 86-87% busy over the point but 33-81% while 1,024 sequences decoded in lockstep with
     the engine core at a full core. The per-sample level is 90%, not the point-level rule's 70%, by evidence: the same
     FP8 dynamic point served twice on one machine (``docs/results/h200-ceiling-20261204/``) decoded that phase with
-    the GPU 100% busy while the engine core used 70-95% of a core (13,376 tok/s), and at 48-81% busy while it used
-    100-103% (12,388 tok/s): where the engine core saturated, the GPU starved, and where the GPU was busy the engine
-    core did not sit at 100% (vLLM 0.26's engine loop does not spin at a full core while it waits for the GPU).
+    the GPU 100% busy while the engine core used 67-96% of a core (13,376 tok/s), and mostly at 48-81% busy while it
+    used 92-103% (12,388 tok/s): where the engine core saturated, the FP8 GPU starved. A full core alone is no evidence
+    (the second run's BF16 point had its engine core at ~100% beside a GPU 98-100% busy: longer steps hid the host
+    work), so a sample needs both.
     Until 2026-12-04 a sample counted alone and under 70%; records made before keep the counts they were made with."""
     idle = host = 0.0
     n = 0
@@ -264,6 +298,22 @@ def idle_host_share(loaded: list[dict]) -> tuple[float | None, int]:
             close()
     close()
     return (host / idle if idle > 0 else None), n
+
+
+def shared_core_samples(loaded: list[dict]) -> int | None:
+    """How many loaded samples found the engine-core process on the same physical core (an SMT sibling or the same
+    logical CPU) as the client or the busiest API server, from the samples' ``on_cpu``; None where no sample recorded
+    placement (records made before 2026-12-04, or no sysfs topology)."""
+    n, seen = 0, False
+    for s in loaded:
+        on = s.get("on_cpu") or {}
+        core = (on.get("engine_core") or [None, None])[1]
+        if core is None:
+            continue
+        seen = True
+        if any((on.get(r) or [None, None])[1] == core for r in ("client", "api_server")):
+            n += 1
+    return n if seen else None
 
 
 def frontend_drain(samples: list[dict], active: list[dict]) -> float | None:

@@ -67,6 +67,10 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tu
     host, host_n = getattr(stats, "gpu_idle_host_frac", None), getattr(stats, "host_bound_samples", 0)
     phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the engine core at a full core while "
               f"the GPU idled part of the time), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
+    shared = getattr(stats, "engine_core_shared_core_samples", None)
+    if phases and shared:
+        phases += (f"; in {shared} of the {stats.loaded_samples} loaded samples the engine core shared a physical core "
+                   "with the client or an API server")
     if util >= IDLE_UTIL and host is not None and host >= HOST_SHARE and host_n >= MIN_SAMPLES:
         return "engine-cpu", (f"the engine had a queue ({queue}); over the point the GPU evidence does not decide "
                               f"({figures}){phases}: most of the GPU's idle time fell in host-bound samples, where the "

@@ -387,3 +387,26 @@ def test_the_same_fp8_point_served_twice_reads_gpu_when_the_host_kept_up_and_eng
     else:  # the GPU's timeline full: the ramp's short host-bound run does not matter at >= 90% busy
         assert st.gpu_util_mean >= 94 and label == "gpu", reason
     assert bottleneck.classify(p, bottleneck.summarize(blind), roofline=roof)[0] == "engine"
+
+
+def test_the_engine_cores_physical_core_shared_with_the_client_is_counted_and_named(tmp_path):
+    """Where each role's busiest process ran (``on_cpu``: logical CPU and "package:core") is recorded per sample; the
+    summary counts the loaded samples in which the engine core shared a physical core with the client or an API server,
+    and a host-bound phase's reason names them. Samples without placement (records before 2026-12-04) count None."""
+    rows = samples([[80]] * 4 + [[99]] * 2, engine_core=99.0)
+    for i, r in enumerate(rows):  # the client on the engine core's SMT sibling in the first three samples
+        r["on_cpu"] = {"engine_core": [3, "0:3"], "api_server": [7, "0:7"],
+                       "client": [11, "0:3"] if i < 3 else [12, "0:12"]}
+    st = bottleneck.summarize(rows)
+    assert st.host_bound_samples == 4 and st.engine_core_shared_core_samples == 3
+    label, reason = bottleneck.classify(point(), st, roofline=LOW_ROOF)
+    assert label == "engine-cpu" and "in 3 of the 6 loaded samples the engine core shared a physical core" in reason
+    assert bottleneck.summarize(samples([[80]] * 4, engine_core=99.0)).engine_core_shared_core_samples is None
+    # sysfs topology: logical CPUs 0 and 2 are one core's siblings
+    for cpu, core in ((0, "5"), (1, "6"), (2, "5")):
+        d = tmp_path / f"cpu{cpu}" / "topology"
+        d.mkdir(parents=True)
+        (d / "physical_package_id").write_text("0\n")
+        (d / "core_id").write_text(core + "\n")
+    (tmp_path / "cpufreq").mkdir()
+    assert bottleneck.cpu_cores(str(tmp_path)) == {0: "0:5", 1: "0:6", 2: "0:5"}

@@ -5,6 +5,7 @@ deliberately CPU-bound client)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -224,6 +225,10 @@ def test_monitor_flags_a_throttled_client():
     assert stats.client_cpu_pct > 80 and (stats.api_server_cpu_pct or 0) < 20
     label, reason = bottleneck.classify(point(), stats)
     assert label == "client", reason
+    # where the processes ran: the client's and the server's logical CPU, with its physical core from sysfs
+    on = mon.samples[-1]["on_cpu"]
+    assert 0 <= on["client"][0] < os.cpu_count() and 0 <= on["api_server"][0] < os.cpu_count()
+    assert on["client"][1] == bottleneck.cpu_cores().get(on["client"][0])
 
 
 def test_task_prompts_from_the_demo_slice(tmp_path):
