@@ -180,8 +180,11 @@ class RayExecutor(Executor):
         def said(res: dict) -> str:
             return ", ".join(f"{res.get(k, 0) / 2 ** 30:.0f} GiB memory" if k == "memory" else f"{res.get(k, 0):g} {k}"
                              for k in need)
+        short = [k for k in need if all(n.get(k, 0.0) < need[k] for n in nodes)] or list(need)
+        knobs = {"CPU": "executor.cpus_per_job", "memory": "executor.memory_gb",
+                 "GPU": "the tensor x pipeline parallel size"}
         return (f"{job.id} asks for {said(need)} on one node, and no node of the Ray cluster has that much "
-                f"(nodes: {'; '.join(said(n) for n in nodes)}); lower executor.cpus_per_job / the job's memory, or add a "
+                f"(nodes: {'; '.join(said(n) for n in nodes)}); lower {' / '.join(knobs[k] for k in short)}, or add a "
                 "node that holds it before the run")
 
     def submit(self, job, call: JobCall, attempts: int = 1, lost: list[str] | None = None) -> bool:
@@ -195,8 +198,10 @@ class RayExecutor(Executor):
             opts["memory"] = int(r.memory_gb * 2 ** 30)
         pg = None
         if r.gpus > 1 and self.total_gpus:
-            pg = placement_group([{"GPU": float(r.gpus), "CPU": float(r.cpus)}], strategy="STRICT_PACK",
-                                 name=f"suite {job.id}")
+            bundle = {"GPU": float(r.gpus), "CPU": float(r.cpus)}
+            if r.memory_gb:  # a task in a placement group may use only what its bundle reserved
+                bundle["memory"] = float(int(r.memory_gb * 2 ** 30))
+            pg = placement_group([bundle], strategy="STRICT_PACK", name=f"suite {job.id}")
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(pg, placement_group_capture_child_tasks=True)
         ref = self._remote.options(**opts).remote(call)
         self.inflight[ref] = (job, call, time.time(), attempts, lost or [], pg)

@@ -10,7 +10,8 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
   (each engine has its own KV cache: two at 60% are 60% full, not 120%);
 - the CPU use of each process of the server's group by role (API server, engine core, workers; vLLM
   names them with ``setproctitle``) and of the benchmark client;
-- each visible GPU's NVML utilisation, SM clock, memory used and power (``suite.stages.benchmark.gpumon``).
+- each visible GPU's NVML utilisation, SM clock, memory used and power (``suite.stages.benchmark.gpumon``);
+- where each role's busiest process last ran (``on_cpu``: logical CPU and physical core, ``cpu_cores``).
 
 ``classify`` turns the summary into one label per point:
   ``kv-cache``      requests were preempted (or KV usage hit ~100%): capacity-bound
@@ -24,7 +25,7 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
   ``engine-cpu``    ... while the GPU idled (< 70% busy) and the engine-core process used a full core; or,
                     with the GPU between 70% and 90% busy, when most of its idle time fell in host-bound phases
                     (3 or more samples in a row with the GPU under 90% busy and the engine core at a full core:
-                    ``idle_host_share``); such phases do not outrank ``seq-cap``
+                    ``host_phases``); such phases do not outrank ``seq-cap``
   ``client``        the load generator used a full core: the numbers measure the client
   ``frontend``      an API-server process used a full core while the engine had no queue
                     (and ``engine`` again when only the engine-core process is busy)
@@ -44,7 +45,7 @@ import urllib.request
 from statistics import fmean, median
 
 from suite.stages.benchmark.gpumon import GpuSampler, summarize_gpu
-from suite.stages.benchmark.labels import (BUSY_CORE, BUSY_UTIL, IDLE_UTIL, MIN_SAMPLES, classify,  # noqa: F401
+from suite.stages.benchmark.labels import (BUSY_CORE, BUSY_UTIL, IDLE_UTIL, PHASE_SAMPLES, classify,  # noqa: F401
                                           relabel, shown_label)  # (the stage's API)
 from suite.stages.benchmark.records import LoadPoint, ServerStats
 
@@ -77,8 +78,9 @@ def parse_prometheus(text: str) -> dict[str, float]:
 
 
 def cpu_cores(root: str = "/sys/devices/system/cpu") -> dict[int, str]:
-    """Logical CPU -> its physical core as "package:core" (sysfs topology), so that two processes on SMT siblings of one
-    core can be told apart from two on separate cores; {} where sysfs does not say (not Linux)."""
+    """Logical CPU -> its physical core, named "package:siblings" from sysfs (``topology/thread_siblings_list``: the
+    logical CPUs of that core, e.g. "0:3,11"), so that two processes on SMT siblings of one core can be told apart from
+    two on separate cores (``core_id`` alone need not be unique within a package); {} where sysfs does not say."""
     import glob
     import os
 
@@ -87,11 +89,11 @@ def cpu_cores(root: str = "/sys/devices/system/cpu") -> dict[int, str]:
         try:
             with open(os.path.join(d, "topology", "physical_package_id")) as f:
                 pkg = f.read().strip()
-            with open(os.path.join(d, "topology", "core_id")) as f:
-                core = f.read().strip()
+            with open(os.path.join(d, "topology", "thread_siblings_list")) as f:
+                siblings = f.read().strip()
         except OSError:
             continue
-        out[int(os.path.basename(d)[3:])] = f"{pkg}:{core}"
+        out[int(os.path.basename(d)[3:])] = f"{pkg}:{siblings}"
     return out
 
 
@@ -253,65 +255,87 @@ def summarize(samples: list[dict]) -> ServerStats:
         client_cpu_pct=cpu_mean("client"), loaded_samples=len(loaded),
         loaded_engine_core_cpu_pct=cpu_mean("engine_core", loaded), loaded_client_cpu_pct=cpu_mean("client", loaded),
         gpu_idle_host_frac=host_share, host_bound_samples=host_n, frontend_drain_s=frontend_drain(samples, active),
-        engine_core_shared_core_samples=shared_core_samples(loaded),
+        engine_core_shared_core_samples=shared_core_samples([x for run in host_phases(loaded) for x in run]),
         **summarize_gpu(loaded),
     )
 
 
+def host_phases(loaded: list[dict]) -> list[list[dict]]:
+    """The host-bound phases among the loaded samples: runs of at least ``PHASE_SAMPLES`` samples in a row in which the
+    engine-core process used a full core (``BUSY_CORE``) while the GPU's timeline had gaps (under ``BUSY_UTIL`` busy),
+    so that one NVML window's jitter is not a phase. A sample without a GPU or engine-core reading is passed over (it
+    neither extends nor ends a run); a gap in time over 1.5 median intervals (a failed scrape, samples below the loaded
+    cut-off) ends one.
+
+    The per-sample level is 90%, not the point-level rule's 70%, by evidence: the same FP8 dynamic point served twice on
+    one machine (``docs/results/h200-ceiling-20261204/``) decoded 1,024 sequences in lockstep with the GPU 100% busy
+    while the engine core used 67-96% of a core (13,376 tok/s), and mostly at 48-81% busy while it used 92-103%
+    (12,388 tok/s): where the engine core saturated, the FP8 GPU starved. A full core alone is no evidence (the second
+    run's BF16 point had its engine core at ~100% beside a GPU 98-100% busy: longer steps hid the host work), so a
+    sample needs both. The ramp of a point at rate inf (API servers taking in the burst while the engine core admits
+    it) can be such a phase too: the host set the pace there as well.
+    Until 2026-12-04 a sample counted alone and under 70%; records made before keep the counts they were made with."""
+    times = [s["t"] for s in loaded if "t" in s]
+    step = median(b - a for a, b in zip(times, times[1:])) if len(times) > 2 else None
+    phases: list[list[dict]] = []
+    run: list[dict] = []
+    last_t = None
+    for s in loaded:
+        if step and last_t is not None and "t" in s and s["t"] - last_t > 1.5 * step:
+            phases.append(run)
+            run = []
+        last_t = s.get("t", last_t)
+        gpus = [g["util_pct"] for g in s.get("gpu") or [] if "util_pct" in g]
+        core = s.get("cpu", {}).get("engine_core")
+        if not gpus or core is None:
+            continue
+        if sum(gpus) / len(gpus) < BUSY_UTIL and core >= BUSY_CORE:
+            run.append(s)
+        else:
+            phases.append(run)
+            run = []
+    phases.append(run)
+    return [r for r in phases if len(r) >= PHASE_SAMPLES]
+
+
+def _util(s: dict) -> float | None:
+    gpus = [g["util_pct"] for g in s.get("gpu") or [] if "util_pct" in g]
+    return sum(gpus) / len(gpus) if gpus else None
+
+
 def idle_host_share(loaded: list[dict]) -> tuple[float | None, int]:
     """(share, samples): of the GPUs' idle time over the loaded samples (100 - each sample's mean utilisation), the share
-    that fell in host-bound phases, and how many samples those phases held. A sample is host-bound when the engine-core
-    process used a full core (``BUSY_CORE``) while the GPU's timeline had gaps (under ``BUSY_UTIL`` busy); a phase is a
-    run of at least ``MIN_SAMPLES`` such samples in a row, so that one NVML window's jitter is not a phase. Share None
-    without NVML readings or with a GPU never idle.
+    that fell in host-bound phases (``host_phases``), and how many samples those phases held. Share None without NVML
+    readings or with a GPU never idle.
 
     It finds a host-bound phase inside a point whose mean utilisation is between the thresholds: issue 16's 8B shape
     in FP8 at rate inf, kernels 86-87% busy over the point but 33-81% while 1,024 sequences decoded in lockstep with
-    the engine core at a full core. The per-sample level is 90%, not the point-level rule's 70%, by evidence: the same
-    FP8 dynamic point served twice on one machine (``docs/results/h200-ceiling-20261204/``) decoded that phase with
-    the GPU 100% busy while the engine core used 67-96% of a core (13,376 tok/s), and mostly at 48-81% busy while it
-    used 92-103% (12,388 tok/s): where the engine core saturated, the FP8 GPU starved. A full core alone is no evidence
-    (the second run's BF16 point had its engine core at ~100% beside a GPU 98-100% busy: longer steps hid the host
-    work), so a sample needs both.
-    Until 2026-12-04 a sample counted alone and under 70%; records made before keep the counts they were made with."""
-    idle = host = 0.0
-    n = 0
-    run: list[float] = []  # the idle shares of the current run of host-bound samples
-
-    def close() -> None:
-        nonlocal host, n
-        if len(run) >= MIN_SAMPLES:
-            host += sum(run)
-            n += len(run)
-        run.clear()
-
-    for s in loaded:
-        gpus = [g["util_pct"] for g in s.get("gpu") or [] if "util_pct" in g]
-        if not gpus:
-            close()
-            continue
-        util = sum(gpus) / len(gpus)
-        idle += max(0.0, 100.0 - util)
-        if util < BUSY_UTIL and s.get("cpu", {}).get("engine_core", 0.0) >= BUSY_CORE:
-            run.append(100.0 - util)
-        else:
-            close()
-    close()
-    return (host / idle if idle > 0 else None), n
+    the engine core at a full core."""
+    idle = sum(max(0.0, 100.0 - u) for s in loaded if (u := _util(s)) is not None)
+    in_phases = [s for run in host_phases(loaded) for s in run]
+    host = sum(max(0.0, 100.0 - _util(s)) for s in in_phases)
+    return (host / idle if idle > 0 else None), len(in_phases)
 
 
-def shared_core_samples(loaded: list[dict]) -> int | None:
-    """How many loaded samples found the engine-core process on the same physical core (an SMT sibling or the same
-    logical CPU) as the client or the busiest API server, from the samples' ``on_cpu``; None where no sample recorded
-    placement (records made before 2026-12-04, or no sysfs topology)."""
+def _core(on: dict, role: str):
+    """A role's physical core from a sample's ``on_cpu`` ([logical CPU, core]): the core where sysfs named it, else the
+    logical CPU (two processes on one logical CPU share its core too); None where the role was not placed."""
+    where = on.get(role) or [None, None]
+    return where[1] if where[1] is not None else (f"cpu{where[0]}" if where[0] is not None else None)
+
+
+def shared_core_samples(phase_samples: list[dict]) -> int | None:
+    """How many of the given samples (a point's host-bound phases) found the engine-core process on the same physical
+    core (an SMT sibling or the same logical CPU) as the client or the busiest API server, from the samples'
+    ``on_cpu``; None where none of them recorded the engine core's placement (records made before 2026-12-04)."""
     n, seen = 0, False
-    for s in loaded:
+    for s in phase_samples:
         on = s.get("on_cpu") or {}
-        core = (on.get("engine_core") or [None, None])[1]
+        core = _core(on, "engine_core")
         if core is None:
             continue
         seen = True
-        if any((on.get(r) or [None, None])[1] == core for r in ("client", "api_server")):
+        if any(_core(on, r) == core for r in ("client", "api_server")):
             n += 1
     return n if seen else None
 
