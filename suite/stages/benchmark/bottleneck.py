@@ -173,7 +173,7 @@ class ServerMonitor:
                 on["client"] = self._client.cpu_num()
             except (self._psutil.Error, AttributeError):  # AttributeError: no cpu_num on this platform
                 pass
-        # where each role's busiest process last ran: [logical CPU, "package:core"] (issue 16: the same FP8 point served
+        # where each role's busiest process last ran: [logical CPU, its core as cpu_cores names it] (issue 16: the same FP8 point served
         # twice on one H200 differed by 7% with its engine core's host loop; placement was not recorded then)
         s["on_cpu"] = {role: [cpu, self.cores.get(cpu)] for role, cpu in on.items()}
         return s
@@ -242,7 +242,8 @@ def summarize(samples: list[dict]) -> ServerStats:
         return fmean(vals) if vals else None
 
     queued = [s for s in scraped if s.get("waiting", 0) > 0 and "running" in s]
-    host_share, host_n = idle_host_share(loaded)
+    in_phases = [x for run in host_phases(loaded) for x in run]
+    host_share, host_n = idle_host_share(loaded, in_phases)
     running_max = peak("running")
     pre = [s["preemptions"] for s in scraped if "preemptions" in s]
     return ServerStats(
@@ -255,9 +256,15 @@ def summarize(samples: list[dict]) -> ServerStats:
         client_cpu_pct=cpu_mean("client"), loaded_samples=len(loaded),
         loaded_engine_core_cpu_pct=cpu_mean("engine_core", loaded), loaded_client_cpu_pct=cpu_mean("client", loaded),
         gpu_idle_host_frac=host_share, host_bound_samples=host_n, frontend_drain_s=frontend_drain(samples, active),
-        engine_core_shared_core_samples=shared_core_samples([x for run in host_phases(loaded) for x in run]),
+        engine_core_shared_core_samples=shared_core_samples(in_phases),
         **summarize_gpu(loaded),
     )
+
+
+def _util(s: dict) -> float | None:
+    """A sample's utilisation, the mean over its GPUs; None without readings."""
+    gpus = [g["util_pct"] for g in s.get("gpu") or [] if "util_pct" in g]
+    return sum(gpus) / len(gpus) if gpus else None
 
 
 def host_phases(loaded: list[dict]) -> list[list[dict]]:
@@ -285,11 +292,10 @@ def host_phases(loaded: list[dict]) -> list[list[dict]]:
             phases.append(run)
             run = []
         last_t = s.get("t", last_t)
-        gpus = [g["util_pct"] for g in s.get("gpu") or [] if "util_pct" in g]
-        core = s.get("cpu", {}).get("engine_core")
-        if not gpus or core is None:
+        util, core = _util(s), s.get("cpu", {}).get("engine_core")
+        if util is None or core is None:
             continue
-        if sum(gpus) / len(gpus) < BUSY_UTIL and core >= BUSY_CORE:
+        if util < BUSY_UTIL and core >= BUSY_CORE:
             run.append(s)
         else:
             phases.append(run)
@@ -298,21 +304,15 @@ def host_phases(loaded: list[dict]) -> list[list[dict]]:
     return [r for r in phases if len(r) >= PHASE_SAMPLES]
 
 
-def _util(s: dict) -> float | None:
-    gpus = [g["util_pct"] for g in s.get("gpu") or [] if "util_pct" in g]
-    return sum(gpus) / len(gpus) if gpus else None
-
-
-def idle_host_share(loaded: list[dict]) -> tuple[float | None, int]:
+def idle_host_share(loaded: list[dict], in_phases: list[dict]) -> tuple[float | None, int]:
     """(share, samples): of the GPUs' idle time over the loaded samples (100 - each sample's mean utilisation), the share
-    that fell in host-bound phases (``host_phases``), and how many samples those phases held. Share None without NVML
-    readings or with a GPU never idle.
+    that fell in the samples of their host-bound phases (``in_phases``, from ``host_phases``), and how many those are.
+    Share None without NVML readings or with a GPU never idle.
 
     It finds a host-bound phase inside a point whose mean utilisation is between the thresholds: issue 16's 8B shape
     in FP8 at rate inf, kernels 86-87% busy over the point but 33-81% while 1,024 sequences decoded in lockstep with
     the engine core at a full core."""
     idle = sum(max(0.0, 100.0 - u) for s in loaded if (u := _util(s)) is not None)
-    in_phases = [s for run in host_phases(loaded) for s in run]
     host = sum(max(0.0, 100.0 - _util(s)) for s in in_phases)
     return (host / idle if idle > 0 else None), len(in_phases)
 

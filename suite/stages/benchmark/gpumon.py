@@ -28,7 +28,7 @@ and the bottleneck label keeps to ``engine`` (``suite.stages.benchmark.bottlenec
                   the evidence: the engine core's full core only says it was running (a CUDA sync spin-waits at
                   100%), and is required so that a stalled or idle engine is not called CPU-bound. Also a point
                   70–90% busy over its length when host-bound phases (3 or more samples in a row with the GPU under
-                  90% busy and the engine core at a full core: ``bottleneck.idle_host_share``) held at least half the
+                  90% busy and the engine core at a full core: ``bottleneck.host_phases``) held at least half the
                   GPU's idle time (``ServerStats.gpu_idle_host_frac``), such as the lockstep decode of a full batch
                   of a fast FP8 model (issue 16's 8B ceiling runs).
   (no split)      fewer than 3 loaded samples with GPU readings, or pipeline parallel > 1 (each stage's GPU idles
@@ -38,7 +38,7 @@ and the bottleneck label keeps to ``engine`` (``suite.stages.benchmark.bottlenec
 
 90% is the level at which NVML's 1/6–1 s windows have no visible gap (a decode step of a few ms with a host gap of
 ≥ 10% shows as ≤ 90%); 70% leaves a margin under it so that sampling jitter at ~80% does not flip the label over a
-whole point. Inside a point, a run of samples stands in for that margin (``bottleneck.idle_host_share``).
+whole point. Inside a point, a run of samples stands in for that margin (``bottleneck.host_phases``).
 """
 
 from __future__ import annotations
