@@ -5,11 +5,12 @@
 # Its rows go to /tmp/extra-out/start-cost (brought back in logs.tar.gz by scripts/h200-wait.sh).
 #   bash scripts/h200-issue15.sh 400 [start-cost]   then   bash scripts/h200-wait.sh 540   until it ends
 # With "start-cost" only the experiment runs (about 10 minutes for its seven configurations).
-#   bash scripts/h200-issue15.sh 0 pre     (in the command that carries the install's last chunk, with the 8B shape
-#   copied to /tmp/l8b-model and the data to /tmp/device-data): in the background, once /tmp/envs/.complete exists,
-#   the 8B shape's starts without torch.compile (eager; CUDA graphs without compile), while the GGUF pieces are still
-#   being carried. Neither runs torch.compile, and the full mode waits for it to end and then empties FlashInfer's and
-#   Triton's JIT caches, so the 4-variant run still starts as on a fresh machine (Inductor's cache is not touched).
+#   bash scripts/h200-issue15.sh 0 pre     (in the command that carries the install's last chunk): in the
+#   background, once /tmp/envs/.complete exists, while the GGUF pieces are still being carried, the import time of
+#   `vllm serve`'s modules (CPU only; the GPU is not touched), three times: the first import after the install
+#   (Python writes the bytecode then: the bundle installs with --no-compile), then twice more, each with -X importtime
+#   (to /tmp/extra-out/imports). Server starts spent ~45 s outside vLLM's own phases, 21 s of it before vllm serve's
+#   first log line (2026-12-04, second session). The full mode waits for it to end.
 # Issue each wait the moment the last one returns: a machine is taken back 30 s after a command ends (2026-12-04 lost
 # one so).
 set -uo pipefail
@@ -20,23 +21,24 @@ touch /tmp/h200-chain.log
 q=models/qwen2.5-coder-0.5b-instruct l=models/llama3-8b-shape
 [ -f /tmp/l8b-model/config.json ] && l=/tmp/l8b-model  # the 8B shape carried once (h200.md)
 if [ "$only" = pre ]; then
-  [ -f /tmp/l8b-model/config.json ] && [ -f /tmp/device-data/gsm8k/test.jsonl ] \
-    || { echo "h200-issue15 pre: /tmp/l8b-model or /tmp/device-data missing" >&2; exit 2; }
   if pgrep -f "[h]200-pre-loop" >/dev/null; then echo "h200-issue15 pre: one is still running" >&2; exit 2; fi
-  src=/tmp/suite-pre-src
-  rm -rf "$src" && cp -r . "$src"
-  cat > /tmp/h200-pre-loop.sh <<LOOP
-deadline=\$(( \$(date +%s) + 600 ))
+  mkdir -p /tmp/extra-out/imports
+  cat > /tmp/h200-pre-loop.sh <<'LOOP'
+deadline=$(( $(date +%s) + 600 ))
 while [ ! -f /tmp/envs/.complete ]; do
-  [ \$(date +%s) -lt \$deadline ] || { echo "\$(date +%T) pre: no install after 600 s" >> /tmp/h200-chain.log; exit 2; }
+  [ $(date +%s) -lt $deadline ] || { echo "$(date +%T) pre: no install after 600 s" >> /tmp/h200-chain.log; exit 2; }
   sleep 2
 done
-cd $src
-echo "\$(date +%T) pre: start-cost, 8B shape without torch.compile" >> /tmp/h200-chain.log
-PYTHONPATH=$src:/tmp/envs/serve HF_HUB_OFFLINE=1 python3 scripts/start_cost.py --out /tmp/extra-out/start-cost \
-  --data /tmp/device-data/gsm8k/test.jsonl \
-  --config l8b-eager:/tmp/l8b-model:eager:nofi --config l8b-graphs:/tmp/l8b-model:graphs:nofi >> /tmp/h200-chain.log 2>&1
-echo "\$(date +%T) pre: done" >> /tmp/h200-chain.log
+cd /tmp
+for i in 1 2 3; do
+  t0=$(date +%s%N)
+  PYTHONPATH=/tmp/envs/serve python3 -X importtime -c \
+    "import vllm.entrypoints.cli.main, vllm.entrypoints.openai.api_server, vllm.v1.engine.core" \
+    2> /tmp/extra-out/imports/importtime-$i.txt
+  rc=$? ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "$(date +%T) pre: import $i: rc $rc in $ms ms" >> /tmp/h200-chain.log
+done
+echo "$(date +%T) pre: done" >> /tmp/h200-chain.log
 LOOP
   setsid nohup bash /tmp/h200-pre-loop.sh > /dev/null 2>&1 < /dev/null &
   echo "h200-issue15 pre: started (waits for /tmp/envs/.complete)"
@@ -52,9 +54,10 @@ configs="--config q05-default-nofi:$q:default:nofi --config q05-default-fi:$q:de
   --config q05-eager:$q:eager:nofi --config q05-graphs:$q:graphs:nofi --config l8b-graphs:$l:graphs:nofi"
 if [ "$only" = start-cost ]; then
   run_study=true
-else  # after the study: the 0.5B's three starts, then the 8B shape with FlashInfer's sampler (its one row missing)
-  configs="--config q05-eager:$q:eager:nofi --config q05-graphs:$q:graphs:nofi \
-  --config q05-default-nofi:$q:default:nofi --config l8b-default-fi:$l:default:fi"
+else  # after the study: the two rows not reached (the 0.5B's default start, the 8B shape with FlashInfer's sampler),
+  # then the 0.5B's cheaper starts again on the same machine
+  configs="--config q05-default-nofi:$q:default:nofi --config l8b-default-fi:$l:default:fi \
+  --config q05-graphs:$q:graphs:nofi --config q05-eager:$q:eager:nofi"
 fi
 cat > /tmp/h200-chain-loop.sh <<LOOP
 cd $src

@@ -101,6 +101,14 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
     checked = False
     try:
         executor.start()
+        for job, why in refused_at_start(pending, kept, executor):  # before anything runs, not once its inputs exist
+            pending.remove(job)
+            vs = by_name[job.variant]
+            if not vs.errors:
+                vs.errors.append(f"{job.stage} not run: {why}")
+            state[job.id] = "skipped"
+            quantize_left.discard(job.id)
+            report(job.stage, job.variant, "skipped")
         while pending or executor.running():
             progressed = False
             if not quantize_left and not checked:  # every checkpoint exists now: same prompts for all?
@@ -169,6 +177,23 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
         _write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
     summary.stage_elapsed_s = elapsed_by_stage(timeline)
     return totals
+
+
+def refused_at_start(pending: list, kept: dict, executor) -> list[tuple]:
+    """(job, why) for each job the executor can never hold (``never_fits``: more GPUs, CPUs or memory than any node
+    has), then for each job that only feeds such jobs (a quantize whose every user never fits: its checkpoint would
+    be built for nothing), each group in DAG order, so that a variant's first error names the cause. Kept results of
+    a resumed run are not refused."""
+    direct = {j.id: (j, why) for j in pending
+              if (j.stage, j.variant) not in kept and (why := executor.never_fits(j))}
+    derived: dict[str, tuple] = {}
+    for job in reversed(pending) if direct else ():  # later jobs first: a job's users come after it in the DAG
+        users = [j for j in pending if job.id in j.deps]
+        if job.id in direct or (job.stage, job.variant) in kept or not users:
+            continue
+        if all(u.id in direct or u.id in derived for u in users):
+            derived[job.id] = (job, f"every job that needs it cannot run here ({', '.join(u.id for u in users)})")
+    return [direct[j.id] for j in pending if j.id in direct] + [derived[j.id] for j in pending if j.id in derived]
 
 
 def elapsed_by_stage(timeline: list[dict]) -> dict[str, float]:

@@ -232,3 +232,27 @@ def test_a_shared_engine_gets_a_fixed_kv_cache_that_fits_its_share(tmp_path):
     assert gpushare.weights_bytes(str(tmp_path / "nope")) == 0  # a hub id or a missing folder: refused, not 0 weights
     with pytest.raises(RuntimeError, match="give this stage a larger executor.gpu_fraction"):
         gpushare.kv_cache_bytes(total, 0.05, 16 * gib)  # an 8B model does not fit a 5% share
+
+
+def test_a_job_that_can_never_fit_is_refused_before_anything_runs(demo_recipe_copy, tmp_path, monkeypatch):
+    """fp8-kv served at tensor parallel 2 on a one-GPU run: its evaluation can never start, so it is refused at the
+    start with the cause, and its quantize (whose checkpoint only that evaluation would use) does not run at all;
+    bf16 runs. Before, the quantize ran first and the evaluation was refused only once its checkpoint existed."""
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    calls = timed_stages(tmp_path, monkeypatch, seconds=0.1)
+    events = []
+    summary = execute(load_recipe(demo_recipe_copy(
+        throughput=None, gates__min_throughput_gain=None, executor={"gpus": [0]},
+        variants__0__engine_args={"enforce_eager": True, "tensor_parallel_size": 2})),
+        track=False, report=lambda *e: events.append(e))
+    ran = [(s, v) for s, v, *_ in (json.loads(line) for line in calls.read_text().splitlines())]
+    assert ran == [("evaluate", "bf16")]
+    skipped = [e[:2] for e in events if e[2] == "skipped"]
+    assert skipped == [("evaluate", "fp8-kv"), ("quantize", "fp8-kv")]
+    first_start = next(i for i, e in enumerate(events) if e[2] == "start")
+    assert all(events.index((s, v, "skipped")) < first_start for s, v in skipped)  # refused before bf16 started
+    fp8 = next(v for v in summary.variants if v.name == "fp8-kv")
+    assert fp8.errors[0].startswith("evaluate not run: evaluate:fp8-kv asks for 2 GPUs")
+    assert fp8.quantize is None and fp8.evaluate is None
