@@ -97,6 +97,24 @@ def cpu_cores(root: str = "/sys/devices/system/cpu") -> dict[int, str]:
     return out
 
 
+def host_cpu(cpuinfo: str | None = None, root: str = "/sys/devices/system/cpu") -> str | None:
+    """The host's CPU as one line, e.g. "AMD EPYC 9654 96-Core Processor, 16 logical CPUs on 8 cores": the model
+    (``/proc/cpuinfo``'s first "model name") and how many logical CPUs and physical cores this machine shows (sysfs,
+    as ``cpu_cores``). A point bound by the engine core's host loop moves with it: two runs are comparable only on
+    the same kind of host. None where neither can be read."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                  if line.startswith("model name") and ":" in line), None)
+    cores = cpu_cores(root)
+    count = f"{len(cores)} logical CPUs on {len(set(cores.values()))} cores" if cores else None
+    return ", ".join(x for x in (model, count) if x) or None
+
+
 def process_role(cmdline: str, is_root: bool) -> str:
     for marker, role in (("APIServer", "api_server"), ("EngineCore", "engine_core"), ("Worker", "worker"),
                          ("DPCoordinator", "coordinator")):

@@ -147,6 +147,9 @@ class BenchmarkResult(Record):
         "serve_engine_limits); None: a ceiling measured before the suite gave it them (LLM's own defaults)")
     slo: Optional[SloResult] = None
     gpu: Optional[str] = None
+    host_cpu: Optional[str] = Field(None, description="the host's CPU model and how many logical CPUs and cores it "
+                                    "shows (suite.stages.benchmark.bottleneck.host_cpu): engine-cpu-bound points "
+                                    "move with it")
     workload: Optional[str] = Field(None, description="with several workloads: the headline's (the first)")
     gpu_sampling: Optional[str] = Field(None, description="where the load points' GPU readings came from, or why none")
     api_server_count: Optional[int] = Field(None, description="API servers of the reported points")

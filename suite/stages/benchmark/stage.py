@@ -27,7 +27,7 @@ from pathlib import Path
 from suite.orchestrate import procs
 from suite.recipe.executor import parallel_size
 from suite.stages.benchmark import server
-from suite.stages.benchmark.bottleneck import ServerMonitor
+from suite.stages.benchmark.bottleneck import ServerMonitor, host_cpu
 from suite.stages.benchmark.labels import classify_point
 from suite.stages.benchmark.client import WarmClient
 from suite.stages.benchmark.gpumon import GpuSampler
@@ -325,7 +325,7 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
         max_concurrency_at_max_len=max_conc,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None,
-        offline_batch_limits=offline.get("batch_limits") if offline else None, slo=slo, gpu=gpu,
+        offline_batch_limits=offline.get("batch_limits") if offline else None, slo=slo, gpu=gpu, host_cpu=host_cpu(),
         gpu_sampling=gpu_sampling, workload=config.workloads[0] if len(config.workloads) > 1 else None,
         api_server_count=count, scaled_from=earlier, client_s=client_s,
         overhead_s=max(0.0, served_s - start_stop_s - client_s - evaluate_s),
