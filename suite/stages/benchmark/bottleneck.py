@@ -56,6 +56,7 @@ GAUGES = {
     "vllm:gpu_cache_usage_perc": "kv_usage",  # the name in older vLLM releases
 }
 PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+BUSY_API_SERVER = 50.0  # % of a core: an API server this busy is placed in on_cpu["api_servers"] (it competes for its core)
 
 
 MAX_OVER_SERIES = {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}
@@ -182,7 +183,7 @@ class ServerMonitor:
                     break
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):  # ValueError: bad text
             s["scrape_failed"] = True
-        s["cpu"], on = self._cpu_by_role()
+        s["cpu"], on, api_busy = self._cpu_by_role()
         if self.gpus is not None and self.gpus.available:
             s["gpu"] = self.gpus.sample()
         if self._client is not None:
@@ -194,19 +195,24 @@ class ServerMonitor:
         # where each role's busiest process last ran: [logical CPU, its core as cpu_cores names it] (issue 16: the same FP8 point served
         # twice on one H200 differed by 7% with its engine core's host loop; placement was not recorded then)
         s["on_cpu"] = {role: [cpu, self.cores.get(cpu)] for role, cpu in on.items()}
+        if api_busy:  # every API server at half a core or more, not only the busiest: any of them can crowd the engine core
+            s["on_cpu"]["api_servers"] = [[cpu, self.cores.get(cpu)] for cpu in api_busy]
         return s
 
-    def _cpu_by_role(self) -> tuple[dict[str, float], dict[str, int]]:
+    def _cpu_by_role(self) -> tuple[dict[str, float], dict[str, int], list[int]]:
         """Busiest process per role, in percent of one core since the previous call, and the logical CPU it last ran
-        on (psutil's cpu_num, where the platform has it)."""
+        on (psutil's cpu_num, where the platform has it); and the logical CPUs of every API-server process at
+        ``BUSY_API_SERVER`` or more (with several API servers the busiest is not the only one that can share the
+        engine core's physical core)."""
         ps = self._psutil
         try:
             root = ps.Process(self.server_pid)
             procs = [root, *root.children(recursive=True)]
         except ps.Error:
-            return {}, {}
+            return {}, {}, []
         out: dict[str, float] = {}
         on: dict[str, int] = {}
+        api_busy: list[int] = []
         for p in procs:
             known = self._procs.get(p.pid)
             if known is None:
@@ -219,15 +225,23 @@ class ServerMonitor:
             try:
                 role = process_role(" ".join(known.cmdline()), known.pid == self.server_pid)
                 pct = known.cpu_percent(None)
+                cpu = None
+                if (role not in out or pct >= out[role]) or (role == "api_server" and pct >= BUSY_API_SERVER):
+                    try:
+                        cpu = known.cpu_num()
+                    except (ps.Error, AttributeError):
+                        cpu = None
                 if role not in out or pct >= out[role]:
                     out[role] = pct
-                    try:
-                        on[role] = known.cpu_num()
-                    except (ps.Error, AttributeError):
+                    if cpu is None:
                         on.pop(role, None)
+                    else:
+                        on[role] = cpu
+                if role == "api_server" and pct >= BUSY_API_SERVER and cpu is not None:
+                    api_busy.append(cpu)
             except ps.Error:
                 continue
-        return out, on
+        return out, on, api_busy
 
 
 def live(s: dict) -> bool:
@@ -344,8 +358,9 @@ def _core(on: dict, role: str):
 
 def shared_core_samples(phase_samples: list[dict]) -> int | None:
     """How many of the given samples (a point's host-bound phases) found the engine-core process on the same physical
-    core (an SMT sibling or the same logical CPU) as the client or the busiest API server, from the samples'
-    ``on_cpu``; None where none of them recorded the engine core's placement (records made before 2026-12-04)."""
+    core (an SMT sibling or the same logical CPU) as the client, the busiest API server or any API server at half a
+    core or more (``on_cpu["api_servers"]``, recorded since 2026-12-04's fourth session), from the samples' ``on_cpu``;
+    None where none of them recorded the engine core's placement (records made before 2026-12-04)."""
     n, seen = 0, False
     for s in phase_samples:
         on = s.get("on_cpu") or {}
@@ -353,7 +368,9 @@ def shared_core_samples(phase_samples: list[dict]) -> int | None:
         if core is None:
             continue
         seen = True
-        if any(_core(on, r) == core for r in ("client", "api_server")):
+        others = [_core(on, r) for r in ("client", "api_server")]
+        others += [_core({"a": w}, "a") for w in on.get("api_servers") or []]
+        if core in others:
             n += 1
     return n if seen else None
 

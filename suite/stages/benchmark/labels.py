@@ -53,8 +53,8 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tu
               f"the GPU idled part of the time), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
     shared = getattr(stats, "engine_core_shared_core_samples", None)
     if phases and shared is not None:  # where the processes ran was recorded (since 2026-12-04)
-        phases += (f", in {shared} of them with the engine core on the same physical core as the client or the busiest "
-                   "API server" if shared else ", none of them with the engine core on the client's or the busiest API "
+        phases += (f", in {shared} of them with the engine core on the same physical core as the client or a busy "
+                   "API server" if shared else ", none of them with the engine core on the client's or a busy API "
                    "server's physical core")
     if util >= BUSY_UTIL:
         if tensor is not None and hbm is not None and max(tensor, hbm) >= NEAR_ROOF:

@@ -82,7 +82,8 @@ class ServerStats(Record):
                                     "single samples with the GPU under 70% busy and the engine core at a full core)")
     engine_core_shared_core_samples: Optional[int] = Field(
         None, description="samples of the host-bound phases in which the engine-core process ran on the same physical "
-        "core as the client or the busiest API server (SMT siblings count); None where placement was not recorded")
+        "core as the client, the busiest API server or another at half a core or more (SMT siblings count); None where "
+        "placement was not recorded")
     frontend_drain_s: Optional[float] = Field(
         None, description="seconds after the engine's last work during which an API-server process was still at a "
         "full core: the front end delivering replies the engine had finished, inside the client's timed window")

@@ -410,6 +410,12 @@ def test_the_engine_cores_physical_core_shared_with_the_client_in_a_phase_is_cou
     st = bottleneck.summarize(rows)
     assert st.engine_core_shared_core_samples == 0
     assert "none of them with the engine core on the client's" in bottleneck.classify(point(), st, roofline=LOW_ROOF)[1]
+    # a second busy API server (not the busiest) on the engine core's SMT sibling counts too
+    for i, r in enumerate(rows):
+        r["on_cpu"]["api_servers"] = [[7, "0:7,15"], [11, "0:3,11"] if i < 2 else [9, "0:1,9"]]
+    assert bottleneck.summarize(rows).engine_core_shared_core_samples == 2
+    for r in rows:
+        del r["on_cpu"]["api_servers"]
     for r in rows:  # no sysfs topology: the same logical CPU is the same core, another is not
         r["on_cpu"] = {"engine_core": [3, None], "client": [3, None] if r["t"] < 1001 else [5, None]}
     assert bottleneck.summarize(rows).engine_core_shared_core_samples == 2

@@ -240,6 +240,33 @@ def test_monitor_flags_a_throttled_client():
             assert core is None or cpu in siblings, (cpu, core)
 
 
+def test_every_busy_api_server_is_placed_not_only_the_busiest():
+    """A 'server' whose two children both burn a core, with the APIServer marker in their command lines: both are
+    placed in ``on_cpu["api_servers"]`` (the engine core may share a physical core with either), the idle root is not."""
+    import psutil
+
+    if not hasattr(psutil.Process, "cpu_num"):
+        pytest.skip("psutil has no cpu_num on this platform")
+    spin = "import sys, time\nt=time.time()\nwhile time.time()-t<30: pass"
+    root = subprocess.Popen([sys.executable, "-c",
+                             "import subprocess, sys, time\n"
+                             f"kids = [subprocess.Popen([sys.executable, '-c', {spin!r}, 'APIServer_%d' % i]) for i in (0, 1)]\n"
+                             "time.sleep(30)"])
+    try:
+        mon = bottleneck.ServerMonitor(1, root.pid, interval_s=0.3)
+        time.sleep(1.0)  # the children exist
+        mon._cpu_by_role()  # prime
+        time.sleep(1.0)
+        out, on, busy = mon._cpu_by_role()
+    finally:
+        for p in psutil.Process(root.pid).children(recursive=True):
+            p.kill()
+        root.kill()
+        root.wait()
+    assert out["api_server"] > bottleneck.BUSY_API_SERVER
+    assert len(busy) == 2 and all(0 <= c < os.cpu_count() for c in busy)
+
+
 def test_task_prompts_from_the_demo_slice(tmp_path):
     from conftest import ROOT
     from suite.stages.benchmark.workload import task_prompts, write_dataset
