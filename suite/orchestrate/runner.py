@@ -93,6 +93,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
     plans = {vp.variant.name: vp for vp in plan.variants}
     totals: dict[str, float] = {}
     state: dict[str, str] = {}  # job id -> ok | failed | skipped
+    refusals: dict[str, str] = {}  # variant -> why its first job refused at the start can never run here
     pending = [j for j in plan.dag if j.stage != PUBLISH]
     quantize_left = {j.id for j in pending if j.stage == "quantize"}
     executor = make_executor(spec)
@@ -101,11 +102,12 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
     checked = False
     try:
         executor.start()
-        for job, why in refused_at_start(pending, kept, executor):  # before anything runs, not once its inputs exist
+        # before anything runs, not once its inputs exist. Kept apart from the variant's errors until the end: an error
+        # skips every later job of its variant, and the variant's other jobs (kept results of a resumed run, a
+        # checkpoint another variant builds on) must still run
+        for job, why in refused_at_start(pending, kept, executor):
             pending.remove(job)
-            vs = by_name[job.variant]
-            if not vs.errors:
-                vs.errors.append(f"{job.stage} not run: {why}")
+            refusals.setdefault(job.variant, f"{job.stage} not run: {why}")
             state[job.id] = "skipped"
             quantize_left.discard(job.id)
             report(job.stage, job.variant, "skipped")
@@ -173,6 +175,8 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                 state[job.id] = "ok"
                 report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
     finally:
+        for name, why in refusals.items():  # first: the cause, before what followed from it
+            by_name[name].errors.insert(0, why)
         executor.close()
         _write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
     summary.stage_elapsed_s = elapsed_by_stage(timeline)

@@ -256,3 +256,59 @@ def test_a_job_that_can_never_fit_is_refused_before_anything_runs(demo_recipe_co
     fp8 = next(v for v in summary.variants if v.name == "fp8-kv")
     assert fp8.errors[0].startswith("evaluate not run: evaluate:fp8-kv asks for 2 GPUs")
     assert fp8.quantize is None and fp8.evaluate is None
+
+
+def _refused_beside_a_sharing_variant(demo_recipe_copy) -> Path:
+    """The demo on one fake GPU with fp8-kv at tensor parallel 2 (its evaluation can never run) and fp8-kv-tp1: the same
+    quantization at TP 1, whose quantize job waits for fp8-kv's (one checkpoint, built once)."""
+    import yaml
+
+    path = demo_recipe_copy(throughput=None, gates__min_throughput_gain=None, executor={"gpus": [0]},
+                            variants__0__engine_args={"enforce_eager": True, "tensor_parallel_size": 2})
+    d = yaml.safe_load(path.read_text())
+    d["variants"].append({**d["variants"][0], "name": "fp8-kv-tp1", "engine_args": {"enforce_eager": True}})
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    return path
+
+
+def test_a_refused_variant_still_builds_the_checkpoint_another_variant_uses(demo_recipe_copy, tmp_path, monkeypatch):
+    """fp8-kv's evaluation can never fit, but its quantize also feeds fp8-kv-tp1's: it runs, and fp8-kv-tp1 is scored;
+    fp8-kv's error names the refusal."""
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    calls = timed_stages(tmp_path, monkeypatch, seconds=0.1)
+    summary = execute(load_recipe(_refused_beside_a_sharing_variant(demo_recipe_copy)), track=False)
+    ran = [(s, v) for s, v, *_ in (json.loads(line) for line in calls.read_text().splitlines())]
+    assert ("quantize", "fp8-kv") in ran and ("evaluate", "fp8-kv-tp1") in ran and ("evaluate", "fp8-kv") not in ran
+    by = {v.name: v for v in summary.variants}
+    assert by["fp8-kv-tp1"].errors == [] and by["fp8-kv-tp1"].evaluate is not None
+    assert by["fp8-kv"].errors[0].startswith("evaluate not run: evaluate:fp8-kv asks for 2 GPUs")
+
+
+def test_a_resume_on_fewer_gpus_keeps_the_results_it_has_and_refuses_only_what_cannot_fit(
+        demo_recipe_copy, tmp_path, monkeypatch):
+    """Run 1 on two GPUs: fp8-kv (TP 2) is quantized and scored, its benchmark fails. The resume on one GPU refuses only
+    that benchmark (it can never fit there): the kept quantize and evaluation are resumed into the summary, not
+    dropped with it."""
+    from suite.orchestrate.executors import local
+    from suite.orchestrate.rundir import load_run_recipe
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    timed_stages(tmp_path, monkeypatch, seconds=0.05, before="if stage == 'benchmark':\n    sys.exit(1)\n")
+    (tmp_path / "ckpt").mkdir()  # the stand-in quantize's checkpoint, still there at the resume (same machine)
+    (tmp_path / "ckpt" / ".complete").write_text("k")
+    monkeypatch.setattr(local, "visible_gpus", lambda: ["0", "1"])
+    first = execute(load_recipe(demo_recipe_copy(
+        variants__0__engine_args={"enforce_eager": True, "tensor_parallel_size": 2})), track=False)
+    assert next(v for v in first.variants if v.name == "fp8-kv").evaluate is not None
+    monkeypatch.setattr(local, "visible_gpus", lambda: ["0"])
+    events = []
+    run_dir = Path(first.run_dir)
+    resumed = execute(load_run_recipe(run_dir), track=False, resume=run_dir, report=lambda *e: events.append(e))
+    assert ("quantize", "fp8-kv", "resumed") in events and ("evaluate", "fp8-kv", "resumed") in events
+    assert ("benchmark", "fp8-kv", "skipped") in events
+    fp8 = next(v for v in resumed.variants if v.name == "fp8-kv")
+    assert fp8.quantize is not None and fp8.evaluate is not None and fp8.metrics
+    assert fp8.errors[0].startswith("benchmark not run: benchmark:fp8-kv asks for 2 GPUs")

@@ -38,6 +38,7 @@ full core, the engine idle, the client's clock running) is named in the reason w
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import urllib.error
@@ -98,22 +99,37 @@ def cpu_cores(root: str = "/sys/devices/system/cpu") -> dict[int, str]:
     return out
 
 
-def host_cpu(cpuinfo: str | None = None, root: str = "/sys/devices/system/cpu") -> str | None:
+def host_cpu(cpuinfo: str | None = None, root: str = "/sys/devices/system/cpu", usable: int | None = None) -> str | None:
     """The host's CPU as one line, e.g. "AMD EPYC 9654 96-Core Processor, 16 logical CPUs on 8 cores": the model
-    (``/proc/cpuinfo``'s first "model name") and how many logical CPUs and physical cores this machine shows (sysfs,
-    as ``cpu_cores``). A point bound by the engine core's host loop moves with it: two runs are comparable only on
-    the same kind of host. None where neither can be read."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpuinfo = f.read()
-        except OSError:
-            cpuinfo = ""
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                  if line.startswith("model name") and ":" in line), None)
-    cores = cpu_cores(root)
-    count = f"{len(cores)} logical CPUs on {len(set(cores.values()))} cores" if cores else None
-    return ", ".join(x for x in (model, count) if x) or None
+    (``/proc/cpuinfo``'s first "model name"; on Arm, where there is none, its "CPU implementer" and "CPU part"), how
+    many logical CPUs and physical cores the machine shows (sysfs, as ``cpu_cores``) and, where fewer, how many this
+    process may run on (``sched_getaffinity``: a container's or a pinned run's share). A point bound by the engine
+    core's host loop moves with it: two runs are comparable only on the same kind of host. None where nothing can be
+    read; never raises (it is recorded after a benchmark's measurements, which an error here must not cost)."""
+    try:
+        if cpuinfo is None:
+            try:
+                with open("/proc/cpuinfo") as f:
+                    cpuinfo = f.read()
+            except OSError:
+                cpuinfo = ""
+        fields: dict[str, str] = {}
+        for line in cpuinfo.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and value.strip():
+                fields.setdefault(key.strip().lower(), value.strip())
+        model = fields.get("model name") or (
+            f"Arm CPU implementer {fields['cpu implementer']} part {fields.get('cpu part', '?')}"
+            if "cpu implementer" in fields else None)
+        cores = cpu_cores(root)
+        count = f"{len(cores)} logical CPUs on {len(set(cores.values()))} cores" if cores else None
+        if usable is None and hasattr(os, "sched_getaffinity"):
+            usable = len(os.sched_getaffinity(0))
+        if count and usable and usable < len(cores):
+            count += f", {usable} usable by this process"
+        return ", ".join(x for x in (model, count) if x) or None
+    except Exception:  # noqa: BLE001 -- a description, never worth a benchmark's result
+        return None
 
 
 def process_role(cmdline: str, is_root: bool) -> str:
