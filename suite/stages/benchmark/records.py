@@ -149,7 +149,7 @@ class BenchmarkResult(Record):
     slo: Optional[SloResult] = None
     gpu: Optional[str] = None
     host_cpu: Optional[str] = Field(None, description="the host's CPU model and how many logical CPUs and cores it "
-                                    "shows (suite.stages.benchmark.bottleneck.host_cpu): engine-cpu-bound points "
+                                    "shows (suite.stages.benchmark.host.host_cpu): engine-cpu-bound points "
                                     "move with it")
     workload: Optional[str] = Field(None, description="with several workloads: the headline's (the first)")
     gpu_sampling: Optional[str] = Field(None, description="where the load points' GPU readings came from, or why none")

@@ -27,7 +27,8 @@ from pathlib import Path
 from suite.orchestrate import procs
 from suite.recipe.executor import parallel_size
 from suite.stages.benchmark import server
-from suite.stages.benchmark.bottleneck import ServerMonitor, host_cpu
+from suite.stages.benchmark.bottleneck import ServerMonitor
+from suite.stages.benchmark.host import host_cpu
 from suite.stages.benchmark.labels import classify_point
 from suite.stages.benchmark.client import WarmClient
 from suite.stages.benchmark.gpumon import GpuSampler

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from suite.outputs.gpu_series import gpu_series
-from suite.stages.benchmark import bottleneck, gpumon
+from suite.stages.benchmark import bottleneck, gpumon, host
 from suite.stages.benchmark.records import LoadPoint, ServerStats
 
 
@@ -427,15 +427,15 @@ def test_the_engine_cores_physical_core_shared_with_the_client_in_a_phase_is_cou
         (d / "physical_package_id").write_text("0\n")
         (d / "thread_siblings_list").write_text(siblings + "\n")
     (tmp_path / "cpufreq").mkdir()
-    assert bottleneck.cpu_cores(str(tmp_path)) == {0: "0:0,2", 1: "0:1", 2: "0:0,2"}
+    assert host.cpu_cores(str(tmp_path)) == {0: "0:0,2", 1: "0:1", 2: "0:0,2"}
     # the host's CPU as the benchmark result records it: model, logical CPUs and physical cores
     info = "processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\nprocessor\t: 1\nmodel name\t: ignored\n"
-    assert bottleneck.host_cpu(info, str(tmp_path), usable=3) == "AMD EPYC 9654 96-Core Processor, 3 logical CPUs on 2 cores"
-    assert bottleneck.host_cpu(info, str(tmp_path), usable=2).endswith("on 2 cores, 2 usable by this process")
-    assert bottleneck.host_cpu("", str(tmp_path / "none")) is None
-    assert bottleneck.host_cpu(info, str(tmp_path / "none")) == "AMD EPYC 9654 96-Core Processor"
+    assert host.host_cpu(info, str(tmp_path), usable=3) == "AMD EPYC 9654 96-Core Processor, 3 logical CPUs on 2 cores"
+    assert host.host_cpu(info, str(tmp_path), usable=2).endswith("on 2 cores, 2 usable by this process")
+    assert host.host_cpu("", str(tmp_path / "none")) is None
+    assert host.host_cpu(info, str(tmp_path / "none")) == "AMD EPYC 9654 96-Core Processor"
     arm = "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n"
-    assert bottleneck.host_cpu(arm, str(tmp_path / "none")) == "Arm CPU implementer 0x41 part 0xd4f"
+    assert host.host_cpu(arm, str(tmp_path / "none")) == "Arm CPU implementer 0x41 part 0xd4f"
 
 
 def test_a_phase_passes_over_a_sample_without_readings_and_ends_at_a_gap_in_time():
