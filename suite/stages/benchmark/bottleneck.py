@@ -188,19 +188,21 @@ class ServerMonitor:
             try:
                 role = process_role(" ".join(known.cmdline()), known.pid == self.server_pid)
                 pct = known.cpu_percent(None)
+                busiest = role not in out or pct >= out[role]
+                busy_api = role == "api_server" and pct >= BUSY_API_SERVER
                 cpu = None
-                if (role not in out or pct >= out[role]) or (role == "api_server" and pct >= BUSY_API_SERVER):
+                if busiest or busy_api:
                     try:
                         cpu = known.cpu_num()
-                    except (ps.Error, AttributeError):
-                        cpu = None
-                if role not in out or pct >= out[role]:
+                    except (ps.Error, AttributeError):  # AttributeError: no cpu_num on this platform
+                        pass
+                if busiest:
                     out[role] = pct
                     if cpu is None:
                         on.pop(role, None)
                     else:
                         on[role] = cpu
-                if role == "api_server" and pct >= BUSY_API_SERVER and cpu is not None:
+                if busy_api and cpu is not None:
                     api_busy.append(cpu)
             except ps.Error:
                 continue
@@ -312,11 +314,11 @@ def idle_host_share(loaded: list[dict], in_phases: list[dict]) -> tuple[float | 
     return (host / idle if idle > 0 else None), len(in_phases)
 
 
-def _core(on: dict, role: str):
-    """A role's physical core from a sample's ``on_cpu`` ([logical CPU, core]): the core where sysfs named it, else the
-    logical CPU (two processes on one logical CPU share its core too); None where the role was not placed."""
-    where = on.get(role) or [None, None]
-    return where[1] if where[1] is not None else (f"cpu{where[0]}" if where[0] is not None else None)
+def _core(where: list | None):
+    """The physical core of one placement in a sample's ``on_cpu`` ([logical CPU, core]): the core where sysfs named it,
+    else the logical CPU (two processes on one logical CPU share its core too); None for no placement."""
+    cpu, core = where or (None, None)
+    return core if core is not None else (f"cpu{cpu}" if cpu is not None else None)
 
 
 def shared_core_samples(phase_samples: list[dict]) -> int | None:
@@ -327,13 +329,12 @@ def shared_core_samples(phase_samples: list[dict]) -> int | None:
     n, seen = 0, False
     for s in phase_samples:
         on = s.get("on_cpu") or {}
-        core = _core(on, "engine_core")
+        core = _core(on.get("engine_core"))
         if core is None:
             continue
         seen = True
-        others = [_core(on, r) for r in ("client", "api_server")]
-        others += [_core({"a": w}, "a") for w in on.get("api_servers") or []]
-        if core in others:
+        others = [on.get("client"), on.get("api_server"), *(on.get("api_servers") or [])]
+        if core in (_core(w) for w in others):
             n += 1
     return n if seen else None
 
