@@ -26,7 +26,26 @@ def main(argv: list[str]) -> int:
         print(f"RuntimeError: result not written: {refused}", file=sys.stderr)
         return 3
     result.write(Path(out_path))
+    if (close := spec.load_close()) is not None:
+        end_without_teardown(close)
     return 0
+
+
+def end_without_teardown(close) -> None:
+    """After the result is written: ``close()`` (the stage shuts down what it started, e.g. its engine), then end the
+    process with exit code 0 without the interpreter's teardown (atexit hooks, thread joins, native destructors). A
+    failure or an abort in either comes after the result, so it cannot lose it; the log says what happened.
+    Whatever the stage left running is killed by its supervisor (``suite.orchestrate.procs``) when this ends."""
+    import os
+
+    try:
+        close()
+    except BaseException as exc:  # noqa: BLE001 -- reported, not fatal: the result is written
+        print(f"warning: the stage's close() failed after its result was written: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ class StageSpec:
     environment: Environment
     entry: str
     in_run: bool = True  # one of `suite run`'s jobs (False: started by its own command, e.g. `suite sensitivity`)
+    # 'module:function' called once the result is written, after which the process ends with os._exit(0), without
+    # the interpreter's teardown: on the H200 that teardown aborted every evaluate process (vLLM's engine threads,
+    # 'terminate called without an active exception', exit -6) after its result was written. None: a normal exit.
+    close: str | None = None
 
     def load_entry(self):
         """The stage's function (imports its module: call this only inside the stage's own process)."""
@@ -40,11 +44,21 @@ class StageSpec:
         module, _, func = self.entry.partition(":")
         return getattr(importlib.import_module(module), func)
 
+    def load_close(self):
+        """The stage's ``close`` function, or None (imports its module: only inside the stage's own process)."""
+        import importlib
+
+        if self.close is None:
+            return None
+        module, _, func = self.close.partition(":")
+        return getattr(importlib.import_module(module), func)
+
 
 STAGES: dict[str, StageSpec] = {s.name: s for s in (
     StageSpec("quantize", QuantizeConfig, QuantizeResult, "quantize", "suite.stages.quantize.stage:run"),
     StageSpec("kvcheck", KVCheckConfig, KVCheckResult, "quantize", "suite.stages.kvcheck.stage:run"),
-    StageSpec("evaluate", EvaluateConfig, EvaluateResult, "serve", "suite.stages.evaluate.stage:run"),
+    StageSpec("evaluate", EvaluateConfig, EvaluateResult, "serve", "suite.stages.evaluate.stage:run",
+              close="suite.stages.evaluate.stage:close"),
     StageSpec("benchmark", BenchmarkConfig, BenchmarkResult, "serve", "suite.stages.benchmark.stage:run"),
     StageSpec("sensitivity", SensitivityConfig, SensitivityResult, "quantize", "suite.stages.quantize.sensitivity:run",
               in_run=False),

@@ -69,6 +69,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     os.chdir(config.data_dir)  # local task YAMLs name their data files relative to it
 
     lm, engine_load_s, engine_start, batch_limits = build_lm(config)
+    _started.append(lm)
 
     merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
                     "task_hashes": {}, "versions": {}}
@@ -112,6 +113,23 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         loglikelihood_counts=dict(getattr(lm, "counts", {})),
         flashinfer_sampler=os.environ.get(SAMPLER_ENV) if config.backend != "served" else None,
     )
+
+
+_started: list = []  # the lm-eval model this process built (``close`` shuts down its engine)
+
+
+def close() -> None:
+    """Shut down the vLLM engine this process started (its engine-core process and the client's threads), after the
+    result is written (registry ``close``); the process then ends without the interpreter's teardown. A served
+    evaluation started none. Prints how long it took: the log says whether it returned."""
+    for lm in _started:
+        engine = getattr(getattr(getattr(lm, "model", None), "llm_engine", None), "engine_core", None)
+        if engine is None or not hasattr(engine, "shutdown"):
+            continue
+        t0 = time.perf_counter()
+        engine.shutdown()
+        print(f"evaluate: engine shut down in {time.perf_counter() - t0:.1f} s", flush=True)
+    _started.clear()
 
 
 def build_lm(config: EvaluateConfig):

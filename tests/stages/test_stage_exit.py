@@ -1,0 +1,69 @@
+"""A stage with a ``close`` (the evaluate stage) ends right after its result is written and ``close()`` ran, with
+exit code 0, whatever the interpreter's teardown would have done (on the H200: vLLM's engine threads aborted every
+evaluate process at exit, -6). The stage process here is ``python -m suite.stages``'s own ``main`` with a registry
+entry for a small stage that leaves a non-daemon thread running (a normal exit waits for it forever)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from suite.stages.registry import STAGES
+
+STAGE = textwrap.dedent("""
+    import sys, threading, time
+    from suite.stages import registry
+    from suite.stages.records import Record
+    from suite.stages.registry import StageSpec
+
+    class Cfg(Record):
+        close_fails: bool = False
+
+    class Res(Record):
+        value: int
+
+    def run(config):
+        threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()  # joined at a normal exit
+        return Res(value=7)
+
+    def close():
+        print("closed", flush=True)
+        if Cfg.read(__import__("pathlib").Path(sys.argv[2])).close_fails:
+            raise RuntimeError("engine already gone")
+
+    registry.STAGES["toy"] = StageSpec("toy", Cfg, Res, "serve", "__main__:run", close="__main__:close")
+    from suite.stages.__main__ import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def _run(tmp_path: Path, close_fails: bool) -> subprocess.CompletedProcess:
+    script = tmp_path / "toy_stage.py"
+    script.write_text(STAGE)
+    cfg, res = tmp_path / "toy.config.json", tmp_path / "toy.result.json"
+    cfg.write_text(f'{{"close_fails": {str(close_fails).lower()}}}')
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, str(script), "toy", str(cfg), str(res)], capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+
+
+def test_a_stage_with_close_ends_after_its_result_without_waiting_for_teardown(tmp_path):
+    done = _run(tmp_path, close_fails=False)  # a normal exit would wait an hour for the thread: the timeout fails it
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "closed"
+    assert (tmp_path / "toy.result.json").read_text().count('"value": 7') == 1
+
+
+def test_a_close_that_fails_is_a_warning_after_the_result_not_a_failure(tmp_path):
+    done = _run(tmp_path, close_fails=True)
+    assert done.returncode == 0
+    assert "close() failed after its result was written: RuntimeError: engine already gone" in done.stderr
+    assert (tmp_path / "toy.result.json").is_file()
+
+
+def test_only_the_evaluate_stage_skips_the_teardown():
+    # quantize saves a checkpoint, benchmark stops a server, kvcheck writes scales: their exits stay normal
+    assert {name for name, spec in STAGES.items() if spec.close} == {"evaluate"}
+    assert STAGES["evaluate"].load_close().__module__ == "suite.stages.evaluate.stage"
