@@ -62,6 +62,9 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     from lm_eval.utils import handle_non_serializable
 
     from suite.stages.evaluate import tasks as task_registry
+    from suite.stages.evaluate.templates import compile_templates_once
+
+    compile_templates_once()  # lm-eval compiles every template on every render: 126-168 s a variant on the H200
 
     local = task_registry.available(Path(config.include_path))
     task_manager = TaskManager(include_path=config.include_path,
