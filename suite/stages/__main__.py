@@ -31,22 +31,28 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def end_without_teardown(close) -> None:
+def end_without_teardown(close, timeout_s: float = 60.0) -> None:
     """After the result is written: ``close()`` (the stage shuts down what it started, e.g. its engine), then end the
     process with exit code 0 without the interpreter's teardown (atexit hooks, thread joins, native destructors). A
-    failure or an abort in either comes after the result, so it cannot lose it; the log says what happened.
-    Whatever the stage left running is killed by its supervisor (``suite.orchestrate.procs``) when this ends."""
+    failure, an abort or a hang (``timeout_s``) in either comes after the result, so it cannot lose it; the log says
+    what happened. Whatever the stage left running is killed by its supervisor (``suite.orchestrate.procs``) when
+    this ends."""
     import os
+    import threading
 
-    try:
-        close()
-    except BaseException as exc:  # noqa: BLE001 -- reported, not fatal: the result is written
-        print(f"warning: the stage's close() failed after its result was written: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+    def run_close():
+        try:
+            close()
+        except BaseException as exc:  # noqa: BLE001 -- reported, not fatal: the result is written
+            print(f"warning: the stage's close() failed after its result was written: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+
+    closer = threading.Thread(target=run_close, name="stage-close", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    if closer.is_alive():
+        print(f"warning: the stage's close() had not returned after {timeout_s:.0f} s; ending without it (the result "
+              "is written)", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

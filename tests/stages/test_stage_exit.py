@@ -20,6 +20,7 @@ STAGE = textwrap.dedent("""
 
     class Cfg(Record):
         close_fails: bool = False
+        close_hangs: bool = False
 
     class Res(Record):
         value: int
@@ -30,20 +31,26 @@ STAGE = textwrap.dedent("""
 
     def close():
         print("closed", flush=True)
-        if Cfg.read(__import__("pathlib").Path(sys.argv[2])).close_fails:
+        cfg = Cfg.read(__import__("pathlib").Path(sys.argv[2]))
+        if cfg.close_fails:
             raise RuntimeError("engine already gone")
+        if cfg.close_hangs:
+            time.sleep(3600)
 
     registry.STAGES["toy"] = StageSpec("toy", Cfg, Res, "serve", "__main__:run", close="__main__:close")
+    import suite.stages.__main__ as stage_main
+    from functools import partial
+    stage_main.end_without_teardown = partial(stage_main.end_without_teardown, timeout_s=2)
     from suite.stages.__main__ import main
     sys.exit(main(sys.argv[1:]))
 """)
 
 
-def _run(tmp_path: Path, close_fails: bool) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, close_fails: bool, close_hangs: bool = False) -> subprocess.CompletedProcess:
     script = tmp_path / "toy_stage.py"
     script.write_text(STAGE)
     cfg, res = tmp_path / "toy.config.json", tmp_path / "toy.result.json"
-    cfg.write_text(f'{{"close_fails": {str(close_fails).lower()}}}')
+    cfg.write_text(f'{{"close_fails": {str(close_fails).lower()}, "close_hangs": {str(close_hangs).lower()}}}')
     repo = Path(__file__).resolve().parents[2]
     return subprocess.run([sys.executable, str(script), "toy", str(cfg), str(res)], capture_output=True, text=True,
                           timeout=60, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
@@ -60,6 +67,13 @@ def test_a_close_that_fails_is_a_warning_after_the_result_not_a_failure(tmp_path
     done = _run(tmp_path, close_fails=True)
     assert done.returncode == 0
     assert "close() failed after its result was written: RuntimeError: engine already gone" in done.stderr
+    assert (tmp_path / "toy.result.json").is_file()
+
+
+def test_a_close_that_hangs_is_given_up_on_after_its_timeout(tmp_path):
+    done = _run(tmp_path, close_fails=False, close_hangs=True)  # the timeout here is 2 s, the stage's 60 s
+    assert done.returncode == 0
+    assert "close() had not returned after 2 s" in done.stderr
     assert (tmp_path / "toy.result.json").is_file()
 
 
