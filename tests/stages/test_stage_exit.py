@@ -5,6 +5,7 @@ entry for a small stage that leaves a non-daemon thread running (a normal exit w
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -21,12 +22,15 @@ STAGE = textwrap.dedent("""
     class Cfg(Record):
         close_fails: bool = False
         close_hangs: bool = False
+        run_fails: bool = False
 
     class Res(Record):
         value: int
 
     def run(config):
         threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()  # joined at a normal exit
+        if config.run_fails:
+            raise RuntimeError("CUDA error: out of memory")
         return Res(value=7)
 
     def close():
@@ -46,11 +50,13 @@ STAGE = textwrap.dedent("""
 """)
 
 
-def _run(tmp_path: Path, close_fails: bool, close_hangs: bool = False) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, close_fails: bool, close_hangs: bool = False, run_fails: bool = False
+         ) -> subprocess.CompletedProcess:
     script = tmp_path / "toy_stage.py"
     script.write_text(STAGE)
     cfg, res = tmp_path / "toy.config.json", tmp_path / "toy.result.json"
-    cfg.write_text(f'{{"close_fails": {str(close_fails).lower()}, "close_hangs": {str(close_hangs).lower()}}}')
+    flags = {"close_fails": close_fails, "close_hangs": close_hangs, "run_fails": run_fails}
+    cfg.write_text(json.dumps(flags))
     repo = Path(__file__).resolve().parents[2]
     return subprocess.run([sys.executable, str(script), "toy", str(cfg), str(res)], capture_output=True, text=True,
                           timeout=60, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
@@ -66,7 +72,7 @@ def test_a_stage_with_close_ends_after_its_result_without_waiting_for_teardown(t
 def test_a_close_that_fails_is_a_warning_after_the_result_not_a_failure(tmp_path):
     done = _run(tmp_path, close_fails=True)
     assert done.returncode == 0
-    assert "close() failed after its result was written: RuntimeError: engine already gone" in done.stderr
+    assert "close() failed after the stage ended: RuntimeError: engine already gone" in done.stderr
     assert (tmp_path / "toy.result.json").is_file()
 
 
@@ -75,6 +81,37 @@ def test_a_close_that_hangs_is_given_up_on_after_its_timeout(tmp_path):
     assert done.returncode == 0
     assert "close() had not returned after 2 s" in done.stderr
     assert (tmp_path / "toy.result.json").is_file()
+
+
+def test_a_stage_that_fails_prints_its_error_closes_and_exits_1_without_teardown(tmp_path):
+    done = _run(tmp_path, close_fails=False, run_fails=True)  # the thread would hold a normal exit an hour
+    assert done.returncode == 1
+    assert done.stderr.rstrip().endswith("RuntimeError: CUDA error: out of memory")  # what run_stage reports
+    assert done.stdout.strip() == "closed"
+    assert not (tmp_path / "toy.result.json").exists()
+
+
+def test_the_stage_entry_runs_as_a_module():
+    done = subprocess.run([sys.executable, "-m", "suite.stages"], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: python -m suite.stages {quantize,")
+
+
+def test_evaluate_close_shuts_down_the_engine_it_started_and_says_when_it_cannot(capsys):
+    from types import SimpleNamespace
+
+    from suite.stages.evaluate import stage
+
+    calls = []
+    with_engine = SimpleNamespace(model=SimpleNamespace(llm_engine=SimpleNamespace(
+        engine_core=SimpleNamespace(shutdown=lambda: calls.append("shutdown")))))
+    stage._started[:] = [with_engine, SimpleNamespace(model=SimpleNamespace())]
+    stage.close()
+    out = capsys.readouterr()
+    assert calls == ["shutdown"] and "evaluate: engine shut down in" in out.out
+    assert "no llm_engine.engine_core.shutdown()" in out.err
+    assert stage._started == []
 
 
 def test_only_the_evaluate_stage_skips_the_teardown():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from itertools import groupby
 from pathlib import Path
@@ -72,7 +73,8 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     os.chdir(config.data_dir)  # local task YAMLs name their data files relative to it
 
     lm, engine_load_s, engine_start, batch_limits = build_lm(config)
-    _started.append(lm)
+    if config.backend != "served":  # a served evaluation started no engine here
+        _started.append(lm)
 
     merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
                     "task_hashes": {}, "versions": {}}
@@ -118,16 +120,18 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     )
 
 
-_started: list = []  # the lm-eval model this process built (``close`` shuts down its engine)
+_started: list = []  # the in-process lm-eval models this process built (``close`` shuts down their engines)
 
 
 def close() -> None:
     """Shut down the vLLM engine this process started (its engine-core process and the client's threads), after the
-    result is written (registry ``close``); the process then ends without the interpreter's teardown. A served
-    evaluation started none. Prints how long it took: the log says whether it returned."""
+    result is written (registry ``close``); the process then ends without the interpreter's teardown. Prints how
+    long it took, or that it found no engine to shut down (a vLLM whose ``LLM`` keeps it elsewhere)."""
     for lm in _started:
         engine = getattr(getattr(getattr(lm, "model", None), "llm_engine", None), "engine_core", None)
-        if engine is None or not hasattr(engine, "shutdown"):
+        if not callable(getattr(engine, "shutdown", None)):
+            print("warning: evaluate: no llm_engine.engine_core.shutdown() on lm-eval's vLLM model; its engine is "
+                  "left to the stage's supervisor", file=sys.stderr, flush=True)
             continue
         t0 = time.perf_counter()
         engine.shutdown()

@@ -45,7 +45,9 @@ def test_requests_are_identical_and_each_template_is_compiled_once(monkeypatch):
     per_render = len(compiles)
     compiles.clear()
     compile_templates_once()
+    wrapper = lm_utils.apply_template
     compile_templates_once()  # idempotent: one wrapper, not two
+    assert lm_utils.apply_template is wrapper
     once = _requests(monkeypatch)
 
     assert {t for t, _, _ in plain} >= {"suite_gsm8k", "suite_humaneval"} and len(plain) > 1000
