@@ -99,6 +99,12 @@ def test_metrics(demo_run):
                   "time.evaluate_s", "time.benchmark_s"):
             assert m[k] > 0, k
     assert all(base["metrics"][f"acc.{t}.delta"] == 0.0 for t in TASKS)
+    for v in (base, fp8):  # where each evaluation went adds up to its wall time
+        split = v["evaluate"]["time_split_s"]
+        assert {"setup", "engine", "requests.loglikelihood", "requests.generate_until", "lm_eval_other",
+                "write"} <= set(split) and min(split.values()) >= 0
+        assert abs(sum(split.values()) - v["evaluate"]["wall_s"]) < 0.05
+        assert v["metrics"]["time.evaluate.requests.generate_until_s"] == split["requests.generate_until"]
     # an FP8 KV cache holds twice the tokens in the same memory
     assert fp8["metrics"]["tput.kv_cache_tokens"] == 2 * base["metrics"]["tput.kv_cache_tokens"]
     # paired with the baseline item by item: an interval around the delta, flips, McNemar

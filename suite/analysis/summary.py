@@ -79,6 +79,8 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
             m["acc.mean"] = sum(accuracy) / len(accuracy)
         m["time.evaluate_s"] = v.evaluate.wall_s
         m["time.engine_load_s"] = v.evaluate.engine_load_s
+        for part, seconds in v.evaluate.time_split_s.items():  # where the evaluation went (MLflow: time.evaluate.*)
+            m[f"time.evaluate.{part}_s"] = seconds
     if v.benchmark:
         p = headline_point(v.benchmark, headline_rule)
         if p:

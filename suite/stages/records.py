@@ -146,6 +146,12 @@ class EvaluateResult(Record):
         "flashinfer_sampler False, or the stage's environment), another value the environment set, or None: unset "
         "(vLLM's default, FlashInfer's sampler on), no engine started here (served), or a result written before "
         "the field existed")
+    time_split_s: dict[str, float] = Field(
+        default_factory=dict, description="where wall_s went, in seconds (they add up to it): setup (imports, "
+        "task index), engine (the backend's import and engine_load_s; served: the client), requests.<type> (inside "
+        "the model's loglikelihood / loglikelihood_rolling / generate_until: the engine's work and its "
+        "tokenization), lm_eval_other (the rest of simple_evaluate: loading the tasks, building the requests, "
+        "scoring), write (results and samples files); empty: a result written before the field existed")
     loglikelihood_counts: dict[str, int] = Field(
         default_factory=dict, description="loglikelihood: grouped: pairs (asked for), grouped_pairs (of those, "
         "scored one request per context), requests (vLLM requests the grouped path sent); empty: per_request")

@@ -72,7 +72,9 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                                include_defaults=any(t.name not in local for t in config.tasks))
     os.chdir(config.data_dir)  # local task YAMLs name their data files relative to it
 
+    t_engine = time.perf_counter()
     lm, engine_load_s, engine_start, batch_limits = build_lm(config)
+    in_requests = time_requests(lm)
     if config.backend != "served":  # a served evaluation started no engine here
         _started.append(lm)
 
@@ -80,6 +82,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                     "task_hashes": {}, "versions": {}}
     scores: list[TaskScore] = []
     key = lambda t: (t.num_fewshot if t.num_fewshot is not None else -1, t.limit or 0)  # noqa: E731
+    t_lm_eval = time.perf_counter()
     for (_, _), group in groupby(sorted(config.tasks, key=key), key=key):
         group = list(group)
         res = lm_eval.simple_evaluate(
@@ -95,6 +98,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         for t in group:
             scores.append(task_score(t, res))
 
+    t_write = time.perf_counter()
     results_file = out_dir / "lm_eval_results.json"
     samples = merged.pop("samples")
     template = getattr(lm.tokenizer, "chat_template", None)
@@ -108,9 +112,14 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                 for s in samples.get(sub, []):
                     fh.write(json.dumps({"task": sub, **s}, default=handle_non_serializable, ensure_ascii=False) + "\n")
         samples_files[t.name] = str(path)
+    end = time.perf_counter()
+    time_split_s = {"setup": t_engine - start, "engine": t_lm_eval - t_engine,
+                    **{f"requests.{kind}": sec for kind, sec in in_requests.items()},
+                    "lm_eval_other": t_write - t_lm_eval - sum(in_requests.values()), "write": end - t_write}
     return EvaluateResult(
         scores=scores, results_file=str(results_file), samples_files=samples_files,
-        wall_s=time.perf_counter() - start, engine_load_s=engine_load_s, engine_start=engine_start,
+        wall_s=end - start, engine_load_s=engine_load_s, engine_start=engine_start,
+        time_split_s={k: round(v, 3) for k, v in time_split_s.items()},
         backend=config.backend, versions=package_versions(),
         config_hash={"task_hashes": merged.get("task_hashes", {}),
                      "chat_template_sha256": merged["chat_template_sha256"]},
@@ -137,6 +146,36 @@ def close() -> None:
         engine.shutdown()
         print(f"evaluate: engine shut down in {time.perf_counter() - t0:.1f} s", flush=True)
     _started.clear()
+
+
+REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
+
+
+def time_requests(lm) -> dict[str, float]:
+    """Time lm-eval's calls into the model: wraps the instance's ``loglikelihood``, ``loglikelihood_rolling`` and
+    ``generate_until`` (lm-eval calls ``getattr(lm, reqtype)(requests)``) and returns the dict it fills, seconds by
+    request type. A call made from inside another (a rolling loglikelihood that calls ``loglikelihood``) counts once,
+    for the outer type. The rest of ``simple_evaluate`` is lm-eval's own host work."""
+    seconds: dict[str, float] = {}
+    depth = [0]
+
+    def timed(method, kind):
+        def call(*args, **kwargs):
+            depth[0] += 1
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    seconds[kind] = seconds.get(kind, 0.0) + time.perf_counter() - t0
+        return call
+
+    for kind in REQUEST_TYPES:
+        method = getattr(lm, kind, None)
+        if callable(method):
+            setattr(lm, kind, timed(method, kind))
+    return seconds
 
 
 def build_lm(config: EvaluateConfig):
