@@ -101,7 +101,8 @@ def test_metrics(demo_run):
     assert all(base["metrics"][f"acc.{t}.delta"] == 0.0 for t in TASKS)
     for v in (base, fp8):  # where each evaluation went adds up to its wall time
         split = v["evaluate"]["time_split_s"]
-        assert {"setup", "engine", "requests.loglikelihood", "requests.generate_until", "lm_eval_other",
+        assert {"setup", "engine", "lm_eval.tasks", "lm_eval.build", "requests.loglikelihood",
+                "requests.generate_until", "lm_eval.scoring", "lm_eval.env_info", "lm_eval.other",
                 "write"} <= set(split) and min(split.values()) >= 0
         assert abs(sum(split.values()) - v["evaluate"]["wall_s"]) < 0.05
         assert v["metrics"]["time.evaluate.requests.generate_until_s"] == split["requests.generate_until"]

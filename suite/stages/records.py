@@ -150,8 +150,10 @@ class EvaluateResult(Record):
         default_factory=dict, description="where wall_s went, in seconds (they add up to it): setup (imports, "
         "task index), engine (the backend's import and engine_load_s; served: the client), requests.<type> (inside "
         "the model's loglikelihood / loglikelihood_rolling / generate_until: the engine's work and its "
-        "tokenization), lm_eval_other (the rest of simple_evaluate: loading the tasks, building the requests, "
-        "scoring), write (results and samples files); empty: a result written before the field existed")
+        "tokenization), lm_eval.tasks (reading the task configs and data), lm_eval.build (documents to requests), "
+        "lm_eval.scoring (the rest of lm-eval's evaluate: metrics, HumanEval's programs, aggregates, samples), "
+        "lm_eval.env_info (lm-eval's environment report), lm_eval.other (the rest of simple_evaluate), write "
+        "(results and samples files); empty: a result written before the field existed")
     loglikelihood_counts: dict[str, int] = Field(
         default_factory=dict, description="loglikelihood: grouped: pairs (asked for), grouped_pairs (of those, "
         "scored one request per context), requests (vLLM requests the grouped path sent); empty: per_request")

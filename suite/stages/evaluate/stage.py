@@ -64,6 +64,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
 
     from suite.stages.evaluate import tasks as task_registry
     from suite.stages.evaluate.templates import compile_templates_once
+    from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval, time_requests
 
     compile_templates_once()  # lm-eval compiles every template on every render: 126-168 s a variant on the H200
 
@@ -83,20 +84,21 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     scores: list[TaskScore] = []
     key = lambda t: (t.num_fewshot if t.num_fewshot is not None else -1, t.limit or 0)  # noqa: E731
     t_lm_eval = time.perf_counter()
-    for (_, _), group in groupby(sorted(config.tasks, key=key), key=key):
-        group = list(group)
-        res = lm_eval.simple_evaluate(
-            model=lm, tasks=[t.name for t in group], num_fewshot=group[0].num_fewshot,
-            limit=_limit(group[0].limit), log_samples=True, task_manager=task_manager,
-            apply_chat_template=config.apply_chat_template, fewshot_as_multiturn=config.apply_chat_template,
-            random_seed=config.seed, numpy_random_seed=config.seed, torch_random_seed=config.seed,
-            fewshot_random_seed=config.seed, confirm_run_unsafe_code=config.allow_code_execution,
-            batch_size=config.batch_size,
-        )
-        for part in merged:
-            merged[part].update(res.get(part) or {})
-        for t in group:
-            scores.append(task_score(t, res))
+    with lm_eval_phases(task_manager) as phases:
+        for (_, _), group in groupby(sorted(config.tasks, key=key), key=key):
+            group = list(group)
+            res = lm_eval.simple_evaluate(
+                model=lm, tasks=[t.name for t in group], num_fewshot=group[0].num_fewshot,
+                limit=_limit(group[0].limit), log_samples=True, task_manager=task_manager,
+                apply_chat_template=config.apply_chat_template, fewshot_as_multiturn=config.apply_chat_template,
+                random_seed=config.seed, numpy_random_seed=config.seed, torch_random_seed=config.seed,
+                fewshot_random_seed=config.seed, confirm_run_unsafe_code=config.allow_code_execution,
+                batch_size=config.batch_size,
+            )
+            for part in merged:
+                merged[part].update(res.get(part) or {})
+            for t in group:
+                scores.append(task_score(t, res))
 
     t_write = time.perf_counter()
     results_file = out_dir / "lm_eval_results.json"
@@ -114,8 +116,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         samples_files[t.name] = str(path)
     end = time.perf_counter()
     time_split_s = {"setup": t_engine - start, "engine": t_lm_eval - t_engine,
-                    **{f"requests.{kind}": sec for kind, sec in in_requests.items()},
-                    "lm_eval_other": t_write - t_lm_eval - sum(in_requests.values()), "write": end - t_write}
+                    **split_lm_eval(t_write - t_lm_eval, phases, in_requests), "write": end - t_write}
     return EvaluateResult(
         scores=scores, results_file=str(results_file), samples_files=samples_files,
         wall_s=end - start, engine_load_s=engine_load_s, engine_start=engine_start,
@@ -146,36 +147,6 @@ def close() -> None:
         engine.shutdown()
         print(f"evaluate: engine shut down in {time.perf_counter() - t0:.1f} s", flush=True)
     _started.clear()
-
-
-REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
-
-
-def time_requests(lm) -> dict[str, float]:
-    """Time lm-eval's calls into the model: wraps the instance's ``loglikelihood``, ``loglikelihood_rolling`` and
-    ``generate_until`` (lm-eval calls ``getattr(lm, reqtype)(requests)``) and returns the dict it fills, seconds by
-    request type. A call made from inside another (a rolling loglikelihood that calls ``loglikelihood``) counts once,
-    for the outer type. The rest of ``simple_evaluate`` is lm-eval's own host work."""
-    seconds: dict[str, float] = {}
-    depth = [0]
-
-    def timed(method, kind):
-        def call(*args, **kwargs):
-            depth[0] += 1
-            t0 = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                depth[0] -= 1
-                if depth[0] == 0:
-                    seconds[kind] = seconds.get(kind, 0.0) + time.perf_counter() - t0
-        return call
-
-    for kind in REQUEST_TYPES:
-        method = getattr(lm, kind, None)
-        if callable(method):
-            setattr(lm, kind, timed(method, kind))
-    return seconds
 
 
 def build_lm(config: EvaluateConfig):

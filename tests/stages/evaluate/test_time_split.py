@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from suite.stages.evaluate.stage import time_requests
+from suite.stages.evaluate.timing import time_requests
 
 
 class FakeLM:
@@ -44,3 +44,76 @@ def test_a_request_that_raises_is_still_timed():
     except RuntimeError:
         pass
     assert list(seconds) == ["generate_until"]
+
+
+def _instant_lm():
+    """An lm-eval model that answers at once (generation after 0.2 s), so that lm-eval's own phases are what takes
+    the time: the split is under test, not a model (tests/test_demo_cpu.py checks the split of a real evaluation)."""
+    from lm_eval.api.model import LM
+
+    class Instant(LM):
+        def loglikelihood(self, requests, disable_tqdm=False):
+            return [(-1.0, False) for _ in requests]
+
+        def loglikelihood_rolling(self, requests, disable_tqdm=False):
+            return [-1.0 for _ in requests]
+
+        def generate_until(self, requests, disable_tqdm=False):
+            time.sleep(0.2)
+            return ["" for _ in requests]
+
+    return Instant()
+
+
+def test_lm_eval_phases_split_simple_evaluate_and_put_everything_back(monkeypatch):
+    """Real lm-eval on the repository's GSM8K copy (4 documents): the phases are timed, the parts add up to the time
+    inside simple_evaluate, and every wrapped attribute is lm-eval's own again afterwards."""
+    from pathlib import Path
+
+    import lm_eval
+    import lm_eval.evaluator as ev
+    from lm_eval.api.task import Task
+    from lm_eval.tasks import TaskManager
+
+    from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval
+
+    root = Path(__file__).resolve().parents[3]
+    monkeypatch.chdir(root / "tasks" / "data")
+    tm = TaskManager(include_path=str(root / "tasks"), include_defaults=False)
+    before = (Task.__dict__["build_all_requests"], ev.evaluate, ev.add_env_info, ev.add_tokenizer_info,
+              ev.get_git_commit_hash)
+    lm = _instant_lm()
+    requests = time_requests(lm)
+    t0 = time.perf_counter()
+    with lm_eval_phases(tm) as phases:
+        res = lm_eval.simple_evaluate(model=lm, tasks=["suite_gsm8k"], limit=4, task_manager=tm, log_samples=True)
+    total = time.perf_counter() - t0
+    assert res["results"]["suite_gsm8k"]["exact_match,strict-match"] == 0.0
+    assert set(phases) == {"tasks", "build", "evaluate", "env_info"} and min(phases.values()) > 0
+    assert phases["evaluate"] > phases["build"] + requests["generate_until"] >= 0.2
+    parts = split_lm_eval(total, phases, requests)
+    assert list(parts) == ["lm_eval.tasks", "lm_eval.build", "requests.generate_until", "lm_eval.scoring",
+                           "lm_eval.env_info", "lm_eval.other"]
+    assert min(parts.values()) >= 0 and abs(sum(parts.values()) - total) < 1e-9
+    after = (Task.__dict__["build_all_requests"], ev.evaluate, ev.add_env_info, ev.add_tokenizer_info,
+             ev.get_git_commit_hash)
+    assert after == before and "load" not in vars(tm)
+
+
+def test_lm_eval_phases_put_everything_back_when_lm_eval_raises():
+    import lm_eval.evaluator as ev
+
+    from suite.stages.evaluate.timing import lm_eval_phases
+
+    class Manager:
+        def load(self, tasks):
+            raise ValueError("no such task")
+
+    tm = Manager()
+    evaluate = ev.evaluate
+    try:
+        with lm_eval_phases(tm) as phases:
+            tm.load(["x"])
+    except ValueError:
+        pass
+    assert ev.evaluate is evaluate and "load" not in vars(tm) and set(phases) == {"tasks"}

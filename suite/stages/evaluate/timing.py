@@ -1,0 +1,104 @@
+"""Where an evaluation's wall time goes: lm-eval's calls into the model by request type, and lm-eval's own phases.
+
+The H200 logs left ~130-145 s of each evaluation unexplained by any progress bar (docs/results/h200-eval1-20261204/),
+and on the 2-core CPU machine lm-eval's own work for the same four benchmarks (an engine-less run of
+``simple_evaluate``) is ~12 s: the split says which phase it is. Each timer wraps one callable that lm-eval looks up at
+call time, counts a call made inside another call of the same timer once, and keeps counting when the call raises.
+Nothing is changed but the timing; ``lm_eval_phases`` puts every wrapped attribute back on leaving.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
+
+
+def _timer(seconds: dict[str, float], kind: str, method: Callable, depth: list[int] | None = None) -> Callable:
+    """``method``, adding its wall time to ``seconds[kind]``; a call inside another call that shares ``depth``
+    (one timer's own by default) is not counted again."""
+    depth = [0] if depth is None else depth
+
+    def call(*args, **kwargs):
+        depth[0] += 1
+        t0 = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+            if depth[0] == 0:
+                seconds[kind] = seconds.get(kind, 0.0) + time.perf_counter() - t0
+    call.__wrapped__ = method  # type: ignore[attr-defined]
+    return call
+
+
+def time_requests(lm) -> dict[str, float]:
+    """Time lm-eval's calls into the model: wraps the instance's ``loglikelihood``, ``loglikelihood_rolling`` and
+    ``generate_until`` (lm-eval calls ``getattr(lm, reqtype)(requests)``) and returns the dict it fills, seconds by
+    request type. A call made from inside another (a rolling loglikelihood that calls ``loglikelihood``) counts once,
+    for the outer type."""
+    seconds: dict[str, float] = {}
+    depth = [0]  # shared: a nested call of another type is not counted again
+    for kind in REQUEST_TYPES:
+        method = getattr(lm, kind, None)
+        if callable(method):
+            setattr(lm, kind, _timer(seconds, kind, method, depth))
+    return seconds
+
+
+# (owner module or class path, attribute, phase): what lm-eval 0.4.13's simple_evaluate looks up at call time
+_PHASES = (
+    ("lm_eval.api.task", "Task.build_all_requests", "build"),   # every task's documents -> requests (prompts)
+    ("lm_eval.evaluator", "evaluate", "evaluate"),              # build + requests + scoring
+    ("lm_eval.evaluator", "add_env_info", "env_info"),          # torch's collect_env: nvidia-smi, pip, lscpu
+    ("lm_eval.evaluator", "add_tokenizer_info", "env_info"),
+    ("lm_eval.evaluator", "get_git_commit_hash", "env_info"),
+)
+
+
+@contextmanager
+def lm_eval_phases(task_manager) -> Iterator[dict[str, float]]:
+    """Time lm-eval's phases while the block runs: ``tasks`` (``task_manager.load``: reading the task configs and
+    their data), ``build`` (``Task.build_all_requests``), ``evaluate`` (the whole of lm-eval's ``evaluate``: build,
+    requests and scoring), ``env_info`` (what lm-eval adds about the environment after evaluating). Yields the dict it
+    fills; ``split_lm_eval`` turns it and the request times into the result's parts."""
+    import importlib
+
+    seconds: dict[str, float] = {}
+    undo: list[tuple[object, str, object]] = []
+    try:
+        for module, path, phase in _PHASES:
+            owner = importlib.import_module(module)
+            *parents, attr = path.split(".")
+            for p in parents:
+                owner = getattr(owner, p)
+            original = owner.__dict__[attr]
+            setattr(owner, attr, _timer(seconds, phase, original))
+            undo.append((owner, attr, original))
+        original_load = task_manager.load
+        task_manager.load = _timer(seconds, "tasks", original_load)
+        undo.append((task_manager, "load", None))
+        yield seconds
+    finally:
+        for owner, attr, original in reversed(undo):
+            if original is None:
+                delattr(owner, attr)  # the instance attribute: the class's method shows through again
+            else:
+                setattr(owner, attr, original)
+
+
+def split_lm_eval(total: float, phases: dict[str, float], requests: dict[str, float]) -> dict[str, float]:
+    """lm-eval's share of an evaluation (``total`` seconds inside ``simple_evaluate``) as parts that add up to it:
+    ``lm_eval.tasks``, ``lm_eval.build``, ``requests.<type>``, ``lm_eval.scoring`` (the rest of ``evaluate``: each
+    document's metrics, HumanEval's programs, the aggregates, the samples), ``lm_eval.env_info`` and
+    ``lm_eval.other`` (seeding, configuring the tasks, what is left)."""
+    in_requests = sum(requests.values())
+    evaluate = phases.get("evaluate", 0.0)
+    parts = {"lm_eval.tasks": phases.get("tasks", 0.0), "lm_eval.build": phases.get("build", 0.0),
+             **{f"requests.{kind}": sec for kind, sec in requests.items()},
+             "lm_eval.scoring": evaluate - phases.get("build", 0.0) - in_requests,
+             "lm_eval.env_info": phases.get("env_info", 0.0)}
+    parts["lm_eval.other"] = total - sum(parts.values())
+    return parts
