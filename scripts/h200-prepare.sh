@@ -5,6 +5,14 @@
 #   bash scripts/h200-prepare.sh || exit 2     (scripts/h200-study.sh, scripts/h200-chain.sh)
 set -uo pipefail
 tail -n 3 /tmp/install.log
+# The bundle installs its wheels without bytecode (pip --no-compile), so the first process to import vLLM, torch and
+# lm-eval compiles them: the first evaluation's engine start spent 41 s on imports, config and spawn, the next ones
+# 11-12 s (docs/results/h200-eval1-20261204). Compiled here on all cores, in the background, while the models are made.
+if [ -d /tmp/envs/serve ] && [ ! -e /tmp/envs/.compiling ]; then
+  touch /tmp/envs/.compiling
+  (setsid nohup sh -c 's=$(date +%s); python3 -m compileall -q -j 0 /tmp/envs/serve /tmp/envs/quantize >/dev/null 2>&1;
+     echo "compileall: $(( $(date +%s) - s )) s" > /tmp/compileall.log' </dev/null >/dev/null 2>&1 &)
+fi
 # .device-data may come with this command, or with an earlier one that copied it to /tmp/device-data (a command
 # carries at most 64 MiB with the tree: the data does not always fit beside a bundle chunk)
 data=.device-data; [ -d "$data" ] || data=/tmp/device-data

@@ -64,7 +64,7 @@ done
   if [ -s PENDING ]; then sha256sum $(cat PENDING) > SHA256SUMS; fi ) 2>/dev/null
 # /tmp/extra-out: what a script ran beside the runs (scripts/h200-study-stretch.sh's noise floor); first, so that the
 # pieces' budget is what is left beside it
-tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log /tmp/h200-chain.log /tmp/runs*/2*/jobs.json /tmp/extra-out 2>/dev/null
+tar czf "$OUT/logs.tar.gz" /tmp/suite-run-*.log /tmp/install.log /tmp/compileall.log /tmp/h200-chain.log /tmp/runs*/2*/jobs.json /tmp/extra-out 2>/dev/null
 budget_kib=$(( budget_kib - $(du -k "$OUT/logs.tar.gz" 2>/dev/null | cut -f1 || echo 0) ))
 send
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt"
