@@ -7,11 +7,15 @@ set -uo pipefail
 tail -n 3 /tmp/install.log
 # The bundle installs its wheels without bytecode (pip --no-compile), so the first process to import vLLM, torch and
 # lm-eval compiles them: the first evaluation's engine start spent 41 s on imports, config and spawn, the next ones
-# 11-12 s (docs/results/h200-eval1-20261204). Compiled here on all cores, in the background, while the models are made.
-if [ -d /tmp/envs/serve ] && [ ! -e /tmp/envs/.compiling ]; then
-  touch /tmp/envs/.compiling
-  (setsid nohup sh -c 's=$(date +%s); python3 -m compileall -q -j 0 /tmp/envs/serve /tmp/envs/quantize >/dev/null 2>&1;
-     echo "compileall: $(( $(date +%s) - s )) s" > /tmp/compileall.log' </dev/null >/dev/null 2>&1 &)
+# 11-12 s (docs/results/h200-eval1-20261204). Compiled here on all cores, in the background, while the models are
+# made: only once install.sh has finished (it may still run in the background), at low priority (the models are made on the
+# critical path beside it); compileall.log says when it ran and how it ended, .compiled that it need not run again.
+if [ -f /tmp/envs/.complete ] && [ ! -f /tmp/envs/.compiled ]; then
+  (setsid nohup sh -c 's=$(date +%s); nice -n 10 python3 -m compileall -q -j 0 /tmp/envs/serve /tmp/envs/quantize >/dev/null 2>&1;
+     rc=$?; echo "compileall: rc $rc, $(date -d @$s +%T)-$(date +%T), $(( $(date +%s) - s )) s" > /tmp/compileall.log;
+     [ $rc -eq 0 ] && touch /tmp/envs/.compiled' </dev/null >/dev/null 2>&1 &)
+elif [ ! -f /tmp/envs/.complete ]; then
+  echo "h200-prepare: install.sh has not finished: the environments are not byte-compiled"
 fi
 # .device-data may come with this command, or with an earlier one that copied it to /tmp/device-data (a command
 # carries at most 64 MiB with the tree: the data does not always fit beside a bundle chunk)

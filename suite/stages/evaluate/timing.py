@@ -58,6 +58,9 @@ _PHASES = (
 )
 
 
+_ABSENT = object()
+
+
 @contextmanager
 def lm_eval_phases(task_manager) -> Iterator[dict[str, float]]:
     """Time lm-eval's phases while the block runs: ``tasks`` (``task_manager.load``: reading the task configs and
@@ -77,14 +80,14 @@ def lm_eval_phases(task_manager) -> Iterator[dict[str, float]]:
             original = owner.__dict__[attr]
             setattr(owner, attr, _timer(seconds, phase, original))
             undo.append((owner, attr, original))
-        original_load = task_manager.load
-        task_manager.load = _timer(seconds, "tasks", original_load)
-        undo.append((task_manager, "load", None))
+        own = vars(task_manager).get("load", _ABSENT)  # an instance attribute of its own, if any, comes back
+        task_manager.load = _timer(seconds, "tasks", task_manager.load)
+        undo.append((task_manager, "load", own))
         yield seconds
     finally:
         for owner, attr, original in reversed(undo):
-            if original is None:
-                delattr(owner, attr)  # the instance attribute: the class's method shows through again
+            if original is _ABSENT:
+                delattr(owner, attr)  # the class's method shows through again
             else:
                 setattr(owner, attr, original)
 

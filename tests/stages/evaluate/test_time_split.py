@@ -117,3 +117,23 @@ def test_lm_eval_phases_put_everything_back_when_lm_eval_raises():
     except ValueError:
         pass
     assert ev.evaluate is evaluate and "load" not in vars(tm) and set(phases) == {"tasks"}
+
+
+def test_nested_phases_give_back_what_was_there():
+    import lm_eval.evaluator as ev
+
+    from suite.stages.evaluate.timing import lm_eval_phases
+
+    class Manager:
+        def load(self, tasks):
+            return {"tasks": tasks}
+
+    tm = Manager()
+    evaluate = ev.evaluate
+    with lm_eval_phases(tm) as outer:
+        outer_load = tm.load
+        with lm_eval_phases(tm) as inner:
+            assert tm.load(["a"]) == {"tasks": ["a"]}
+        assert tm.load is outer_load and ev.evaluate is not evaluate
+    assert "load" not in vars(tm) and ev.evaluate is evaluate
+    assert set(inner) == {"tasks"} and set(outer) == {"tasks"}
