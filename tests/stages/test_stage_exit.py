@@ -50,8 +50,8 @@ STAGE = textwrap.dedent("""
 """)
 
 
-def _run(tmp_path: Path, close_fails: bool, close_hangs: bool = False, run_fails: bool = False
-         ) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, close_fails: bool, close_hangs: bool = False, run_fails: bool = False,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     script = tmp_path / "toy_stage.py"
     script.write_text(STAGE)
     cfg, res = tmp_path / "toy.config.json", tmp_path / "toy.result.json"
@@ -59,7 +59,7 @@ def _run(tmp_path: Path, close_fails: bool, close_hangs: bool = False, run_fails
     cfg.write_text(json.dumps(flags))
     repo = Path(__file__).resolve().parents[2]
     return subprocess.run([sys.executable, str(script), "toy", str(cfg), str(res)], capture_output=True, text=True,
-                          timeout=60, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+                          timeout=60, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin", **(env or {})})
 
 
 def test_a_stage_with_close_ends_after_its_result_without_waiting_for_teardown(tmp_path):
@@ -87,6 +87,21 @@ def test_a_stage_that_fails_prints_its_error_closes_and_exits_1_without_teardown
     done = _run(tmp_path, close_fails=False, run_fails=True)  # the thread would hold a normal exit an hour
     assert done.returncode == 1
     assert done.stderr.rstrip().endswith("RuntimeError: CUDA error: out of memory")  # what run_stage reports
+    assert done.stdout.strip() == "closed"
+    assert not (tmp_path / "toy.result.json").exists()
+
+
+def test_an_orphan_stage_with_close_writes_nothing_shuts_its_engine_down_and_exits_3(tmp_path):
+    """A stage of a run whose folder was taken over: its result is refused, and the engine it started is still shut
+    down (close runs) before it ends, without waiting for the teardown (the thread would hold it an hour)."""
+    from suite.orchestrate import lock as runlock
+
+    held = runlock.RunLock(tmp_path).acquire()
+    env = held.env()
+    runlock.RunLock(tmp_path)._write({**runlock.RunLock.read(held.path), "pid": 1, "token": "someone-else"})
+    done = _run(tmp_path, close_fails=False, env=env)
+    assert done.returncode == 3
+    assert "result not written: the run folder was taken over" in done.stderr
     assert done.stdout.strip() == "closed"
     assert not (tmp_path / "toy.result.json").exists()
 
