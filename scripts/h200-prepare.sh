@@ -7,9 +7,9 @@ set -uo pipefail
 tail -n 3 /tmp/install.log
 # The bundle installs its wheels without bytecode (pip --no-compile), so the first process to import vLLM, torch and
 # lm-eval compiles them: the first evaluation's engine start spent 41 s on imports, config and spawn, the next ones
-# 11-12 s (docs/results/h200-eval1-20261204). Compiled here on all cores, in the background, while the models are
-# made: only once install.sh has finished (it may still run in the background), at low priority (the models are made on the
-# critical path beside it); compileall.log says when it ran and how it ended, .compiled that it need not run again.
+# 11-12 s (docs/results/h200-eval1-20261204). Compiled here in the background on all cores, at low priority beside the
+# models being made, once install.sh (perhaps still running in the background) has finished; compileall.log says
+# when it ran and how it ended, .compiled that it need not run again.
 if [ -f /tmp/envs/.complete ] && [ ! -f /tmp/envs/.compiled ]; then
   (setsid nohup sh -c 's=$(date +%s); nice -n 10 python3 -m compileall -q -j 0 /tmp/envs/serve /tmp/envs/quantize >/dev/null 2>&1;
      rc=$?; echo "compileall: rc $rc, $(date -d @$s +%T)-$(date +%T), $(( $(date +%s) - s )) s" > /tmp/compileall.log;
