@@ -4,13 +4,15 @@
 time), so callers build one where they read a value: ``Settings().serve_python``. Names are matched
 exactly (upper case, as before); an empty value counts as unset.
 
-Four more ``SUITE_*`` variables are read inside stage processes and stay plain ``os.environ`` reads there,
+Five more ``SUITE_*`` variables are read inside stage processes and stay plain ``os.environ`` reads there,
 because pydantic-settings is not part of every stage environment (the quantize one has none):
 
 - ``SUITE_RUN_LOCK``, ``SUITE_RUN_TOKEN``: the run lock a stage was started under
   (``suite.orchestrate.lock``: ``RunLock.env`` sets them, ``result_allowed`` reads them);
 - ``SUITE_ALLOW_CODE_EXECUTION``, ``SUITE_CODE_SANDBOX``: consent to run model-written code, and the
-  sandbox mode (``suite.stages.evaluate.sandbox``; the evaluate stage and ``suite score-code`` set them).
+  sandbox mode (``suite.stages.evaluate.sandbox``; the evaluate stage and ``suite score-code`` set them);
+- ``SUITE_STACK_SAMPLING``: ``0`` stops a stage process sampling its main thread's stack
+  (``suite.stages.stacks``, started by ``python -m suite.stages``).
 """
 
 from __future__ import annotations

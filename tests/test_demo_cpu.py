@@ -88,6 +88,22 @@ def test_every_stage_ran(demo_run):
     assert "run folder:" in res.stdout
 
 
+def test_every_stage_process_left_where_its_time_went(demo_run):
+    from suite.stages import stacks
+
+    run_dir, s, _ = demo_run
+    for v in s["variants"]:
+        vdir = run_dir / "variants" / v["name"]
+        for stage in ("evaluate", "benchmark") + (("quantize",) if v.get("quantize") else ()):
+            profile = json.loads((vdir / f"{stage}.stacks.json").read_text())
+            # sampled from the stage's start to its end: within a few seconds of the wall time it reports
+            assert abs(profile["samples"][-1][0] - v[stage]["wall_s"]) < 10, stage
+        log = (vdir / "evaluate.log").read_text()
+        assert "where the stage's main thread was" in log
+        rows = stacks.timeline(json.loads((vdir / "evaluate.stacks.json").read_text()), window_s=5)
+        assert any("lm_eval/" in r.path for r in rows) and any("build_lm" in r.path for r in rows)
+
+
 def test_metrics(demo_run):
     _, s, _ = demo_run
     base, fp8 = s["variants"]

@@ -18,28 +18,75 @@ def main(argv: list[str]) -> int:
         return 2
     name, cfg_path, out_path = argv
     spec = STAGES[name]
-    config = spec.config.read(Path(cfg_path))
-    close = spec.load_close()
+    _start_sampling(stacks_path(Path(out_path)))
     try:
-        result = spec.load_entry()(config)
-    except Exception:
-        if close is None:
-            raise
-        import traceback
+        config = spec.config.read(Path(cfg_path))
+        close = spec.load_close()
+        try:
+            result = spec.load_entry()(config)
+        except Exception:
+            if close is None:
+                raise
+            import traceback
 
-        traceback.print_exc()  # the cause, as an uncaught exception prints it; then no teardown to hang or abort in
-        end_without_teardown(close, code=1)
-    from suite.orchestrate.lock import result_allowed
+            _finish_sampling()  # before the traceback, which stays the log's last lines
+            traceback.print_exc()  # the cause, as an uncaught exception prints it; then no teardown to hang or abort in
+            end_without_teardown(close, code=1)
+        from suite.orchestrate.lock import result_allowed
 
-    if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
-        print(f"RuntimeError: result not written: {refused}", file=sys.stderr)
+        if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
+            print(f"RuntimeError: result not written: {refused}", file=sys.stderr)
+            _finish_sampling(write=False)  # nor its profile: the folder is the run's that took over
+            if close is not None:
+                end_without_teardown(close, code=3)
+            return 3
+        result.write(Path(out_path))
         if close is not None:
-            end_without_teardown(close, code=3)
-        return 3
-    result.write(Path(out_path))
-    if close is not None:
-        end_without_teardown(close)
-    return 0
+            end_without_teardown(close)
+        return 0
+    finally:  # (end_without_teardown ends the process itself, after the same)
+        _finish_sampling()
+
+
+def stacks_path(result_path: Path) -> Path:
+    """Where a stage's stack profile goes: ``evaluate.result.json`` -> ``evaluate.stacks.json`` beside it."""
+    name = result_path.name
+    stem = name[:-len("result.json")] if name.endswith("result.json") else name + "."
+    return result_path.with_name(stem + "stacks.json")
+
+
+_sampling: list = []  # [(StackSampler, path)] while this stage process samples its main thread
+
+
+def _start_sampling(path: Path) -> None:
+    """Sample the main thread's stack for the whole stage (suite.stages.stacks), unless SUITE_STACK_SAMPLING=0."""
+    import os
+
+    from suite.stages import stacks
+
+    if os.environ.get(stacks.ENV, "1") != "0":
+        _sampling.append((stacks.StackSampler().start(), path))
+
+
+def _finish_sampling(write: bool = True) -> None:
+    """Stop the sampler, write its profile beside the result and end the log with where the time went. Never fails
+    the stage: a profile that cannot be written is a warning."""
+    if not _sampling:
+        return
+    from suite.stages import stacks
+
+    sampler, path = _sampling.pop()
+    sampler.stop()
+    if not write:
+        return
+    try:
+        sampler.write(path)
+        data = sampler.to_json()
+        if data["samples"]:
+            print(stacks.report(data), file=sys.stderr, flush=True)
+    except Exception as exc:  # noqa: BLE001 -- the stage's own outcome stands
+        print(f"warning: the stage's stack profile was not written ({path}): {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
 
 
 def end_without_teardown(close, code: int = 0, timeout_s: float = 60.0) -> None:
@@ -68,6 +115,7 @@ def end_without_teardown(close, code: int = 0, timeout_s: float = 60.0) -> None:
         print(f"warning: the stage's close() had not returned after {timeout_s:.0f} s; ending without it; where "
               "each thread was:", file=sys.stderr)
         faulthandler.dump_traceback(all_threads=True)
+    _finish_sampling()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

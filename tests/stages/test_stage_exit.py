@@ -67,6 +67,14 @@ def test_a_stage_with_close_ends_after_its_result_without_waiting_for_teardown(t
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "closed"
     assert (tmp_path / "toy.result.json").read_text().count('"value": 7') == 1
+    profile = json.loads((tmp_path / "toy.stacks.json").read_text())  # suite.stages.stacks, beside the result
+    assert {"interval_s", "started_unix", "frames", "stacks", "samples"} <= set(profile)
+
+
+def test_no_stack_profile_when_sampling_is_switched_off(tmp_path):
+    done = _run(tmp_path, close_fails=False, env={"SUITE_STACK_SAMPLING": "0"})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "toy.result.json").is_file() and not (tmp_path / "toy.stacks.json").exists()
 
 
 def test_a_close_that_fails_is_a_warning_after_the_result_not_a_failure(tmp_path):
@@ -89,6 +97,7 @@ def test_a_stage_that_fails_prints_its_error_closes_and_exits_1_without_teardown
     assert done.stderr.rstrip().endswith("RuntimeError: CUDA error: out of memory")  # what run_stage reports
     assert done.stdout.strip() == "closed"
     assert not (tmp_path / "toy.result.json").exists()
+    assert (tmp_path / "toy.stacks.json").is_file()  # where a failed stage spent its time is kept too
 
 
 def test_an_orphan_stage_with_close_writes_nothing_shuts_its_engine_down_and_exits_3(tmp_path):
@@ -104,6 +113,7 @@ def test_an_orphan_stage_with_close_writes_nothing_shuts_its_engine_down_and_exi
     assert "result not written: the run folder was taken over" in done.stderr
     assert done.stdout.strip() == "closed"
     assert not (tmp_path / "toy.result.json").exists()
+    assert not (tmp_path / "toy.stacks.json").exists()  # nor its profile: the folder is the new run's
 
 
 def test_the_stage_entry_runs_as_a_module():

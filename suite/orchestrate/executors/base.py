@@ -40,7 +40,7 @@ class JobCall:
     def clean(self) -> None:
         """Remove what a job that did not finish left (its result, log and outputs), before it runs again."""
         vdir = self.run_dir / "variants" / self.variant_plan.variant.name
-        for suffix in ("result.json", "log"):
+        for suffix in ("result.json", "log", "stacks.json"):
             (vdir / f"{self.stage}.{suffix}").unlink(missing_ok=True)
         for sub in STAGE_OUTPUTS.get(self.stage, ()):
             shutil.rmtree(vdir / sub, ignore_errors=True)
