@@ -96,8 +96,9 @@ def test_every_stage_process_left_where_its_time_went(demo_run):
         vdir = run_dir / "variants" / v["name"]
         for stage in ("evaluate", "benchmark") + (("quantize",) if v.get("quantize") else ()):
             profile = json.loads((vdir / f"{stage}.stacks.json").read_text())
-            # sampled from the stage's start to its end: within a few seconds of the wall time it reports
-            assert abs(profile["samples"][-1][0] - v[stage]["wall_s"]) < 10, stage
+            assert profile["samples"] and profile["error"] is None, stage
+            # sampled from before the stage's own clock starts to after it stops (imports, close): all of it
+            assert v[stage]["wall_s"] - 2 <= profile["samples"][-1][0] <= v[stage]["wall_s"] + 120, stage
         log = (vdir / "evaluate.log").read_text()
         assert "where the stage's main thread was" in log
         rows = stacks.timeline(json.loads((vdir / "evaluate.stacks.json").read_text()), window_s=5)

@@ -59,27 +59,48 @@ _sampling: list = []  # [(StackSampler, path)] while this stage process samples 
 
 
 def _start_sampling(path: Path) -> None:
-    """Sample the main thread's stack for the whole stage (suite.stages.stacks), unless SUITE_STACK_SAMPLING=0."""
+    """Sample the main thread's stack for the whole stage (suite.stages.stacks), unless SUITE_STACK_SAMPLING=0.
+    A profile of an earlier attempt is removed first. Never fails the stage: without a sampler it runs as before."""
     import os
 
     from suite.stages import stacks
 
-    if os.environ.get(stacks.ENV, "1") != "0":
-        _sampling.append((stacks.StackSampler().start(), path))
+    try:
+        if _may_write():
+            path.unlink(missing_ok=True)
+        if os.environ.get(stacks.ENV, "1") != "0":
+            _sampling.append((stacks.StackSampler(path=path, may_write=_may_write).start(), path))
+    except Exception as exc:  # noqa: BLE001 -- e.g. no thread to be had under a pids limit
+        print(f"warning: no stack profile for this stage ({path}): {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+
+
+def _may_write() -> bool:
+    """Whether this stage may still write into its run folder (suite.orchestrate.lock: not if the run was taken over
+    by another, whose files these would overwrite)."""
+    from suite.orchestrate.lock import result_allowed
+
+    return not result_allowed()
+
+
+def _follow(thread_id: int | None) -> None:
+    """Sample ``thread_id`` from now on (the close() thread, while the main thread only waits for it)."""
+    for sampler, _ in _sampling:
+        sampler.follow(thread_id)
 
 
 def _finish_sampling(write: bool = True) -> None:
     """Stop the sampler, write its profile beside the result and end the log with where the time went. Never fails
-    the stage: a profile that cannot be written is a warning."""
+    the stage: a profile that cannot be written is a warning. Nothing is written into a run folder taken over."""
     if not _sampling:
         return
     from suite.stages import stacks
 
     sampler, path = _sampling.pop()
     sampler.stop()
-    if not write:
-        return
     try:
+        if not (write and _may_write()):
+            return
         sampler.write(path)
         data = sampler.to_json()
         if data["samples"]:
@@ -110,6 +131,7 @@ def end_without_teardown(close, code: int = 0, timeout_s: float = 60.0) -> None:
     faulthandler.dump_traceback_later(timeout_s + 30, exit=True)
     closer = threading.Thread(target=run_close, name="stage-close", daemon=True)
     closer.start()
+    _follow(closer.ident)
     closer.join(timeout_s)
     if closer.is_alive():
         print(f"warning: the stage's close() had not returned after {timeout_s:.0f} s; ending without it; where "

@@ -79,10 +79,11 @@ def test_each_window_is_named_by_the_call_path_most_of_its_time_went_to():
                     + [(20.0 + i, 2) for i in range(1, 11)])
     rows = stacks.timeline(data, window_s=10)
     assert [(r.start_s, r.end_s) for r in rows] == [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0)]
-    assert rows[0].path == "suite/stages/evaluate/stage.py:build_lm > zmq/sugar/poll.py:poll"
+    assert rows[0].path == ("suite/stages/evaluate/stage.py:build_lm > vllm/entrypoints/llm.py:__init__ > "
+                            "zmq/sugar/poll.py:poll")  # the first package it called, then the innermost
     # the timer's frame is skipped; the suite's innermost frame, then the package's, then the innermost
-    assert rows[1].path == ("suite/stages/evaluate/local_data.py:load_csv_splits > lm_eval/tasks/__init__.py:load "
-                            "> <stdlib>/csv.py:__next__")
+    assert rows[1].path == ("lm_eval/tasks/__init__.py:load > suite/stages/evaluate/local_data.py:load_csv_splits "
+                            "> <stdlib>/csv.py:__next__")  # in call order: lm-eval called the suite's loader
     assert rows[1].share == 0.8
     assert rows[2].path == "suite/stages/evaluate/stage.py:run > lm_eval/api/task.py:build_all_requests"
     # under 60% nowhere deeper than simple_evaluate: the window is named by the path they share
@@ -100,6 +101,40 @@ def test_the_profile_of_a_stage_lies_beside_its_result():
     assert stacks_path(Path("/r/out.json")) == Path("/r/out.json.stacks.json")  # never the result itself
 
 
+def test_a_profile_is_written_on_the_way_so_a_killed_stage_leaves_one(tmp_path):
+    path = tmp_path / "evaluate.stacks.json"
+    allowed = [True]
+    sampler = stacks.StackSampler(interval_s=0.01, path=path, checkpoint_s=0.05, may_write=lambda: allowed[0]).start()
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        _sleepy_phase(0.05)
+    assert json.loads(path.read_text())["samples"]  # a whole profile, mid-run
+    allowed[0] = False  # the run folder was taken over: nothing more is written there
+    path.write_text("the new run's")
+    _sleepy_phase(0.3)
+    sampler.stop()
+    assert path.read_text() == "the new run's"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_sampler_that_fails_stops_and_says_why_instead_of_failing_the_stage():
+    sampler = stacks.StackSampler(interval_s=0.01)
+    sampler.sample = lambda: 1 / 0
+    sampler.start()
+    _sleepy_phase(0.2)
+    sampler.stop()
+    assert sampler.error == "ZeroDivisionError: division by zero"
+    assert "(sampling stopped early: ZeroDivisionError" in stacks.report(sampler.to_json())
+
+
+def test_frames_are_named_from_their_package_wherever_it_is_installed(monkeypatch):
+    monkeypatch.setattr(sys, "path", [*sys.path, "/tmp/envs/serve"])  # the GPU bundle's PYTHONPATH
+    assert stacks._where("/tmp/envs/serve/vllm/v1/engine/core.py") == "vllm/v1/engine/core.py"
+    assert stacks._where("/x/lib/python3.12/site-packages/lm_eval/evaluator.py") == "lm_eval/evaluator.py"
+    assert stacks._where(stacks.__file__) == "suite/stages/stacks.py"
+    assert stacks._where(json.__file__) == "<stdlib>/json/__init__.py"
+
+
 def test_the_command_prints_a_profile_and_names_a_file_it_cannot_read(tmp_path):
     path = tmp_path / "evaluate.stacks.json"
     path.write_text(json.dumps(_profile([ENGINE], [(1.0, 0), (2.0, 0)])))
@@ -107,7 +142,11 @@ def test_the_command_prints_a_profile_and_names_a_file_it_cannot_read(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "suite.stages.stacks", str(path)], capture_output=True, text=True,
                         cwd=repo, timeout=60)
     assert ok.returncode == 0 and "zmq/sugar/poll.py:poll" in ok.stdout
-    path.write_text("{not json")
-    bad = subprocess.run([sys.executable, "-m", "suite.stages.stacks", str(path)], capture_output=True, text=True,
-                         cwd=repo, timeout=60)
-    assert bad.returncode == 2 and str(path) in bad.stderr
+    window = subprocess.run([sys.executable, "-m", "suite.stages.stacks", str(path), "--window", "0"],
+                            capture_output=True, text=True, cwd=repo, timeout=60)
+    assert window.returncode == 2 and "must be > 0" in window.stderr
+    for broken in ("{not json", '{"samples": [[1.0, 0]]}'):
+        path.write_text(broken)
+        bad = subprocess.run([sys.executable, "-m", "suite.stages.stacks", str(path)], capture_output=True,
+                             text=True, cwd=repo, timeout=60)
+        assert bad.returncode == 2 and str(path) in bad.stderr and "Traceback" not in bad.stderr

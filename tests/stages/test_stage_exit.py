@@ -29,6 +29,7 @@ STAGE = textwrap.dedent("""
 
     def run(config):
         threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()  # joined at a normal exit
+        time.sleep(0.4)  # a few samples of the stack (suite.stages.stacks: one every 0.1 s)
         if config.run_fails:
             raise RuntimeError("CUDA error: out of memory")
         return Res(value=7)
@@ -68,10 +69,12 @@ def test_a_stage_with_close_ends_after_its_result_without_waiting_for_teardown(t
     assert done.stdout.strip() == "closed"
     assert (tmp_path / "toy.result.json").read_text().count('"value": 7') == 1
     profile = json.loads((tmp_path / "toy.stacks.json").read_text())  # suite.stages.stacks, beside the result
-    assert {"interval_s", "started_unix", "frames", "stacks", "samples"} <= set(profile)
+    assert len(profile["samples"]) >= 2 and any(f.endswith(":run") for f in profile["frames"])
+    assert "where the stage's main thread was" in done.stderr  # the log's closing timeline
 
 
-def test_no_stack_profile_when_sampling_is_switched_off(tmp_path):
+def test_no_stack_profile_when_sampling_is_switched_off_and_none_left_from_before(tmp_path):
+    (tmp_path / "toy.stacks.json").write_text("an earlier attempt's")
     done = _run(tmp_path, close_fails=False, env={"SUITE_STACK_SAMPLING": "0"})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "toy.result.json").is_file() and not (tmp_path / "toy.stacks.json").exists()
@@ -95,6 +98,7 @@ def test_a_stage_that_fails_prints_its_error_closes_and_exits_1_without_teardown
     done = _run(tmp_path, close_fails=False, run_fails=True)  # the thread would hold a normal exit an hour
     assert done.returncode == 1
     assert done.stderr.rstrip().endswith("RuntimeError: CUDA error: out of memory")  # what run_stage reports
+    assert "where the stage's main thread was" in done.stderr  # the timeline, before the traceback
     assert done.stdout.strip() == "closed"
     assert not (tmp_path / "toy.result.json").exists()
     assert (tmp_path / "toy.stacks.json").is_file()  # where a failed stage spent its time is kept too
@@ -114,6 +118,18 @@ def test_an_orphan_stage_with_close_writes_nothing_shuts_its_engine_down_and_exi
     assert done.stdout.strip() == "closed"
     assert not (tmp_path / "toy.result.json").exists()
     assert not (tmp_path / "toy.stacks.json").exists()  # nor its profile: the folder is the new run's
+
+
+def test_an_orphan_stage_that_fails_leaves_the_new_runs_profile_alone(tmp_path):
+    from suite.orchestrate import lock as runlock
+
+    held = runlock.RunLock(tmp_path).acquire()
+    env = held.env()
+    runlock.RunLock(tmp_path)._write({**runlock.RunLock.read(held.path), "pid": 1, "token": "someone-else"})
+    (tmp_path / "toy.stacks.json").write_text("the new run's")
+    done = _run(tmp_path, close_fails=False, run_fails=True, env=env)
+    assert done.returncode == 1
+    assert (tmp_path / "toy.stacks.json").read_text() == "the new run's"
 
 
 def test_the_stage_entry_runs_as_a_module():
