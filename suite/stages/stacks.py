@@ -35,7 +35,8 @@ from pathlib import Path
 INTERVAL_S = 0.1
 ENV = "SUITE_STACK_SAMPLING"  # "0": no sampling (the stage runs exactly as before)
 # frames that only time or wrap a call (suite.stages.evaluate.timing's timers): the frame they wrap says more
-TRANSPARENT = ("suite/stages/evaluate/timing.py:call",)
+TRANSPARENT = ("suite/stages/evaluate/timing.py:_timer.<locals>.call",
+               "suite/stages/evaluate/timing.py:call")  # (profiles written before qualified names)
 _STDLIB = os.path.dirname(os.__file__)
 
 
@@ -57,6 +58,11 @@ def _where(path: str) -> str:
     if roots:
         return os.path.relpath(path, max(roots, key=len)).replace(os.sep, "/")
     return path
+
+
+def label(code) -> str:
+    """How a profile names a frame: its file (``_where``) and its function's qualified name."""
+    return f"{_where(code.co_filename)}:{getattr(code, 'co_qualname', code.co_name)}"
 
 
 class StackSampler:
@@ -120,7 +126,7 @@ class StackSampler:
             idx = self._frame_ids.get(code)
             if idx is None:
                 idx = self._frame_ids[code] = len(self.frames)
-                self.frames.append(f"{_where(code.co_filename)}:{getattr(code, 'co_qualname', code.co_name)}")
+                self.frames.append(label(code))
             ids.append(idx)
             frame = frame.f_back
         stack = tuple(reversed(ids))

@@ -127,6 +127,13 @@ def test_a_sampler_that_fails_stops_and_says_why_instead_of_failing_the_stage():
     assert "(sampling stopped early: ZeroDivisionError" in stacks.report(sampler.to_json())
 
 
+def test_the_evaluate_stages_timers_are_left_out_of_the_call_paths():
+    from suite.stages.evaluate import timing
+
+    wrapper = timing._timer({}, "build", lambda: None)
+    assert stacks.label(wrapper.__code__) in stacks.TRANSPARENT
+
+
 def test_frames_are_named_from_their_package_wherever_it_is_installed(monkeypatch):
     monkeypatch.setattr(sys, "path", [*sys.path, "/tmp/envs/serve"])  # the GPU bundle's PYTHONPATH
     assert stacks._where("/tmp/envs/serve/vllm/v1/engine/core.py") == "vllm/v1/engine/core.py"
