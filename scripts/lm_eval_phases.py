@@ -47,29 +47,16 @@ def main(argv: list[str]) -> int:
                       HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     t0 = time.perf_counter()
     import lm_eval
-    from lm_eval.api.model import LM
     from lm_eval.tasks import TaskManager
 
     from suite.stages.evaluate.templates import compile_templates_once
-    from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval, time_requests
+    from suite.stages.evaluate.timing import instant_lm, lm_eval_phases, split_lm_eval, time_requests
     imported = time.perf_counter() - t0
-
-    class Instant(LM):
-        """Answers at once: no model (see the module's docstring)."""
-
-        def loglikelihood(self, requests, disable_tqdm=False):
-            return [(-1.0, False) for _ in requests]
-
-        def loglikelihood_rolling(self, requests, disable_tqdm=False):
-            return [-1.0 for _ in requests]
-
-        def generate_until(self, requests, disable_tqdm=False):
-            return ["" for _ in requests]
 
     compile_templates_once()
     manager = TaskManager(include_path=str(ROOT / "tasks"), include_defaults=False)
     os.chdir(args.data_dir)
-    lm = Instant()
+    lm = instant_lm()
     in_requests = time_requests(lm)
     t1 = time.perf_counter()
     with lm_eval_phases(manager) as phases:

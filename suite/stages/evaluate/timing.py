@@ -92,6 +92,26 @@ def lm_eval_phases(task_manager) -> Iterator[dict[str, float]]:
                 setattr(owner, attr, original)
 
 
+def instant_lm(generate_delay_s: float = 0.0):
+    """An lm-eval model that answers at once (every loglikelihood -1, every generation empty, after
+    ``generate_delay_s``), so that lm-eval's own phases are all that takes time: for measuring them on a host without
+    an engine (scripts/lm_eval_phases.py) and for testing the split. Its scores mean nothing."""
+    from lm_eval.api.model import LM
+
+    class Instant(LM):
+        def loglikelihood(self, requests, disable_tqdm=False):
+            return [(-1.0, False) for _ in requests]
+
+        def loglikelihood_rolling(self, requests, disable_tqdm=False):
+            return [-1.0 for _ in requests]
+
+        def generate_until(self, requests, disable_tqdm=False):
+            time.sleep(generate_delay_s)
+            return ["" for _ in requests]
+
+    return Instant()
+
+
 def split_lm_eval(total: float, phases: dict[str, float], requests: dict[str, float]) -> dict[str, float]:
     """lm-eval's share of an evaluation (``total`` seconds inside ``simple_evaluate``) as parts that add up to it:
     ``lm_eval.tasks``, ``lm_eval.build``, ``requests.<type>``, ``lm_eval.scoring`` (the rest of ``evaluate``: each

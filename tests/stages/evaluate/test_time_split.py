@@ -47,22 +47,11 @@ def test_a_request_that_raises_is_still_timed():
 
 
 def _instant_lm():
-    """An lm-eval model that answers at once (generation after 0.2 s), so that lm-eval's own phases are what takes
-    the time: the split is under test, not a model (tests/test_demo_cpu.py checks the split of a real evaluation)."""
-    from lm_eval.api.model import LM
+    """Answers at once (generation after 0.2 s), so that lm-eval's own phases are what takes the time: the split is
+    under test, not a model (tests/test_demo_cpu.py checks the split of a real evaluation)."""
+    from suite.stages.evaluate.timing import instant_lm
 
-    class Instant(LM):
-        def loglikelihood(self, requests, disable_tqdm=False):
-            return [(-1.0, False) for _ in requests]
-
-        def loglikelihood_rolling(self, requests, disable_tqdm=False):
-            return [-1.0 for _ in requests]
-
-        def generate_until(self, requests, disable_tqdm=False):
-            time.sleep(0.2)
-            return ["" for _ in requests]
-
-    return Instant()
+    return instant_lm(generate_delay_s=0.2)
 
 
 def test_lm_eval_phases_split_simple_evaluate_and_put_everything_back(monkeypatch):
