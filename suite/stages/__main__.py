@@ -36,7 +36,6 @@ def main(argv: list[str]) -> int:
 
         if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
             print(f"RuntimeError: result not written: {refused}", file=sys.stderr)
-            _finish_sampling(write=False)  # nor its profile: the folder is the run's that took over
             if close is not None:
                 end_without_teardown(close, code=3)
             return 3
@@ -89,9 +88,10 @@ def _follow(thread_id: int | None) -> None:
         sampler.follow(thread_id)
 
 
-def _finish_sampling(write: bool = True) -> None:
+def _finish_sampling() -> None:
     """Stop the sampler, write its profile beside the result and end the log with where the time went. Never fails
-    the stage: a profile that cannot be written is a warning. Nothing is written into a run folder taken over."""
+    the stage: a profile that cannot be written is a warning. Nothing is written into a run folder taken over (an
+    orphan's result is refused the same way)."""
     if not _sampling:
         return
     from suite.stages import stacks
@@ -99,10 +99,9 @@ def _finish_sampling(write: bool = True) -> None:
     sampler, path = _sampling.pop()
     sampler.stop()
     try:
-        if not (write and _may_write()):
+        if not _may_write():
             return
-        sampler.write(path)
-        data = sampler.to_json()
+        data = sampler.write(path)
         if data["samples"]:
             print(stacks.report(data), file=sys.stderr, flush=True)
     except Exception as exc:  # noqa: BLE001 -- the stage's own outcome stands

@@ -142,11 +142,14 @@ class StackSampler:
                 "error": self.error, "frames": list(self.frames), "stacks": [list(s) for s in self.stacks],
                 "samples": [list(s) for s in self.samples[:n]]}
 
-    def write(self, path: Path) -> None:
-        """Atomically (a temporary file renamed over it): a pack of a run still going reads a whole profile."""
+    def write(self, path: Path) -> dict:
+        """Atomically (a temporary file renamed over it): a pack of a run still going reads a whole profile. Returns
+        the profile written."""
+        data = self.to_json()
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")))
+        tmp.write_text(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, path)
+        return data
 
 
 # ------------------------------------------------------------------ reading a profile
