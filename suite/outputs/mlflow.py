@@ -89,11 +89,13 @@ def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]
         return run(config), None
     except Exception as e:  # noqa: BLE001 - any logging failure defers; the run's results are safe on disk
         text = str(e)
-        if "401" in text or "Unauthorized" in text or "UNAUTHENTICATED" in text:
+        # by MLflow's error code, never by digits in the text: a URI's port (":40355") holds "403"
+        code = getattr(e, "error_code", None)
+        if code == "UNAUTHENTICATED":
             return None, (f"the tracking server {config.uri} refused the credentials (HTTP 401): set "
                           "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials); "
                           "never put them in a recipe")
-        if "403" in text or "PERMISSION_DENIED" in text:
+        if code == "PERMISSION_DENIED":
             return None, f"the tracking server {config.uri} denied this user write access (HTTP 403)"
         return None, f"logging to {config.uri} failed: {type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
 

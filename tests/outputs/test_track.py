@@ -141,7 +141,7 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
     import sys
     import threading
     import time
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     from conftest import ROOT
 
@@ -165,7 +165,7 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
         def log_message(self, *args):
             pass
 
-    server = HTTPServer(("127.0.0.1", 0), Dying)
+    server = on_a_port_holding_403(Dying)  # the failure's text names the port: it must not read as a refusal
     serving = threading.Thread(target=server.serve_forever, daemon=True)
     serving.start()
     uri = f"http://127.0.0.1:{server.server_address[1]}"
@@ -228,3 +228,56 @@ def test_a_resumed_run_logs_the_variants_that_failed_before_into_the_same_parent
     third = track.run(track.TrackConfig(s2, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts",
                                         resumed=True))
     assert third.info.variant_run_ids == again.info.variant_run_ids
+
+
+def on_a_port_holding_403(handler):
+    """An HTTP server on the first free port of 40300-40399 (CI of aab47c4 failed on a dead server at port
+    40355: the connection error's text held "403", and the failure was reported as a permission refusal)."""
+    from http.server import HTTPServer
+
+    for port in range(40300, 40400):
+        try:
+            return HTTPServer(("127.0.0.1", port), handler)
+        except OSError:
+            continue
+    raise AssertionError("no free port in 40300-40399")
+
+
+def test_a_refusal_is_named_by_its_status_not_by_digits_in_the_uri(tmp_path):
+    """A server on port 403xx that fails every API call: HTTP 403 reads "denied write access", HTTP 404 reads
+    "logging ... failed" (MLflow's error code decides, not the text)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    status = {"code": 403, "body": b"Permission denied"}
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self):
+            code, body = (200, b"OK") if self.path.startswith("/health") else (status["code"], status["body"])
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = on_a_port_holding_403(Refusing)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        uri = f"http://127.0.0.1:{server.server_address[1]}"
+        s = make_summary({"bf16": {"acc.mean": 0.5}, "fp8": {"acc.mean": 0.45}}, run_dir=str(tmp_path / "run"))
+        cfg = track.TrackConfig(s, tmp_path / "summary.json", uri, "refused", tmp_path / "artifacts")
+        result, why = track.log_or_defer(cfg)
+        assert result is None and why == f"the tracking server {uri} denied this user write access (HTTP 403)"
+        status.update(code=404, body=b"Not Found")
+        result, why = track.log_or_defer(cfg)
+        assert result is None and why.startswith(f"logging to {uri} failed: "), why
+        assert "denied" not in why and "credentials" not in why and "404" in why
+    finally:
+        server.shutdown()
+        server.server_close()
+        serving.join(timeout=10)
