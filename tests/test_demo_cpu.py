@@ -156,6 +156,9 @@ def test_mlflow_runs(demo_run):
         assert {"lm_eval", "benchmark"} <= arts
         bench = {a.path for a in client.list_artifacts(run_id, "benchmark")}
         assert {"benchmark/bench-rate-inf-r0.json", "benchmark/bench-rate-inf-r1.json"} <= bench  # 2 repetitions
+        stages = {a.path for a in client.list_artifacts(run_id, "stages")}  # every stage's log and stack profile
+        assert {"stages/evaluate.log", "stages/evaluate.stacks.json", "stages/benchmark.log",
+                "stages/benchmark.stacks.json"} <= stages, stages
 
 
 def test_gate_exit_codes(demo_run, tmp_path):

@@ -221,8 +221,15 @@ def variant_tags(v: VariantSummary) -> dict[str, str]:
 OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's pictures, on the parent run
 
 
-def variant_artifacts(v: VariantSummary) -> list[tuple[str, str]]:
+STAGE_FILES = ("*.log", "*.stacks.json")  # each stage process's log and its stack profile (suite.stages.stacks)
+
+
+def variant_artifacts(v: VariantSummary, vdir: Path | None = None) -> list[tuple[str, str]]:
+    """The variant's raw files: lm-eval's results and samples, vLLM's benchmark JSONs, the monitor's samples,
+    the checkpoint's provenance, and (from its folder ``vdir``) every stage's log and stack profile."""
     files = []
+    if vdir is not None and vdir.is_dir():
+        files += [(str(f), "stages") for pattern in STAGE_FILES for f in sorted(vdir.glob(pattern))]
     if v.evaluate:
         files.append((v.evaluate.results_file, "lm_eval"))
         files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
@@ -309,7 +316,8 @@ def run(config: TrackConfig) -> TrackResult:
             _log(client, child_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
             if s.cost is not None:  # the price behind its cost.* metrics, beside them
                 _log(client, child_id, s.cost.params(), {}, {})
-            _artifacts(client, child_id, variant_artifacts(v))
+            vdir = Path(s.run_dir) / "variants" / v.name if s.run_dir else None
+            _artifacts(client, child_id, variant_artifacts(v, vdir))
             _tables(client, child_id, v)
             _system_metrics(client, child_id, v)
             client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")

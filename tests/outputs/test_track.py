@@ -17,6 +17,10 @@ def test_parent_and_nested_runs(tmp_path):
     s.variants[1].engine_args = {"enforce_eager": True}
     s.versions = {"mlflow": "3.17.2"}
     add_deltas(s.variants)
+    fp8_dir = tmp_path / "run" / "variants" / "fp8"  # each stage's log and stack profile, as a stage leaves them
+    fp8_dir.mkdir(parents=True)
+    for name in ("evaluate.log", "evaluate.stacks.json", "evaluate.result.json"):
+        (fp8_dir / name).write_text("{}")
     uri = track.default_uri(tmp_path)
     res = track.run(track.TrackConfig(s, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
 
@@ -32,6 +36,10 @@ def test_parent_and_nested_runs(tmp_path):
     assert abs(fp8.metrics["tput.output_tok_s.ratio"] - 1.4) < 1e-9
     assert fp8.params["scheme"] == "FP8_DYNAMIC" and fp8.params["engine.enforce_eager"] == "true"
     assert fp8.params["version.mlflow"] == "3.17.2"
+    fp8_run = by_variant["fp8"].info.run_id
+    assert [a.path for a in client.list_artifacts(fp8_run, "stages")] == ["stages/evaluate.log",
+                                                                           "stages/evaluate.stacks.json"]
+    assert not client.list_artifacts(by_variant["bf16"].info.run_id, "stages")  # no folder, nothing logged
     artifacts = [a.path for a in client.list_artifacts(parent.info.run_id)]
     assert "summary.json" in artifacts
     assert (tmp_path / "summary.json").read_text().count(res.info.parent_run_id) >= 1
@@ -110,7 +118,7 @@ def test_a_sync_that_broke_half_way_is_resumed_into_the_same_parent(tmp_path, mo
             raise ConnectionError("the tracking server went away")
         return real_terminate(self, run_id, status, end_time)
 
-    monkeypatch.setattr(track, "variant_artifacts", lambda v: [(str(tmp_path / "a.txt"), "x")])
+    monkeypatch.setattr(track, "variant_artifacts", lambda v, vdir=None: [(str(tmp_path / "a.txt"), "x")])
     monkeypatch.setattr(MlflowClient, "log_artifact", log_artifact)
     monkeypatch.setattr(MlflowClient, "set_terminated", set_terminated)
     result, error = track.log_or_defer(cfg)
