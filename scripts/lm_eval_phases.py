@@ -4,10 +4,10 @@
 
 An H200 evaluation of the four benchmarks spent ~130-145 s that no progress bar explains, against ~12 s for the same
 lm-eval phases on the 2-core CPU machine (docs/results/h200-eval1-20261204/). This measures those phases on any
-host in seconds, without starting an engine: it runs the evaluate stage's lm-eval setup (the suite's task
-folder, templates compiled once, the code sandbox in ``process`` mode, the stage's timers) with an LM whose
+host in seconds, without starting an engine: it runs the evaluate stage's own ``prepare`` and ``score_tasks`` (the
+suite's task folder, templates compiled once, the code sandbox in ``process`` mode, the stage's timers) with an LM whose
 loglikelihoods are all -1 and whose generations are empty, and prints the stage's ``time_split_s`` keys as JSON
-(plus ``import``, the time to import lm-eval). HumanEval's 164 programs still run (empty completions fail fast).
+(plus ``import``, the time to import lm-eval and set it up). HumanEval's 164 programs still run (empty completions fail fast).
 The scores are meaningless; the seconds are the point. ``--profile`` also writes the main thread's stack profile
 (``python -m suite.stages.stacks FILE``).
 
@@ -43,28 +43,20 @@ def main(argv: list[str]) -> int:
     from suite.stages import stacks
 
     sampler = stacks.StackSampler().start() if profile else None
-    os.environ.update(SUITE_ALLOW_CODE_EXECUTION="1", HF_ALLOW_CODE_EVAL="1", SUITE_CODE_SANDBOX="process",
-                      HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    os.environ.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     t0 = time.perf_counter()
-    import lm_eval
-    from lm_eval.tasks import TaskManager
+    from suite.stages.evaluate import stage
+    from suite.stages.evaluate.timing import instant_lm
+    from suite.stages.records import EngineConfig, EvaluateConfig, TaskRun
 
-    from suite.stages.evaluate.templates import compile_templates_once
-    from suite.stages.evaluate.timing import instant_lm, lm_eval_phases, split_lm_eval, time_requests
+    config = EvaluateConfig(engine=EngineConfig(model="instant"), tasks=[TaskRun(name=t) for t in args.tasks],
+                            data_dir=str(args.data_dir.resolve()), include_path=str(ROOT / "tasks"),
+                            allow_code_execution=True, code_sandbox="process", output_dir=".")
+    task_manager = stage.prepare(config)  # the stage's own setup and scoring: only the engine is left out
     imported = time.perf_counter() - t0
-
-    compile_templates_once()
-    manager = TaskManager(include_path=str(ROOT / "tasks"), include_defaults=False)
-    os.chdir(args.data_dir)
-    lm = instant_lm()
-    in_requests = time_requests(lm)
     t1 = time.perf_counter()
-    with lm_eval_phases(manager) as phases:
-        lm_eval.simple_evaluate(model=lm, tasks=args.tasks, log_samples=True, task_manager=manager,
-                                random_seed=1234, numpy_random_seed=1234, torch_random_seed=1234,
-                                fewshot_random_seed=1234, confirm_run_unsafe_code=True)
+    _, _, split = stage.score_tasks(config, instant_lm(), task_manager)
     total = time.perf_counter() - t1
-    split = split_lm_eval(total, phases, in_requests)
     print(json.dumps({"import": round(imported, 2), **{k: round(v, 2) for k, v in split.items()},
                       "total": round(total, 2)}))
     if sampler is not None:

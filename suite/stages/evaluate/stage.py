@@ -41,10 +41,11 @@ def lm_eval_model_args(engine: EngineConfig, seed: int, batch_size, max_gen_toks
     return args
 
 
-def run(config: EvaluateConfig) -> EvaluateResult:
-    start = time.perf_counter()
-    out_dir = Path(config.output_dir).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+def prepare(config: EvaluateConfig):
+    """lm-eval's setup for this stage, before any engine: the code sandbox's switches (refused here when it cannot
+    run, not after generating), lm-eval's templates compiled once, the task manager (the suite's task folder;
+    lm-eval's own tasks only when a task is not there) and the working folder at the data folder (local task
+    YAMLs name their data files relative to it). Returns the ``TaskManager``."""
     if config.allow_code_execution:
         os.environ["SUITE_ALLOW_CODE_EXECUTION"] = "1"
         os.environ["HF_ALLOW_CODE_EVAL"] = "1"
@@ -53,37 +54,39 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         from suite.stages.evaluate import tasks as code_tasks
 
         if any(code_tasks.needs_code_execution(t.name) for t in config.tasks):
-            sandbox.ensure_available(config.code_sandbox)  # refuse before the model loads, not after generating
+            sandbox.ensure_available(config.code_sandbox)
 
-    from suite.orchestrate.envs import install_vllm_version_alias, package_versions
+    from suite.orchestrate.envs import install_vllm_version_alias
 
     install_vllm_version_alias()
-    import lm_eval
     from lm_eval.tasks import TaskManager
-    from lm_eval.utils import handle_non_serializable
 
     from suite.stages.evaluate import tasks as task_registry
     from suite.stages.evaluate.templates import compile_templates_once
-    from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval, time_requests
 
     compile_templates_once()  # lm-eval compiles every template on every render: 126-168 s a variant on the H200
 
     local = task_registry.available(Path(config.include_path))
     task_manager = TaskManager(include_path=config.include_path,
                                include_defaults=any(t.name not in local for t in config.tasks))
-    os.chdir(config.data_dir)  # local task YAMLs name their data files relative to it
+    os.chdir(config.data_dir)
+    return task_manager
 
-    t_engine = time.perf_counter()
-    lm, engine_load_s, engine_start, batch_limits = build_lm(config)
+
+def score_tasks(config: EvaluateConfig, lm, task_manager) -> tuple[dict, list[TaskScore], dict[str, float]]:
+    """``simple_evaluate`` once per group of tasks that share n-shot and limit, under lm-eval's phase timers.
+    Returns lm-eval's merged results (samples included), a score per task, and where the time went
+    (``suite.stages.evaluate.timing.split_lm_eval``)."""
+    import lm_eval
+
+    from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval, time_requests
+
     in_requests = time_requests(lm)
-    if config.backend != "served":  # a served evaluation started no engine here
-        _started.append(lm)
-
     merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
                     "task_hashes": {}, "versions": {}}
     scores: list[TaskScore] = []
     key = lambda t: (t.num_fewshot if t.num_fewshot is not None else -1, t.limit or 0)  # noqa: E731
-    t_lm_eval = time.perf_counter()
+    start = time.perf_counter()
     with lm_eval_phases(task_manager) as phases:
         for (_, _), group in groupby(sorted(config.tasks, key=key), key=key):
             group = list(group)
@@ -99,6 +102,26 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                 merged[part].update(res.get(part) or {})
             for t in group:
                 scores.append(task_score(t, res))
+    return merged, scores, split_lm_eval(time.perf_counter() - start, phases, in_requests)
+
+
+def run(config: EvaluateConfig) -> EvaluateResult:
+    start = time.perf_counter()
+    out_dir = Path(config.output_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from lm_eval.utils import handle_non_serializable
+
+    from suite.orchestrate.envs import package_versions
+
+    task_manager = prepare(config)
+
+    t_engine = time.perf_counter()
+    lm, engine_load_s, engine_start, batch_limits = build_lm(config)
+    if config.backend != "served":  # a served evaluation started no engine here
+        _started.append(lm)
+
+    t_lm_eval = time.perf_counter()
+    merged, scores, lm_eval_split = score_tasks(config, lm, task_manager)
 
     t_write = time.perf_counter()
     results_file = out_dir / "lm_eval_results.json"
@@ -115,8 +138,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                     fh.write(json.dumps({"task": sub, **s}, default=handle_non_serializable, ensure_ascii=False) + "\n")
         samples_files[t.name] = str(path)
     end = time.perf_counter()
-    time_split_s = {"setup": t_engine - start, "engine": t_lm_eval - t_engine,
-                    **split_lm_eval(t_write - t_lm_eval, phases, in_requests), "write": end - t_write}
+    time_split_s = {"setup": t_engine - start, "engine": t_lm_eval - t_engine, **lm_eval_split, "write": end - t_write}
     return EvaluateResult(
         scores=scores, results_file=str(results_file), samples_files=samples_files,
         wall_s=end - start, engine_load_s=engine_load_s, engine_start=engine_start,

@@ -126,3 +126,25 @@ def test_nested_phases_give_back_what_was_there():
         assert tm.load is outer_load and ev.evaluate is not evaluate
     assert "load" not in vars(tm) and ev.evaluate is evaluate
     assert set(inner) == {"tasks"} and set(outer) == {"tasks"}
+
+
+def test_the_phases_script_runs_the_stages_own_setup_and_scoring(tmp_path):
+    """scripts/lm_eval_phases.py (lm-eval's host cost without an engine) calls the evaluate stage's ``prepare`` and
+    ``score_tasks``: it prints every key of the stage's lm-eval split and writes a stack profile."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    res = subprocess.run([sys.executable, "scripts/lm_eval_phases.py", "tasks/data", "suite_gsm8k",
+                          "--profile", str(tmp_path / "p.stacks.json")], cwd=root, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    split = json.loads(res.stdout.strip().splitlines()[-1])
+    assert list(split) == ["import", "lm_eval.tasks", "lm_eval.build", "requests.generate_until", "lm_eval.scoring",
+                           "lm_eval.env_info", "lm_eval.other", "total"]
+    assert json.loads((tmp_path / "p.stacks.json").read_text())["samples"]
+    missing = subprocess.run([sys.executable, "scripts/lm_eval_phases.py", str(tmp_path / "nowhere")], cwd=root,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no such folder" in missing.stderr
