@@ -80,6 +80,28 @@ def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
         return f"tracking server {uri} unreachable: {getattr(e, 'reason', e)}"
 
 
+REFUSAL_CODES = {"UNAUTHENTICATED": 401, "CUSTOMER_UNAUTHORIZED": 401, "PERMISSION_DENIED": 403}
+
+
+def refusal_status(error: BaseException) -> int | None:
+    """401 or 403 when a tracking call failed because the server refused this user, else None. Read from what
+    MLflow and requests carry, along the exception's chain: an ``MlflowException``'s ``error_code`` (the REST
+    client's, for a JSON or plain-text answer) or an HTTP response's status code (``requests.HTTPError``, raised
+    by the HTTP artifact repository's uploads). Never from the text: a URI's port (":40355") holds "403", and a
+    dead server on that port was once reported as a refusal."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        status = REFUSAL_CODES.get(getattr(error, "error_code", None) or "")
+        if status is None:
+            code = getattr(getattr(error, "response", None), "status_code", None)
+            status = code if code in (401, 403) else None
+        if status is not None:
+            return status
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]:
     """Log now, or say why not (the results stay in the run folder for `suite sync`)."""
     why = unreachable(config.uri)
@@ -89,13 +111,12 @@ def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]
         return run(config), None
     except Exception as e:  # noqa: BLE001 - any logging failure defers; the run's results are safe on disk
         text = str(e)
-        # by MLflow's error code, never by digits in the text: a URI's port (":40355") holds "403"
-        code = getattr(e, "error_code", None)
-        if code == "UNAUTHENTICATED":
+        status = refusal_status(e)
+        if status == 401:
             return None, (f"the tracking server {config.uri} refused the credentials (HTTP 401): set "
                           "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or ~/.mlflow/credentials); "
                           "never put them in a recipe")
-        if code == "PERMISSION_DENIED":
+        if status == 403:
             return None, f"the tracking server {config.uri} denied this user write access (HTTP 403)"
         return None, f"logging to {config.uri} failed: {type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
@@ -222,14 +243,32 @@ OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's
 
 
 STAGE_FILES = ("*.log", "*.stacks.json")  # each stage process's log and its stack profile (suite.stages.stacks)
+MAX_STAGE_FILE_BYTES = 64 << 20  # a stage that printed in a loop: its log stays in the run folder, not uploaded
+
+
+def stage_files(vdir: Path) -> list[tuple[str, str]]:
+    """Each stage's log and stack profile in a variant's folder (``stages/``), and a served evaluation's, which
+    the benchmark stage runs in its own folder (``stages/served/``); a file over ``MAX_STAGE_FILE_BYTES`` is left
+    out, with a warning."""
+    import warnings
+
+    found = [(f, "stages") for pattern in STAGE_FILES for f in sorted(vdir.glob(pattern))]
+    found += [(f, "stages/served") for f in (vdir / "benchmark" / "evaluate.log", vdir / "benchmark" / "evaluate.stacks.json")
+              if f.is_file()]
+    kept = []
+    for f, folder in found:
+        if f.stat().st_size > MAX_STAGE_FILE_BYTES:
+            warnings.warn(f"{f}: {f.stat().st_size >> 20} MiB, not logged to MLflow (over "
+                          f"{MAX_STAGE_FILE_BYTES >> 20} MiB); it stays in the run folder", stacklevel=2)
+            continue
+        kept.append((str(f), folder))
+    return kept
 
 
 def variant_artifacts(v: VariantSummary, vdir: Path | None = None) -> list[tuple[str, str]]:
     """The variant's raw files: lm-eval's results and samples, vLLM's benchmark JSONs, the monitor's samples,
     the checkpoint's provenance, and (from its folder ``vdir``) every stage's log and stack profile."""
-    files = []
-    if vdir is not None and vdir.is_dir():
-        files += [(str(f), "stages") for pattern in STAGE_FILES for f in sorted(vdir.glob(pattern))]
+    files = stage_files(vdir) if vdir is not None and vdir.is_dir() else []
     if v.evaluate:
         files.append((v.evaluate.results_file, "lm_eval"))
         files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
@@ -316,8 +355,8 @@ def run(config: TrackConfig) -> TrackResult:
             _log(client, child_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
             if s.cost is not None:  # the price behind its cost.* metrics, beside them
                 _log(client, child_id, s.cost.params(), {}, {})
-            vdir = Path(s.run_dir) / "variants" / v.name if s.run_dir else None
-            _artifacts(client, child_id, variant_artifacts(v, vdir))
+            # the folder being logged, wherever it is now (a run folder copied from the GPU machine is synced here)
+            _artifacts(client, child_id, variant_artifacts(v, config.summary_path.parent / "variants" / v.name))
             _tables(client, child_id, v)
             _system_metrics(client, child_id, v)
             client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")

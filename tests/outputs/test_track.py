@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import make_summary
 from suite.outputs import mlflow as track
 from suite.analysis.summary import add_deltas
@@ -17,12 +19,15 @@ def test_parent_and_nested_runs(tmp_path):
     s.variants[1].engine_args = {"enforce_eager": True}
     s.versions = {"mlflow": "3.17.2"}
     add_deltas(s.variants)
-    fp8_dir = tmp_path / "run" / "variants" / "fp8"  # each stage's log and stack profile, as a stage leaves them
-    fp8_dir.mkdir(parents=True)
-    for name in ("evaluate.log", "evaluate.stacks.json", "evaluate.result.json"):
+    fp8_dir = tmp_path / "variants" / "fp8"  # each stage's log and stack profile, as a stage leaves them, beside
+    (fp8_dir / "benchmark").mkdir(parents=True)  # summary.json (run_dir names the folder where the run was made)
+    for name in ("evaluate.log", "evaluate.stacks.json", "evaluate.result.json", "benchmark/evaluate.log",
+                 "benchmark/evaluate.stacks.json", "benchmark/server.log"):
         (fp8_dir / name).write_text("{}")
+    (fp8_dir / "quantize.log").write_bytes(b"x" * (track.MAX_STAGE_FILE_BYTES + 1))  # a runaway log stays here
     uri = track.default_uri(tmp_path)
-    res = track.run(track.TrackConfig(s, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
+    with pytest.warns(UserWarning, match="quantize.log: 64 MiB, not logged to MLflow"):
+        res = track.run(track.TrackConfig(s, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
 
     client = MlflowClient(tracking_uri=uri)
     parent = client.get_run(res.info.parent_run_id)
@@ -38,7 +43,10 @@ def test_parent_and_nested_runs(tmp_path):
     assert fp8.params["version.mlflow"] == "3.17.2"
     fp8_run = by_variant["fp8"].info.run_id
     assert [a.path for a in client.list_artifacts(fp8_run, "stages")] == ["stages/evaluate.log",
-                                                                           "stages/evaluate.stacks.json"]
+                                                                           "stages/evaluate.stacks.json",
+                                                                           "stages/served"]
+    assert [a.path for a in client.list_artifacts(fp8_run, "stages/served")] == ["stages/served/evaluate.log",
+                                                                                  "stages/served/evaluate.stacks.json"]
     assert not client.list_artifacts(by_variant["bf16"].info.run_id, "stages")  # no folder, nothing logged
     artifacts = [a.path for a in client.list_artifacts(parent.info.run_id)]
     assert "summary.json" in artifacts
@@ -241,9 +249,10 @@ def test_a_resumed_run_logs_the_variants_that_failed_before_into_the_same_parent
 def on_a_port_holding_403(handler):
     """An HTTP server on the first free port of 40300-40399 (CI of aab47c4 failed on a dead server at port
     40355: the connection error's text held "403", and the failure was reported as a permission refusal)."""
+    import random
     from http.server import HTTPServer
 
-    for port in range(40300, 40400):
+    for port in random.sample(range(40300, 40400), 100):  # not the same port for two sessions on one host
         try:
             return HTTPServer(("127.0.0.1", port), handler)
         except OSError:
@@ -289,3 +298,34 @@ def test_a_refusal_is_named_by_its_status_not_by_digits_in_the_uri(tmp_path):
         server.shutdown()
         server.server_close()
         serving.join(timeout=10)
+
+
+def test_refusal_status_reads_codes_and_responses_never_digits():
+    """401/403 from MLflow's error codes, from a requests response (the HTTP artifact repository raises a plain
+    HTTPError) and along the exception chain; a connection error naming port 40355 or 40101 is no refusal."""
+    import requests
+    from mlflow.exceptions import MlflowException, RestException
+    from mlflow.protos.databricks_pb2 import CUSTOMER_UNAUTHORIZED
+
+    def http_error(code):
+        response = requests.Response()
+        response.status_code = code
+        return requests.HTTPError(f"{code} Client Error", response=response)
+
+    assert track.refusal_status(RestException({"error_code": "PERMISSION_DENIED", "message": "no"})) == 403
+    assert track.refusal_status(RestException({"error_code": "UNAUTHENTICATED", "message": "no"})) == 401
+    assert track.refusal_status(MlflowException("x", error_code=CUSTOMER_UNAUTHORIZED)) == 401
+    assert track.refusal_status(http_error(403)) == 403 and track.refusal_status(http_error(401)) == 401
+    assert track.refusal_status(http_error(404)) is None
+    try:
+        try:
+            raise http_error(403)
+        except requests.HTTPError as inner:
+            raise MlflowException("upload failed") from inner
+    except MlflowException as outer:
+        assert track.refusal_status(outer) == 403
+    for port in (40355, 40101):
+        refused = requests.ConnectionError(f"HTTPConnectionPool(host='127.0.0.1', port={port}): Max retries "
+                                           f"exceeded with url: /api/2.0/mlflow/runs/create (Caused by 403 401)")
+        assert track.refusal_status(refused) is None
+    assert track.refusal_status(MlflowException("API request failed with error code 500 != 200")) is None

@@ -109,11 +109,10 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     start = time.perf_counter()
     out_dir = Path(config.output_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
+    task_manager = prepare(config)
     from lm_eval.utils import handle_non_serializable
 
     from suite.orchestrate.envs import package_versions
-
-    task_manager = prepare(config)
 
     t_engine = time.perf_counter()
     lm, engine_load_s, engine_start, batch_limits = build_lm(config)

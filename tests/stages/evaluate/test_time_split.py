@@ -144,7 +144,9 @@ def test_the_phases_script_runs_the_stages_own_setup_and_scoring(tmp_path):
     split = json.loads(res.stdout.strip().splitlines()[-1])
     assert list(split) == ["import", "lm_eval.tasks", "lm_eval.build", "requests.generate_until", "lm_eval.scoring",
                            "lm_eval.env_info", "lm_eval.other", "total"]
-    assert json.loads((tmp_path / "p.stacks.json").read_text())["samples"]
+    profile = json.loads((tmp_path / "p.stacks.json").read_text())
+    assert profile["samples"] and {"suite/stages/evaluate/stage.py:prepare",
+                                   "suite/stages/evaluate/stage.py:score_tasks"} <= set(profile["frames"])
     missing = subprocess.run([sys.executable, "scripts/lm_eval_phases.py", str(tmp_path / "nowhere")], cwd=root,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no such folder" in missing.stderr
