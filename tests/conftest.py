@@ -158,11 +158,17 @@ def demo_model_f32(tmp_path_factory) -> Path:
     return out
 
 
-def no_leftover(pattern: str) -> list[str]:
+def no_leftover(text: str) -> list[str]:
+    """The processes whose command line holds ``text`` (literally: pgrep's regex characters are escaped; an
+    unescaped "class H(http.server" was a pgrep syntax error, read as "none left")."""
+    import re
+
     if shutil.which("pgrep") is None:
         return []
-    out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if "pgrep" not in ln]
+    res = subprocess.run(["pgrep", "-af", re.sub(r"([.\[\]{}()\\*+?^$|])", r"\\\1", text)], capture_output=True,
+                         text=True)
+    assert res.returncode in (0, 1), f"pgrep failed (exit {res.returncode}): {res.stderr.strip()}"
+    return [ln for ln in res.stdout.splitlines() if "pgrep" not in ln]
 
 
 BUSY_SHARE = 0.5  # of one core, over a test of at least BUSY_MIN_S
