@@ -9,7 +9,7 @@ Offline first: ``log_or_defer`` checks that an HTTP tracking server answers befo
 does not (or logging fails), the run keeps everything in its folder, ``summary.json`` says
 ``tracking_pending``, and ``suite sync RUN_DIR`` logs it later.
 
-Every HTTP call is bounded (``HTTP_LIMITS``: MLflow's request timeout, retries and backoff, unless the
+Every HTTP call is bounded (``suite.outputs.mlflow_http.HTTP_LIMITS``: MLflow's request timeout, retries and backoff, unless the
 environment sets them), so a server that dies mid-sync fails the sync in seconds, not minutes.
 
 A run folder has one parent run whatever happens: the parent tagged with its ``suite.run_dir`` is looked
@@ -30,23 +30,12 @@ from pathlib import Path
 from suite.analysis.records import RunSummary, TrackingInfo, VariantSummary
 from suite.analysis.summary import metric_name
 from suite.outputs.gpu_series import gpu_series, monitor_files
+from suite.outputs.mlflow_files import OUTPUT_PNGS, variant_artifacts
+from suite.outputs.mlflow_http import bound_http_calls, refusal_status, unreachable
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAM_VALUE = 6000
-# per request: 10 s timeout, 2 retries with 1 s backoff: a dead server fails a call in < 30 s (MLflow's
-# defaults, 120 s and 7 retries with backoff 2, made `suite sync` hang for 8 minutes)
-HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
-
-
-def bound_http_calls() -> None:
-    import os
-
-    for k, v in HTTP_LIMITS.items():
-        os.environ.setdefault(k, v)
-
-
 @dataclass
 class TrackConfig:
     summary: RunSummary
@@ -62,44 +51,6 @@ class TrackResult:
     info: TrackingInfo
     wall_s: float
     already_logged: bool = False
-
-
-def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
-    """Why an HTTP tracking server cannot be used now (None: it answers, or the store is local)."""
-    if not uri.startswith(("http://", "https://")):
-        return None
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s):
-            return None
-    except urllib.error.HTTPError as e:  # it answered (an auth-protected /health still means "up")
-        return None if e.code in (401, 403) else f"{uri}/health answered HTTP {e.code}"
-    except (urllib.error.URLError, OSError) as e:
-        return f"tracking server {uri} unreachable: {getattr(e, 'reason', e)}"
-
-
-REFUSAL_CODES = {"UNAUTHENTICATED": 401, "CUSTOMER_UNAUTHORIZED": 401, "PERMISSION_DENIED": 403}
-
-
-def refusal_status(error: BaseException) -> int | None:
-    """401 or 403 when a tracking call failed because the server refused this user, else None. Read from what
-    MLflow and requests carry, along the exception's chain: an ``MlflowException``'s ``error_code`` (the REST
-    client's, for a JSON or plain-text answer) or an HTTP response's status code (``requests.HTTPError``, raised
-    by the HTTP artifact repository's uploads). Never from the text: a URI's port (":40355") holds "403", and a
-    dead server on that port was once reported as a refusal."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        status = REFUSAL_CODES.get(getattr(error, "error_code", None) or "")
-        if status is None:
-            code = getattr(getattr(error, "response", None), "status_code", None)
-            status = code if code in (401, 403) else None
-        if status is not None:
-            return status
-        error = error.__cause__ or error.__context__
-    return None
 
 
 def log_or_defer(config: "TrackConfig") -> tuple[TrackResult | None, str | None]:
@@ -237,53 +188,6 @@ def variant_tags(v: VariantSummary) -> dict[str, str]:
             if p.bottleneck:
                 tags[metric_name("bottleneck", p.label)] = p.bottleneck
     return tags
-
-
-OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's pictures, on the parent run
-
-
-STAGE_FILES = ("*.log", "*.stacks.json")  # each stage process's log and its stack profile (suite.stages.stacks)
-MAX_STAGE_FILE_BYTES = 64 << 20  # a stage that printed in a loop: its log stays in the run folder, not uploaded
-
-
-def stage_files(vdir: Path) -> list[tuple[str, str]]:
-    """Each stage's log and stack profile in a variant's folder (``stages/``), and a served evaluation's, which
-    the benchmark stage runs in its own folder (``stages/served/``); a file over ``MAX_STAGE_FILE_BYTES`` is left
-    out, with a warning."""
-    import warnings
-
-    found = [(f, "stages") for pattern in STAGE_FILES for f in sorted(vdir.glob(pattern))]
-    found += [(f, "stages/served") for f in (vdir / "benchmark" / "evaluate.log", vdir / "benchmark" / "evaluate.stacks.json")
-              if f.is_file()]
-    kept = []
-    for f, folder in found:
-        if f.stat().st_size > MAX_STAGE_FILE_BYTES:
-            warnings.warn(f"{f}: {f.stat().st_size >> 20} MiB, not logged to MLflow (over "
-                          f"{MAX_STAGE_FILE_BYTES >> 20} MiB); it stays in the run folder", stacklevel=2)
-            continue
-        kept.append((str(f), folder))
-    return kept
-
-
-def variant_artifacts(v: VariantSummary, vdir: Path | None = None) -> list[tuple[str, str]]:
-    """The variant's raw files: lm-eval's results and samples, vLLM's benchmark JSONs, the monitor's samples,
-    the checkpoint's provenance, and (from its folder ``vdir``) every stage's log and stack profile."""
-    files = stage_files(vdir) if vdir is not None and vdir.is_dir() else []
-    if v.evaluate:
-        files.append((v.evaluate.results_file, "lm_eval"))
-        files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
-    if v.benchmark:
-        for p in v.benchmark.points:
-            files += [(r.get("result_file"), "benchmark") for r in p.repetitions] or [(p.result_file, "benchmark")]
-        files.append((v.benchmark.server_log, "benchmark"))
-        out = Path(v.benchmark.server_log).parent
-        files += [(str(f), "benchmark") for f in sorted(out.glob("bench-slo-*.json"))]
-        files.append((str(out / "offline.json"), "benchmark"))
-        files += [(str(f), "benchmark/monitor") for f in monitor_files(out)]
-    if v.quantize:
-        files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
-        files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))
-    return files
 
 
 def run(config: TrackConfig) -> TrackResult:

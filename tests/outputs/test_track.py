@@ -6,6 +6,7 @@ import pytest
 
 from conftest import make_summary
 from suite.outputs import mlflow as track
+from suite.outputs import mlflow_files, mlflow_http
 from suite.analysis.summary import add_deltas
 
 
@@ -24,7 +25,7 @@ def test_parent_and_nested_runs(tmp_path):
     for name in ("evaluate.log", "evaluate.stacks.json", "evaluate.result.json", "benchmark/evaluate.log",
                  "benchmark/evaluate.stacks.json", "benchmark/server.log"):
         (fp8_dir / name).write_text("{}")
-    (fp8_dir / "quantize.log").write_bytes(b"x" * (track.MAX_STAGE_FILE_BYTES + 1))  # a runaway log stays here
+    (fp8_dir / "quantize.log").write_bytes(b"x" * (mlflow_files.MAX_STAGE_FILE_BYTES + 1))  # a runaway log stays here
     uri = track.default_uri(tmp_path)
     with pytest.warns(UserWarning, match="quantize.log: 64 MiB, not logged to MLflow"):
         res = track.run(track.TrackConfig(s, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
@@ -312,20 +313,20 @@ def test_refusal_status_reads_codes_and_responses_never_digits():
         response.status_code = code
         return requests.HTTPError(f"{code} Client Error", response=response)
 
-    assert track.refusal_status(RestException({"error_code": "PERMISSION_DENIED", "message": "no"})) == 403
-    assert track.refusal_status(RestException({"error_code": "UNAUTHENTICATED", "message": "no"})) == 401
-    assert track.refusal_status(MlflowException("x", error_code=CUSTOMER_UNAUTHORIZED)) == 401
-    assert track.refusal_status(http_error(403)) == 403 and track.refusal_status(http_error(401)) == 401
-    assert track.refusal_status(http_error(404)) is None
+    assert mlflow_http.refusal_status(RestException({"error_code": "PERMISSION_DENIED", "message": "no"})) == 403
+    assert mlflow_http.refusal_status(RestException({"error_code": "UNAUTHENTICATED", "message": "no"})) == 401
+    assert mlflow_http.refusal_status(MlflowException("x", error_code=CUSTOMER_UNAUTHORIZED)) == 401
+    assert mlflow_http.refusal_status(http_error(403)) == 403 and mlflow_http.refusal_status(http_error(401)) == 401
+    assert mlflow_http.refusal_status(http_error(404)) is None
     try:
         try:
             raise http_error(403)
         except requests.HTTPError as inner:
             raise MlflowException("upload failed") from inner
     except MlflowException as outer:
-        assert track.refusal_status(outer) == 403
+        assert mlflow_http.refusal_status(outer) == 403
     for port in (40355, 40101):
         refused = requests.ConnectionError(f"HTTPConnectionPool(host='127.0.0.1', port={port}): Max retries "
                                            f"exceeded with url: /api/2.0/mlflow/runs/create (Caused by 403 401)")
-        assert track.refusal_status(refused) is None
-    assert track.refusal_status(MlflowException("API request failed with error code 500 != 200")) is None
+        assert mlflow_http.refusal_status(refused) is None
+    assert mlflow_http.refusal_status(MlflowException("API request failed with error code 500 != 200")) is None

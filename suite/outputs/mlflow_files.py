@@ -1,0 +1,54 @@
+"""Which files of a run folder go to a variant's MLflow run, and under which artifact folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from suite.analysis.records import VariantSummary
+from suite.outputs.gpu_series import monitor_files
+
+OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's pictures, on the parent run
+
+
+STAGE_FILES = ("*.log", "*.stacks.json")  # each stage process's log and its stack profile (suite.stages.stacks)
+MAX_STAGE_FILE_BYTES = 64 << 20  # a stage that printed in a loop: its log stays in the run folder, not uploaded
+
+
+def stage_files(vdir: Path) -> list[tuple[str, str]]:
+    """Each stage's log and stack profile in a variant's folder (``stages/``), and a served evaluation's, which
+    the benchmark stage runs in its own folder (``stages/served/``); a file over ``MAX_STAGE_FILE_BYTES`` is left
+    out, with a warning."""
+    import warnings
+
+    found = [(f, "stages") for pattern in STAGE_FILES for f in sorted(vdir.glob(pattern))]
+    found += [(f, "stages/served") for f in (vdir / "benchmark" / "evaluate.log", vdir / "benchmark" / "evaluate.stacks.json")
+              if f.is_file()]
+    kept = []
+    for f, folder in found:
+        if f.stat().st_size > MAX_STAGE_FILE_BYTES:
+            warnings.warn(f"{f}: {f.stat().st_size >> 20} MiB, not logged to MLflow (over "
+                          f"{MAX_STAGE_FILE_BYTES >> 20} MiB); it stays in the run folder", stacklevel=2)
+            continue
+        kept.append((str(f), folder))
+    return kept
+
+
+def variant_artifacts(v: VariantSummary, vdir: Path | None = None) -> list[tuple[str, str]]:
+    """The variant's raw files: lm-eval's results and samples, vLLM's benchmark JSONs, the monitor's samples,
+    the checkpoint's provenance, and (from its folder ``vdir``) every stage's log and stack profile."""
+    files = stage_files(vdir) if vdir is not None and vdir.is_dir() else []
+    if v.evaluate:
+        files.append((v.evaluate.results_file, "lm_eval"))
+        files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
+    if v.benchmark:
+        for p in v.benchmark.points:
+            files += [(r.get("result_file"), "benchmark") for r in p.repetitions] or [(p.result_file, "benchmark")]
+        files.append((v.benchmark.server_log, "benchmark"))
+        out = Path(v.benchmark.server_log).parent
+        files += [(str(f), "benchmark") for f in sorted(out.glob("bench-slo-*.json"))]
+        files.append((str(out / "offline.json"), "benchmark"))
+        files += [(str(f), "benchmark/monitor") for f in monitor_files(out)]
+    if v.quantize:
+        files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
+        files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))
+    return files
