@@ -46,9 +46,12 @@ def run_all(executor: LocalExecutor, jobs: list[Job], seconds: float = 0.3) -> l
     return log
 
 
-def timed_stages(tmp_path: Path, monkeypatch, seconds: float, before: str = "") -> Path:
+def timed_stages(tmp_path: Path, monkeypatch, seconds: float, before: str = "", meet: tuple[str, ...] = ()) -> Path:
     """Stand-in stage interpreters (test_runner_stage.fake_stage) that run ``before``, sleep ``seconds`` and
-    log [stage, variant, CUDA_VISIBLE_DEVICES, start, end] as a JSON line to the returned file."""
+    log [stage, variant, CUDA_VISIBLE_DEVICES, start, end] as a JSON line to the returned file. ``meet``: two
+    "stage:variant" jobs that, once ``tmp_path / "meet"`` exists, wait (up to 60 s) until both have started
+    before their timed sleep, so that whether they overlap does not hang on how fast a process starts (CI saw
+    two stages that the executor ran at once not overlap, when one took longer to start than the other slept)."""
     import textwrap
 
     from test_runner_stage import fake_stage
@@ -60,6 +63,13 @@ def timed_stages(tmp_path: Path, monkeypatch, seconds: float, before: str = "") 
     quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
     script = fake_stage(tmp_path, "import json, time\nstage = sys.argv[-3]\n"
                         "variant = os.path.basename(os.path.dirname(out))\n" + textwrap.dedent(before) + textwrap.dedent(f"""
+        me, meet = f"{{stage}}:{{variant}}", {list(meet)!r}
+        if me in meet and os.path.exists({str(tmp_path / "meet")!r}):
+            started = lambda job: os.path.join({str(tmp_path)!r}, "started-" + job.replace(":", "-"))
+            open(started(me), "w").close()
+            deadline = time.time() + 60
+            while time.time() < deadline and not all(os.path.exists(started(job)) for job in meet):
+                time.sleep(0.02)
         t0 = time.time(); time.sleep({seconds})
         with open({str(calls)!r}, "a") as f:
             f.write(json.dumps([stage, variant, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time()]) + "\\n")
@@ -174,10 +184,11 @@ def test_a_run_on_two_fake_gpus_overlaps_variants_and_keeps_the_results(demo_rec
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
 
-    calls = timed_stages(tmp_path, monkeypatch, seconds=3.0)  # > the jitter of two stage processes starting on 2 busy cores
+    calls = timed_stages(tmp_path, monkeypatch, seconds=1.0, meet=("quantize:fp8-kv", "evaluate:bf16"))
     common = dict(throughput=None, gates__min_throughput_gain=None)
     sequential = execute(load_recipe(demo_recipe_copy(**common)), track=False)
     calls.unlink()
+    (tmp_path / "meet").touch()  # from here, the two jobs that must overlap wait for each other to start
     events = []
     shared = execute(load_recipe(demo_recipe_copy(**common, executor={"gpus": [0, 1],
                                                                       "gpu_fraction": {"evaluate": 0.5}})),

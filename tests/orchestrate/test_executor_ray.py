@@ -28,8 +28,9 @@ def stages(tmp_path, monkeypatch):
     """Stand-in stages that sleep, log (stage, variant, CUDA_VISIBLE_DEVICES, start, end) and, while
     ``kill-me`` exists, write the pid of the Ray worker running them to ``worker.pid`` first."""
     kill = str(tmp_path / "kill-me")
-    # 4 s: longer than a Ray worker takes to start on 2 busy cores (at 1.5 s CI saw the two variants not overlap)
-    return timed_stages(tmp_path, monkeypatch, seconds=4.0, before=f"""
+    # the two jobs that must overlap meet before their timed sleep (at 1.5 s without it, CI saw them not overlap
+    # when a Ray worker took longer to start); the test touches tmp_path / "meet" before the Ray run
+    return timed_stages(tmp_path, monkeypatch, seconds=1.5, meet=("quantize:fp8-kv", "evaluate:bf16"), before=f"""
         import psutil
         if stage == "evaluate" and variant == "fp8-kv" and os.path.exists({kill!r}):
             os.remove({kill!r})
@@ -52,6 +53,7 @@ def test_ray_overlaps_two_variants_and_matches_the_local_executor(demo_recipe_co
         {"name": "tp2", "engine_args": {"tensor_parallel_size": 2}}]
     local = execute(load_recipe(demo_recipe_copy(**COMMON, variants=variants)), track=False)
     stages.unlink()
+    (stages.parent / "meet").touch()
     ray_run = execute(load_recipe(demo_recipe_copy(**COMMON, variants=variants,
                                                    executor={"kind": "ray", "gpus": [0, 1]})), track=False,
                       force=True)  # not the evaluation cache's copies of the local run's results
