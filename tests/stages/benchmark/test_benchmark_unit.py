@@ -53,7 +53,9 @@ def test_stop_process_group_kills_children():
     code = ("import subprocess, time; subprocess.Popen(['sleep', '300']); "
             "subprocess.Popen(['sleep', '301'], process_group=0); time.sleep(300)")  # one in a group of its own
     proc = procs.spawn([sys.executable, "-c", code])
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30  # both children running (a fixed sleep could stop a child mid-spawn)
+    while time.monotonic() < deadline and len([ln for ln in no_leftover("sleep 30") if "sleep 30" in ln]) < 2:
+        time.sleep(0.05)
     benchmark.stop_process_group(proc, grace_s=2)
     time.sleep(0.2)
     assert not [ln for ln in no_leftover("sleep 30") if "sleep 300" in ln or "sleep 301" in ln]
@@ -337,11 +339,11 @@ def test_readiness_gives_up_after_its_budget_with_the_servers_last_line(tmp_path
             bench_server.wait_healthy(proc, port, 3, tmp_path / "server.log", "key", "m", interval_s=0.5)
     finally:
         procs.stop(proc, grace_s=1)
-    assert 3 <= time.monotonic() - start < 8
+    assert 3 <= time.monotonic() - start < 15  # the budget, not the 60 s a stage may give a server
 
 
 def test_a_server_dying_while_not_ready_fails_at_once_not_after_the_budget(tmp_path):
-    """Not ready (503) for 2 s, then dead: the stage says so within about a poll, not after 60 s."""
+    """Not ready (503) for 2 s, then dead: the stage says so at once, not after its 20-s pause between polls."""
     from suite.orchestrate import procs
 
     port = bench_server.free_port()
@@ -350,11 +352,11 @@ def test_a_server_dying_while_not_ready_fails_at_once_not_after_the_budget(tmp_p
     start = time.monotonic()
     try:
         with pytest.raises(benchmark.ServerError) as e:
-            bench_server.wait_healthy(proc, port, 60, tmp_path / "server.log", "key", "m", interval_s=5.0)
+            bench_server.wait_healthy(proc, port, 60, tmp_path / "server.log", "key", "m", interval_s=20.0)
     finally:
         procs.stop(proc, grace_s=1)
-    # a 5 s pause between polls, but the pause is a wait on the process: its death ends it
-    assert time.monotonic() - start < 5, time.monotonic() - start
+    # a 20 s pause between polls, but the pause is a wait on the process: its death (~2 s) ends it
+    assert time.monotonic() - start < 12, time.monotonic() - start
     assert "before it was ready" in str(e.value) and "RuntimeError: engine core died" in str(e.value)
 
 
