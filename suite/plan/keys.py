@@ -93,7 +93,10 @@ GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / "evaluate"
 
 
 class FileHashes:
-    """sha256 of files, remembered by (path, size, mtime_ns) in a JSON file: unchanged files are not read again."""
+    """sha256 of files, remembered by (path, size, mtime_ns, inode, ctime_ns) in a JSON file: unchanged files are
+    not read again. The inode and ctime are there because size and mtime can be kept by a change: ``rsync -t``,
+    ``cp -p`` or ``touch -d`` put a same-size file's old mtime back, but a write, a rename onto the path or a
+    ``utime`` call always sets ctime (no call sets it back), and a file put in place by a rename has a new inode."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -107,10 +110,10 @@ class FileHashes:
 
     def sha256(self, f: Path) -> str:
         st = f.stat()
-        ident = [st.st_size, st.st_mtime_ns]
+        ident = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
         hit = self.known.get(str(f))
-        if hit and hit[:2] == ident:
-            return hit[2]
+        if hit and len(hit) == len(ident) + 1 and hit[:-1] == ident:
+            return hit[-1]
         h = hashlib.sha256()
         with open(f, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):

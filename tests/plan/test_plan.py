@@ -171,3 +171,31 @@ def test_a_resumed_run_planned_before_batch_limits_keeps_vllms_own(demo_recipe_c
     (run / "plan.json").write_text(json.dumps(stored))
     keep_batch_limits_of_older_runs(plan, run)
     assert {vp.evaluate.batch_limits for vp in plan.variants} == {"llm"}
+
+
+def test_the_hash_cache_sees_a_same_size_change_whose_old_mtime_was_put_back(tmp_path):
+    """``rsync -t`` / ``cp -p`` / ``touch -d`` keep a changed file's size and mtime: the remembered hash must not be
+    reused (a stale content key would give a cached evaluation of other weights). A file left alone is not read
+    again."""
+    import hashlib
+    import os
+
+    from suite.plan.keys import FileHashes
+
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(b"A" * 4096)
+    cache = FileHashes(tmp_path / "hashes.json")
+    first = cache.sha256(f)
+    cache.save()
+    again = FileHashes(tmp_path / "hashes.json")
+    assert again.sha256(f) == first and not again.dirty  # unchanged: from the cache, not read
+    st = f.stat()
+    f.write_bytes(b"B" * 4096)  # same size
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # the old mtime put back
+    assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_size == st.st_size
+    assert again.sha256(f) == hashlib.sha256(b"B" * 4096).hexdigest() != first
+    replaced = tmp_path / "other"
+    replaced.write_bytes(b"C" * 4096)
+    os.utime(replaced, ns=(st.st_atime_ns, st.st_mtime_ns))
+    replaced.replace(f)  # a same-size, same-mtime file renamed onto the path
+    assert again.sha256(f) == hashlib.sha256(b"C" * 4096).hexdigest()
