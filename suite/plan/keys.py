@@ -24,31 +24,25 @@ def quantizer_versions() -> dict[str, str | None]:
     return {d: versions.get(d) for d in QUANTIZER_PACKAGES}
 
 
-SMALL_FILE = 64 << 20
-EDGE = 1 << 20
-
-
-def weights_fingerprint(model_path: str) -> str:
-    """Identity of a local model by content, not by file times (a copied folder keeps its key; the GPU
-    run copies the repository and re-quantized everything when mtimes were part of the key): every
-    file's name and size, the whole content of files up to 64 MiB (config, tokenizer), and the first
-    and last MiB of larger ones (weights). A hub id: the id."""
+def weights_fingerprint(model_path: str, hashes: "FileHashes | None" = None) -> str:
+    """Identity of a local model by content, not by file times (a copied folder keeps its key; the GPU run copies
+    the repository and re-quantized everything when mtimes were part of the key): every file's name and the sha256
+    of its whole content, remembered per machine (``FileHashes``), so a model is read once. A hub id: the id.
+    (Until 2026-12-05 only the first and last MiB of files over 64 MiB were read: weights changed in between, say
+    a fine-tune of middle layers written over the same folder, kept the key, its checkpoint and its cached
+    evaluations.)"""
     p = Path(model_path)
     if not p.is_dir():
         return model_path
+    own = hashes is None
+    hashes = hashes or _hash_cache()
     h = hashlib.sha256()
     for f in sorted(p.iterdir()):
         if not f.is_file() or f.name.startswith("."):
             continue
-        size = f.stat().st_size
-        h.update(f"{f.name}:{size}".encode())
-        with open(f, "rb") as fh:
-            if size <= SMALL_FILE:
-                h.update(fh.read())
-            else:
-                h.update(fh.read(EDGE))
-                fh.seek(size - EDGE)
-                h.update(fh.read(EDGE))
+        h.update(f"{f.name}:{f.stat().st_size}:{hashes.sha256(f)}".encode())
+    if own:
+        hashes.save()
     return h.hexdigest()
 
 

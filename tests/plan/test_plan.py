@@ -77,14 +77,14 @@ def test_model_fingerprint_follows_content_not_file_times(tmp_path):
     import os
     import shutil
 
-    from suite.plan.keys import EDGE, SMALL_FILE, weights_fingerprint
+    from suite.plan.keys import FileHashes, weights_fingerprint
 
     src = tmp_path / "m"
     src.mkdir()
     (src / "config.json").write_text('{"hidden_size": 8}')
     big = src / "model.safetensors"
-    with open(big, "wb") as fh:
-        fh.write(b"a" * (SMALL_FILE + 3 * EDGE))
+    size = 66 << 20  # over the 64 MiB above which only the first and last MiB were read
+    big.write_bytes(b"a" * size)
     a = weights_fingerprint(str(src))
     copy = tmp_path / "copy"
     shutil.copytree(src, copy)
@@ -92,10 +92,12 @@ def test_model_fingerprint_follows_content_not_file_times(tmp_path):
     assert weights_fingerprint(str(copy)) == a
     (copy / "config.json").write_text('{"hidden_size": 9}')
     assert weights_fingerprint(str(copy)) != a
-    with open(src / "model.safetensors", "r+b") as fh:  # the last MiB of a large file changes
-        fh.seek(SMALL_FILE + 3 * EDGE - 10)
+    hashes = FileHashes(tmp_path / "hashes.json")
+    assert weights_fingerprint(str(src), hashes) == a
+    with open(big, "r+b") as fh:  # one byte in the middle of the weights (not read before 2026-12-05)
+        fh.seek(size // 2)
         fh.write(b"b")
-    assert weights_fingerprint(str(src)) != a
+    assert weights_fingerprint(str(src), hashes) != a
     assert weights_fingerprint("org/name") == "org/name"
 
 
