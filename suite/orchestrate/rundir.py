@@ -62,10 +62,11 @@ def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     if resume:
         keep_batch_limits_of_older_runs(plan, run_dir)
-    kept = kept_results(loaded, plan, run_dir, resume)
+    notes: list[str] = []
+    kept = kept_results(loaded, plan, run_dir, resume, notes)
     if not resume:
         (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
-    return plan, kept
+    return plan, kept, notes
 
 
 def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
@@ -87,24 +88,69 @@ def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
 REBUILD = "quantize (rebuilt)"  # kept_results' key for a quantize result whose checkpoint is no longer there
 
 
-def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> dict:
+SERVE_STAGES = ("evaluate", "benchmark")  # the stages that run in the serve environment and record its versions
+
+
+def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, notes: list[str] | None = None) -> dict:
     """{(stage, variant): result} a resumed run keeps (none for a new run), and under (REBUILD, variant)
-    the quantize results whose checkpoints are gone; when a resume still has jobs to run, a SuiteError if
-    this machine cannot serve the recipe."""
+    the quantize results whose checkpoints are gone or whose content key is no longer the plan's; when a resume
+    still has jobs to run, a SuiteError if this machine cannot serve the recipe. A kept evaluate or benchmark
+    result made with other versions of the serve environment's key packages (vLLM, lm-eval, torch,
+    transformers) than it has now is not kept: its file is renamed ``.stale-versions`` and its job runs again
+    (a resumed run must not pair scores of two vLLMs). ``notes`` gets a line for each result not kept."""
     from suite.orchestrate.jobs import read_result
 
+    notes = notes if notes is not None else []
     kept = {(stage, name): res for stage, name in plan.jobs()
             if resume and (res := read_result(run_dir / "variants" / name, stage)[0]) is not None}
+    planned_keys = {vp.variant.name: vp.quantize.key for vp in plan.variants if vp.quantize is not None}
     for (stage, name), res in list(kept.items()):
-        if stage == "quantize" and not (Path(res.checkpoint) / ".complete").is_file():
+        if stage != "quantize":
+            continue
+        if res.key != planned_keys.get(name):
+            # what builds the checkpoint changed since (the base model's content, the quantization, the calibration
+            # data or the quantizer's versions): it is built again, like a lost one, and what was made with the old
+            # one is redone unless the new one is the same, byte for byte (runner.rebuilt)
+            notes.append(f"{name}: the checkpoint's content key changed since the run began ({res.key[:12]} -> "
+                         f"{str(planned_keys.get(name))[:12]}): it is built again")
+            kept[REBUILD, name] = kept.pop((stage, name))
+        elif not (Path(res.checkpoint) / ".complete").is_file():
             # a fresh machine: the checkpoint is gone. The quantize job runs again and rebuilds it from its
             # content key; runner.schedule compares the rebuild's content hash with the recorded one
             # (REBUILD: this result) and redoes what was made with a checkpoint that differs.
             kept[REBUILD, name] = kept.pop((stage, name))
+    notes += drop_other_versions(kept, run_dir)
     if resume and len([k for k in kept if k[0] != REBUILD]) < len(plan.jobs()):  # something will run: can we serve it?
         if problems := serving_problems(loaded):
             raise SuiteError(problems)
     return kept
+
+
+def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
+    """Drop from ``kept`` (and rename in the folder) the evaluate and benchmark results whose recorded versions of
+    the key packages differ from the serve environment's now; a line for each. Results that recorded none (older
+    ones) are kept, and the environment is asked only when some result recorded versions."""
+    from suite.plan.keys import KEY_PACKAGES
+
+    recorded = {k: r for k, r in kept.items() if k[0] in SERVE_STAGES and getattr(r, "versions", None)}
+    if not recorded:
+        return []
+    from suite.orchestrate.envs import serve_versions
+
+    now = serve_versions()
+    notes = []
+    for (stage, name), res in recorded.items():
+        changed = [f"{p} {res.versions.get(p)} -> {now.get(p)}" for p in KEY_PACKAGES
+                   if res.versions.get(p) != now.get(p)]
+        if not changed:
+            continue
+        del kept[stage, name]
+        path = run_dir / "variants" / name / f"{stage}.result.json"
+        if path.is_file():  # a resume interrupted before it runs again must not find it either
+            path.rename(path.with_name(f"{stage}.result.stale-versions.json"))
+        notes.append(f"{name}: its {stage} result was made with other versions than this environment's "
+                     f"({', '.join(changed)}): it runs again")
+    return notes
 
 
 def plan_json(plan, recipe_path: Path | None = None) -> str:

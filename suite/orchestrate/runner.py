@@ -63,13 +63,14 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
 def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
              resume: Path | None, watch: Watcher | None = None) -> "summaries.RunSummary":
     r = loaded.recipe
-    plan, kept = rundir.prepare(loaded, run_dir, out_root, resume is not None)
+    plan, kept, resume_notes = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     env = envs.stage_env(plan.env)
     quantizes = any(vp.quantize for vp in plan.variants)
     earlier = summaries.RunSummary.read(run_dir / "summary.json") if resume and (run_dir / "summary.json").is_file() else None
     summary = summaries.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
                               versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
                               started=now())
+    summary.warnings += resume_notes  # results of the earlier attempt made from other inputs, not kept
     if lock.taken_over:
         t = lock.taken_over
         summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "

@@ -73,8 +73,9 @@ def timed_stages(tmp_path: Path, monkeypatch, seconds: float, before: str = "", 
         t0 = time.time(); time.sleep({seconds})
         with open({str(calls)!r}, "a") as f:
             f.write(json.dumps([stage, variant, os.environ.get("CUDA_VISIBLE_DEVICES"), t0, time.time()]) + "\\n")
-        if stage == "quantize":
-            result_json = {quantized.model_dump_json()!r}
+        if stage == "quantize":  # with the planned content key, as the quantize stage writes it
+            result_json = json.dumps({{**json.loads({quantized.model_dump_json()!r}),
+                                       "key": json.load(open(sys.argv[-2]))["key"]}})
         write_result()
     """))
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)

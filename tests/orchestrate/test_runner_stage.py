@@ -133,8 +133,8 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
         if stage == "evaluate" and variant == "fp8-kv" and os.path.exists({str(fail_flag)!r}):
             print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
             sys.exit(1)
-        if stage == "quantize":
-            result_json = {quantized.model_dump_json()!r}
+        if stage == "quantize":  # with the planned content key, as the quantize stage writes it
+            result_json = json.dumps({{**json.loads({quantized.model_dump_json()!r}), "key": cfg["key"]}})
         write_result()
     """)
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)
@@ -200,7 +200,8 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
         if stage == "quantize":
             os.makedirs({str(ckpt)!r}, exist_ok=True)
             open(os.path.join({str(ckpt)!r}, ".complete"), "w").write("k")
-            result_json = json.dumps({{"checkpoint": {str(ckpt)!r}, "key": "k", "cache_hit": False, "wall_s": 1.0,
+            result_json = json.dumps({{"checkpoint": {str(ckpt)!r}, "key": json.load(open(sys.argv[-2]))["key"],
+                                      "cache_hit": False, "wall_s": 1.0,
                                       "content_sha256": open({str(sha)!r}).read()}})
         write_result()
     """)
@@ -224,6 +225,57 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
         assert ran == ["quantize fp8-kv", "evaluate fp8-kv"]
         assert "differs" in warning and "redoing evaluate fp8-kv" in warning
         assert resumed.variants[1].quantize.content_sha256 == "b" * 64
+
+
+def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_path, monkeypatch):
+    """Between the attempts the quantizer was upgraded (the checkpoint's content key changes) and the evaluations of
+    the first attempt say they ran on another vLLM than the serve environment has now: the checkpoint is built
+    again (the same bytes here, so nothing is redone for it), and every evaluation recorded with other versions
+    runs again, its old result renamed .stale-versions; the summary says why. A result with this environment's
+    versions is kept."""
+    import json
+
+    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, serve_versions
+    from suite.orchestrate.rundir import load_run_recipe
+    from suite.orchestrate.runner import execute
+    from suite.plan import planner
+    from suite.recipe import load_recipe
+
+    calls, versions, ckpt = tmp_path / "calls.txt", tmp_path / "versions.json", tmp_path / "ckpt"
+    script = fake_stage(tmp_path, f"""
+        import json
+        stage = sys.argv[-3]
+        variant = os.path.basename(os.path.dirname(out))
+        open({str(calls)!r}, "a").write(f"{{stage}} {{variant}}\\n")
+        if stage == "quantize":
+            os.makedirs({str(ckpt)!r}, exist_ok=True)
+            open(os.path.join({str(ckpt)!r}, ".complete"), "w").write("k")
+            result_json = json.dumps({{"checkpoint": {str(ckpt)!r}, "key": json.load(open(sys.argv[-2]))["key"],
+                                      "cache_hit": False, "wall_s": 1.0, "content_sha256": "a" * 64}})
+        else:  # the versions this evaluation says it ran with
+            result_json = json.dumps({{**json.loads(result_json), "versions": json.load(open({str(versions)!r}))[variant]}})
+        write_result()
+    """)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    now = serve_versions()  # what the serve environment has (the stand-in answers as this interpreter)
+    versions.write_text(json.dumps({"bf16": now, "fp8-kv": {**now, "torch": "0.0.1-older"}}))
+    first = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)), track=False)
+    run_dir = Path(first.run_dir)
+    key = first.variants[1].quantize.key
+    real = planner.quantizer_versions
+    monkeypatch.setattr(planner, "quantizer_versions", lambda: {**real(), "llmcompressor": "99.0"})
+    calls.write_text("")
+    resumed = execute(load_run_recipe(run_dir), track=False, resume=run_dir)
+    assert calls.read_text().split("\n")[:-1] == ["quantize fp8-kv", "evaluate fp8-kv"]
+    assert resumed.variants[1].quantize.key != key and all(not v.errors for v in resumed.variants)
+    assert any(f"fp8-kv: the checkpoint's content key changed since the run began ({key[:12]} -> " in w
+               for w in resumed.warnings)
+    assert any("identical" in w for w in resumed.warnings)  # the same bytes: nothing redone for the checkpoint
+    assert any(w.startswith("fp8-kv: its evaluate result was made with other versions than this environment's "
+                            f"(torch 0.0.1-older -> {now.get('torch')})") for w in resumed.warnings), resumed.warnings
+    assert (run_dir / "variants" / "fp8-kv" / "evaluate.result.stale-versions.json").is_file()
+    assert not (run_dir / "variants" / "bf16" / "evaluate.result.stale-versions.json").exists()
 
 
 def test_an_engine_core_failure_names_its_root_cause_not_the_wrapper():
