@@ -120,6 +120,9 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         engine_args = engine_args_as_vllm_takes_them(variant.engine_args)
         if q is None and r.model.weights == "random":
             engine_args.setdefault("load_format", "dummy")  # config.json only: vLLM fills random weights
+        if q is None and r.model.revision:  # the hub revision the checkpoints were built from, served and scored too
+            # (and so in the evaluation cache key); lm-eval loads its own tokenizer by tokenizer_revision
+            engine_args.update(revision=r.model.revision, tokenizer_revision=r.model.revision)
         if variant.kv_scales == "dynamic":
             engine_args[kv.DYNAMIC_ARG] = True
         if isinstance(variant.kv_skip_layers, list):

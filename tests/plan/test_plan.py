@@ -201,3 +201,26 @@ def test_the_hash_cache_sees_a_same_size_change_whose_old_mtime_was_put_back(tmp
     os.utime(replaced, ns=(st.st_atime_ns, st.st_mtime_ns))
     replaced.replace(f)  # a same-size, same-mtime file renamed onto the path
     assert again.sha256(f) == hashlib.sha256(b"C" * 4096).hexdigest()
+
+
+def test_a_hub_models_revision_reaches_the_engines_and_the_evaluation_key(demo_recipe_copy, tmp_path):
+    """``model.revision`` pins what the checkpoints are built from; the baseline is served and scored from it too
+    (before, vLLM loaded the default branch for the baseline while the FP8 builds came from the pinned revision),
+    and another revision is another evaluation cache key."""
+    from suite.plan.keys import cache_key
+    from suite.stages.benchmark.server import serve_command
+
+    def baseline(revision):
+        loaded = load_recipe(demo_recipe_copy(model__id="HuggingFaceTB/SmolLM2-135M-Instruct", model__revision=revision))
+        return make_plan(loaded, tmp_path / f"run-{revision}").variants[0]
+
+    a, b = baseline("abc123"), baseline("def456")
+    assert a.evaluate.engine.engine_args["revision"] == "abc123" == a.benchmark.engine.engine_args["revision"]
+    assert a.evaluate.engine.engine_args["tokenizer_revision"] == "abc123"  # lm-eval's own tokenizer
+    cmd = serve_command(a.benchmark.engine, 8000, 1, 0)
+    assert cmd[cmd.index("--revision") + 1] == "abc123"
+    versions = {"vllm": "x"}
+    assert cache_key(a.evaluate, "HuggingFaceTB/SmolLM2-135M-Instruct", versions) != \
+        cache_key(b.evaluate, "HuggingFaceTB/SmolLM2-135M-Instruct", versions)
+    quantized = make_plan(load_recipe(demo_recipe_copy(model__revision="abc123")), tmp_path / "run-local").variants[1]
+    assert "revision" not in quantized.evaluate.engine.engine_args  # a local checkpoint has no hub revision
