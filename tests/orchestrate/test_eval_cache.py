@@ -33,6 +33,10 @@ def test_key_follows_what_decides_the_scores(demo_recipe_copy, tmp_path):
     assert key != keys.cache_key(cfg, "model-a", {**VERSIONS, "lm-eval": "0.4.14"})
     assert key != keys.cache_key(plan(eval__max_gen_toks=64).variants[0].evaluate, "model-a", VERSIONS)
     assert key != keys.cache_key(plan(eval__tasks__1__limit=4).variants[0].evaluate, "model-a", VERSIONS)
+    # vLLM's switches that pick kernels are in the key; where its files and logs go is not
+    assert key != keys.cache_key(cfg, "model-a", VERSIONS, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    assert key == keys.cache_key(cfg, "model-a", VERSIONS, env={"VLLM_CACHE_ROOT": "/x", "PATH": "/bin",
+                                                               "CUDA_VISIBLE_DEVICES": "1"})
 
 
 def test_store_then_lookup_survives_the_run_folder(tmp_path):
