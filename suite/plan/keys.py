@@ -144,11 +144,25 @@ def _hash_cache() -> FileHashes:
     return FileHashes(cache_dir() / "file-sha256.json")
 
 
+def _files_under(folder: Path) -> list[Path]:
+    """Every file under ``folder``, through symlinked sub-folders too (what a task reads through them is data; Path.rglob
+    does not follow them on Python 3.11), each real folder once (a link loop ends), in sorted order."""
+    out, seen = [], set()
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen or "__pycache__" in Path(root).parts:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        out += [Path(root) / f for f in files if (Path(root) / f).is_file()]
+    return sorted(out)
+
+
 def _tree_digest(folder: Path, hashes: FileHashes | None = None) -> str:
     """One digest of every file's relative name and content under ``folder``."""
     h = hashlib.sha256()
     if folder.is_dir():
-        for f in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        for f in _files_under(folder):
             h.update(str(f.relative_to(folder)).encode() + b"\0")
             h.update((hashes.sha256(f) if hashes else hashlib.sha256(f.read_bytes()).hexdigest()).encode())
     return h.hexdigest()

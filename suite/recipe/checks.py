@@ -6,7 +6,7 @@ import math
 import tempfile
 
 from suite.errors import Problem, SuiteError
-from suite.recipe.load import LoadedRecipe, is_local_model
+from suite.recipe.load import LoadedRecipe
 
 
 PERPLEXITY_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")  # = suite.analysis.paired.PPL_METRICS
@@ -24,7 +24,7 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
 
     r, f = loaded.recipe, str(loaded.path)
     problems: list[Problem] = []
-    if is_local_model(r.model.id) and not (loaded.resolve(r.model.id) / "config.json").is_file():
+    if loaded.model_is_local() and not (loaded.resolve(r.model.id) / "config.json").is_file():
         problems.append(
             Problem(f, "model.id", f"no model folder with config.json at {loaded.resolve(r.model.id)}",
                     "run scripts/setup.sh (demo model) or give a Hugging Face id / an existing folder")

@@ -95,11 +95,9 @@ def _sections(r):
 
 def reference_problems(loaded) -> list[Problem]:
     """kv_skip_layers within the model's num_hidden_layers (config.json); kvcheck switched off where needed."""
-    from suite.recipe.load import is_local_model
-
     r, f = loaded.recipe, str(loaded.path)
     out: list[Problem] = []
-    n = num_hidden_layers(loaded.resolve(r.model.id)) if is_local_model(r.model.id) else None
+    n = num_hidden_layers(loaded.resolve(r.model.id)) if loaded.model_is_local() else None
     for where, v in _sections(r):
         if isinstance(v.kv_skip_layers, list) and n is not None and (bad := [i for i in v.kv_skip_layers if i >= n]):
             out.append(Problem(f, f"{where}.kv_skip_layers", f"layer(s) {bad} out of range: the model has "

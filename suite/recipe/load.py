@@ -30,10 +30,17 @@ class LoadedRecipe(BaseModel):
         p = Path(rel).expanduser()
         return p if p.is_absolute() else (self.path.parent / p).resolve()
 
+    def model_is_local(self) -> bool:
+        """A folder: a path by its form (./, /, ~, or not org/name), or an org/name that is a folder beside the
+        recipe (``models/my-finetune``: as transformers would, the folder wins over a hub id of that name; before,
+        it was keyed as a hub id, by its name alone, and a rewritten fine-tune kept its checkpoints)."""
+        m = self.recipe.model.id
+        return is_local_model(m) or self.resolve(m).is_dir()
+
     def model_path(self) -> str:
         """Local folder (absolute) for a local model; the hub id unchanged otherwise."""
         m = self.recipe.model.id
-        return str(self.resolve(m)) if is_local_model(m) else m
+        return str(self.resolve(m)) if self.model_is_local() else m
 
 
 def is_local_model(model_id: str) -> bool:

@@ -224,3 +224,38 @@ def test_a_hub_models_revision_reaches_the_engines_and_the_evaluation_key(demo_r
         cache_key(b.evaluate, "HuggingFaceTB/SmolLM2-135M-Instruct", versions)
     quantized = make_plan(load_recipe(demo_recipe_copy(model__revision="abc123")), tmp_path / "run-local").variants[1]
     assert "revision" not in quantized.evaluate.engine.engine_args  # a local checkpoint has no hub revision
+
+
+def test_an_org_name_shaped_folder_beside_the_recipe_is_a_local_model(demo_recipe_copy, tmp_path):
+    """``model.id: models/my-finetune`` is a folder, not a hub id: its content keys its checkpoints (before, the
+    name alone did, and a rewritten fine-tune kept them)."""
+    import shutil
+
+    folder = tmp_path / "models" / "my-finetune"  # the recipe copy is written to tmp_path
+    folder.mkdir(parents=True)
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(ROOT / "models" / "smollm2-135m-instruct" / f, folder / f)
+    (folder / "model.safetensors").write_bytes(b"a" * 1024)
+    loaded = load_recipe(demo_recipe_copy(model__id="models/my-finetune"))
+    assert loaded.model_is_local() and loaded.model_path() == str(folder.resolve())
+    key = make_plan(loaded, tmp_path / "run").variants[1].quantize.key
+    (folder / "model.safetensors").write_bytes(b"b" * 1024)  # the fine-tune rewritten in place
+    assert make_plan(loaded, tmp_path / "run2").variants[1].quantize.key != key
+    assert not load_recipe(demo_recipe_copy(model__id="org/not-here")).model_is_local()
+
+
+def test_the_data_digest_reads_through_symlinked_folders(tmp_path):
+    """A data folder whose gsm8k is a link to elsewhere: a change there is a new digest (Path.rglob did not follow
+    the link), and a link loop ends."""
+    from suite.plan.keys import _tree_digest
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "test.jsonl").write_text('{"q": 1}\n')
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "gsm8k").symlink_to(elsewhere, target_is_directory=True)
+    (data / "loop").symlink_to(data, target_is_directory=True)
+    before = _tree_digest(data)
+    (elsewhere / "test.jsonl").write_text('{"q": 2}\n')
+    assert _tree_digest(data) != before
