@@ -97,7 +97,7 @@ GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / "evaluate"
 
 
 class FileHashes:
-    """sha256 of files, remembered by (path, size, mtime_ns, inode, ctime_ns) in a JSON file: unchanged files are
+    """sha256 of files, remembered by (path, size, mtime_ns, device, inode, ctime_ns) in a JSON file: unchanged files are
     not read again. The inode and ctime are there because size and mtime can be kept by a change: ``rsync -t``,
     ``cp -p`` or ``touch -d`` put a same-size file's old mtime back, but a write, a rename onto the path or a
     ``utime`` call always sets ctime (no call sets it back), and a file put in place by a rename has a new inode."""
@@ -114,7 +114,7 @@ class FileHashes:
 
     def sha256(self, f: Path) -> str:
         st = f.stat()
-        ident = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+        ident = [st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_ctime_ns]
         hit = self.known.get(str(f))
         if hit and len(hit) == len(ident) + 1 and hit[:-1] == ident:
             return hit[-1]
@@ -131,7 +131,9 @@ class FileHashes:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            import threading  # the local executor's jobs are threads of one process
+
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps(self.known))
             tmp.replace(self.path)
         except OSError:
