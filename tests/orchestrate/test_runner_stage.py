@@ -178,6 +178,24 @@ def test_stage_processes_get_no_tracking_or_cloud_credentials(monkeypatch):
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
 
 
+def checkpointing_stage(tmp_path: Path, calls: Path, ckpt: Path, sha: Path, other: str = "") -> str:
+    """A stand-in for every stage that logs "stage variant" to ``calls``; its quantize makes ``ckpt`` (complete) and
+    writes the planned content key with the content hash in ``sha``; the other stages run ``other`` first."""
+    other = textwrap.indent(textwrap.dedent(other).strip() or "pass", " " * 4)
+    return fake_stage(tmp_path, textwrap.dedent(f"""
+        import json
+        stage = sys.argv[-3]
+        variant = os.path.basename(os.path.dirname(out))
+        open({str(calls)!r}, "a").write(f"{{stage}} {{variant}}\\n")
+        if stage == "quantize":
+            os.makedirs({str(ckpt)!r}, exist_ok=True)
+            open(os.path.join({str(ckpt)!r}, ".complete"), "w").write("k")
+            result_json = json.dumps({{"checkpoint": {str(ckpt)!r}, "key": json.load(open(sys.argv[-2]))["key"],
+                                      "cache_hit": False, "wall_s": 1.0, "content_sha256": open({str(sha)!r}).read()}})
+        else:
+    """) + other + "\nwrite_result()\n")
+
+
 @pytest.mark.parametrize("same", [True, False])
 def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_different_one_made(
         demo_recipe_copy, tmp_path, monkeypatch, same):
@@ -192,19 +210,7 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
     calls, sha = tmp_path / "calls.txt", tmp_path / "sha"
     ckpt = tmp_path / "ckpt"
     sha.write_text("a" * 64)
-    script = fake_stage(tmp_path, f"""
-        import json
-        stage = sys.argv[-3]
-        variant = os.path.basename(os.path.dirname(out))
-        open({str(calls)!r}, "a").write(f"{{stage}} {{variant}}\\n")
-        if stage == "quantize":
-            os.makedirs({str(ckpt)!r}, exist_ok=True)
-            open(os.path.join({str(ckpt)!r}, ".complete"), "w").write("k")
-            result_json = json.dumps({{"checkpoint": {str(ckpt)!r}, "key": json.load(open(sys.argv[-2]))["key"],
-                                      "cache_hit": False, "wall_s": 1.0,
-                                      "content_sha256": open({str(sha)!r}).read()}})
-        write_result()
-    """)
+    script = checkpointing_stage(tmp_path, calls, ckpt, sha)
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)
     monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
     first = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)), track=False)
@@ -241,20 +247,10 @@ def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_pat
     from suite.plan import planner
     from suite.recipe import load_recipe
 
-    calls, versions, ckpt = tmp_path / "calls.txt", tmp_path / "versions.json", tmp_path / "ckpt"
-    script = fake_stage(tmp_path, f"""
-        import json
-        stage = sys.argv[-3]
-        variant = os.path.basename(os.path.dirname(out))
-        open({str(calls)!r}, "a").write(f"{{stage}} {{variant}}\\n")
-        if stage == "quantize":
-            os.makedirs({str(ckpt)!r}, exist_ok=True)
-            open(os.path.join({str(ckpt)!r}, ".complete"), "w").write("k")
-            result_json = json.dumps({{"checkpoint": {str(ckpt)!r}, "key": json.load(open(sys.argv[-2]))["key"],
-                                      "cache_hit": False, "wall_s": 1.0, "content_sha256": "a" * 64}})
-        else:  # the versions this evaluation says it ran with
-            result_json = json.dumps({{**json.loads(result_json), "versions": json.load(open({str(versions)!r}))[variant]}})
-        write_result()
+    calls, versions, ckpt, sha = tmp_path / "calls.txt", tmp_path / "versions.json", tmp_path / "ckpt", tmp_path / "sha"
+    sha.write_text("a" * 64)
+    script = checkpointing_stage(tmp_path, calls, ckpt, sha, other=f"""  # the versions this evaluation ran with
+        result_json = json.dumps({{**json.loads(result_json), "versions": json.load(open({str(versions)!r}))[variant]}})
     """)
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)
     monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
