@@ -97,7 +97,9 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, notes:
     still has jobs to run, a SuiteError if this machine cannot serve the recipe. A kept evaluate or benchmark
     result made with other versions of the serve environment's key packages (vLLM, lm-eval, torch,
     transformers) than it has now is not kept: its file is renamed ``.stale-versions`` and its job runs again
-    (a resumed run must not pair scores of two vLLMs). ``notes`` gets a line for each result not kept."""
+    (a resumed run must not pair scores of two vLLMs), and neither are the results of an unquantized variant whose
+    model's content changed since the run began (``drop_other_base_models``). ``notes`` gets a line for each result
+    not kept."""
     from suite.orchestrate.jobs import read_result
 
     notes = notes if notes is not None else []
@@ -119,6 +121,8 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, notes:
             # content key; runner.schedule compares the rebuild's content hash with the recorded one
             # (REBUILD: this result) and redoes what was made with a checkpoint that differs.
             kept[REBUILD, name] = kept.pop((stage, name))
+    if resume:
+        notes += drop_other_base_models(plan, kept, run_dir)
     notes += drop_other_versions(kept, run_dir)
     if resume and len([k for k in kept if k[0] != REBUILD]) < len(plan.jobs()):  # something will run: can we serve it?
         if problems := serving_problems(loaded):
@@ -164,4 +168,43 @@ def plan_json(plan, recipe_path: Path | None = None) -> str:
         "variants": {vp.variant.name: {"model_path": vp.model_path,
                                        **{s: (c.model_dump() if (c := vp.config(s)) else None) for s in RUN_ORDER}}
                      for vp in plan.variants},
+        "base_fingerprints": base_fingerprints(plan),
     }, indent=2)
+
+
+def base_fingerprints(plan) -> dict[str, str]:
+    """The content fingerprint of the model each unquantized variant is served from (``keys.weights_fingerprint``,
+    through the per-machine hash cache): a resume redoes that variant's results when its model changed since."""
+    from suite.plan.keys import weights_fingerprint
+
+    return {vp.variant.name: weights_fingerprint(vp.model_path) for vp in plan.variants if vp.quantize is None}
+
+
+def drop_other_base_models(plan, kept: dict, run_dir: Path) -> list[str]:
+    """Drop from ``kept`` (and rename in the folder, ``.stale-model``) the results of each unquantized variant whose
+    model's fingerprint differs from the one plan.json recorded when the run began (a folder rewritten between the
+    attempts), and record the new fingerprints there, so that the results made now stand at a later resume; a line
+    for each variant. A plan.json from before fingerprints were recorded: nothing is checked."""
+    path = run_dir / "plan.json"
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    recorded = stored.get("base_fingerprints")
+    if not isinstance(recorded, dict):
+        return []
+    now = base_fingerprints(plan)
+    notes = []
+    for name, fingerprint in now.items():
+        if recorded.get(name) in (None, fingerprint):
+            continue
+        dropped = sorted(stage for stage, v in list(kept) if v == name and kept.pop((stage, v)) is not None)
+        for stage in dropped:
+            res = run_dir / "variants" / name / f"{stage}.result.json"
+            if res.is_file():
+                res.rename(res.with_name(f"{stage}.result.stale-model.json"))
+        notes.append(f"{name}: its model's content changed since the run began ({recorded[name][:12]} -> "
+                     f"{fingerprint[:12]}): {', '.join(dropped) or 'nothing kept yet'} run again")
+    if notes:
+        path.write_text(json.dumps({**stored, "base_fingerprints": {**recorded, **now}}, indent=2))
+    return notes

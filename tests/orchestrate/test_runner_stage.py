@@ -274,6 +274,48 @@ def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_pat
     assert not (run_dir / "variants" / "bf16" / "evaluate.result.stale-versions.json").exists()
 
 
+def test_resume_redoes_the_results_of_a_base_model_rewritten_between_the_attempts(demo_recipe_copy, tmp_path,
+                                                                                     monkeypatch):
+    """The base model's folder is rewritten between the attempts (same names and sizes, other weights): the
+    baseline's results are not kept (renamed .stale-model) and run again, and a second resume keeps what the first
+    made. The quantized variant's checkpoint key follows the model's content, so it is built again too."""
+    import json
+    import shutil
+
+    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV
+    from suite.orchestrate.rundir import load_run_recipe
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    from conftest import ROOT
+
+    model = tmp_path / "model"
+    model.mkdir()
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(ROOT / "models" / "smollm2-135m-instruct" / f, model / f)
+    (model / "model.safetensors").write_bytes(b"a" * 4096)
+    calls, ckpt, sha = tmp_path / "calls.txt", tmp_path / "ckpt", tmp_path / "sha"
+    sha.write_text("a" * 64)
+    script = checkpointing_stage(tmp_path, calls, ckpt, sha)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    first = execute(load_recipe(demo_recipe_copy(model__id=str(model), throughput=None,
+                                                 gates__min_throughput_gain=None)), track=False)
+    run_dir = Path(first.run_dir)
+    recorded = json.loads((run_dir / "plan.json").read_text())["base_fingerprints"]
+    assert set(recorded) == {"bf16"}
+    (model / "model.safetensors").write_bytes(b"b" * 4096)
+    calls.write_text("")
+    resumed = execute(load_run_recipe(run_dir), track=False, resume=run_dir)
+    assert calls.read_text().split("\n")[:-1] == ["quantize fp8-kv", "evaluate bf16"]
+    assert any(w.startswith(f"bf16: its model's content changed since the run began ({recorded['bf16'][:12]} -> ")
+               and w.endswith("evaluate run again") for w in resumed.warnings), resumed.warnings
+    assert (run_dir / "variants" / "bf16" / "evaluate.result.stale-model.json").is_file()
+    calls.write_text("")
+    execute(load_run_recipe(run_dir), track=False, resume=run_dir)  # what the resume made stands
+    assert calls.read_text() == ""
+
+
 def test_an_engine_core_failure_names_its_root_cause_not_the_wrapper():
     """The end of an evaluate log from the H200 (vLLM 0.26, 2026-12-01): the exception that ends
     the process is vLLM's 'Engine core initialization failed. See root cause above'; the failure line
