@@ -62,8 +62,7 @@ def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     if resume:
         keep_batch_limits_of_older_runs(plan, run_dir)
-    notes: list[str] = []
-    kept = kept_results(loaded, plan, run_dir, resume, notes)
+    kept, notes = kept_results(loaded, plan, run_dir, resume)
     if not resume:
         (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
     return plan, kept, notes
@@ -88,23 +87,22 @@ def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
 REBUILD = "quantize (rebuilt)"  # kept_results' key for a quantize result whose checkpoint is no longer there
 
 
-SERVE_STAGES = ("evaluate", "benchmark")  # the stages that run in the serve environment and record its versions
-
-
-def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, notes: list[str] | None = None) -> dict:
+def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tuple[dict, list[str]]:
     """{(stage, variant): result} a resumed run keeps (none for a new run), and under (REBUILD, variant)
     the quantize results whose checkpoints are gone or whose content key is no longer the plan's; when a resume
     still has jobs to run, a SuiteError if this machine cannot serve the recipe. A kept evaluate or benchmark
     result made with other versions of the serve environment's key packages (vLLM, lm-eval, torch,
     transformers) than it has now is not kept: its file is renamed ``.stale-versions`` and its job runs again
     (a resumed run must not pair scores of two vLLMs), and neither are the results of an unquantized variant whose
-    model's content changed since the run began (``drop_other_base_models``). ``notes`` gets a line for each result
+    model's content changed since the run began (``drop_other_base_models``). With it, a line for each result
     not kept."""
     from suite.orchestrate.jobs import read_result
 
-    notes = notes if notes is not None else []
+    if not resume:
+        return {}, []
     kept = {(stage, name): res for stage, name in plan.jobs()
-            if resume and (res := read_result(run_dir / "variants" / name, stage)[0]) is not None}
+            if (res := read_result(run_dir / "variants" / name, stage)[0]) is not None}
+    notes = []
     planned_keys = {vp.variant.name: vp.quantize.key for vp in plan.variants if vp.quantize is not None}
     for (stage, name), res in list(kept.items()):
         if stage != "quantize":
@@ -121,22 +119,32 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, notes:
             # content key; runner.schedule compares the rebuild's content hash with the recorded one
             # (REBUILD: this result) and redoes what was made with a checkpoint that differs.
             kept[REBUILD, name] = kept.pop((stage, name))
-    if resume:
-        notes += drop_other_base_models(plan, kept, run_dir)
+    notes += drop_other_base_models(plan, kept, run_dir)
     notes += drop_other_versions(kept, run_dir)
-    if resume and len([k for k in kept if k[0] != REBUILD]) < len(plan.jobs()):  # something will run: can we serve it?
+    if len([k for k in kept if k[0] != REBUILD]) < len(plan.jobs()):  # something will run: can we serve it?
         if problems := serving_problems(loaded):
             raise SuiteError(problems)
-    return kept
+    return kept, notes
+
+
+def set_aside(kept: dict, run_dir: Path, stage: str, name: str, tag: str) -> None:
+    """Drop a kept result and rename its file ``<stage>.result.<tag>.json``: a resume interrupted before its job runs
+    again must not find it either."""
+    kept.pop((stage, name), None)
+    res = run_dir / "variants" / name / f"{stage}.result.json"
+    if res.is_file():
+        res.rename(res.with_name(f"{stage}.result.{tag}.json"))
 
 
 def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
-    """Drop from ``kept`` (and rename in the folder) the evaluate and benchmark results whose recorded versions of
-    the key packages differ from the serve environment's now; a line for each. Results that recorded none (older
-    ones) are kept, and the environment is asked only when some result recorded versions."""
+    """Drop from ``kept`` (and set aside, ``.stale-versions``) the results of the serve environment's stages whose
+    recorded versions of the key packages differ from that environment's now; a line for each. Results that
+    recorded none (older ones) are kept, and the environment is asked only when some result recorded versions."""
     from suite.plan.keys import KEY_PACKAGES
+    from suite.stages.registry import STAGES
 
-    recorded = {k: r for k, r in kept.items() if k[0] in SERVE_STAGES and getattr(r, "versions", None)}
+    recorded = {k: r for k, r in kept.items()
+                if k[0] in STAGES and STAGES[k[0]].environment == "serve" and getattr(r, "versions", None)}
     if not recorded:
         return []
     from suite.orchestrate.envs import serve_versions
@@ -146,14 +154,10 @@ def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
     for (stage, name), res in recorded.items():
         changed = [f"{p} {res.versions.get(p)} -> {now.get(p)}" for p in KEY_PACKAGES
                    if res.versions.get(p) != now.get(p)]
-        if not changed:
-            continue
-        del kept[stage, name]
-        path = run_dir / "variants" / name / f"{stage}.result.json"
-        if path.is_file():  # a resume interrupted before it runs again must not find it either
-            path.rename(path.with_name(f"{stage}.result.stale-versions.json"))
-        notes.append(f"{name}: its {stage} result was made with other versions than this environment's "
-                     f"({', '.join(changed)}): it runs again")
+        if changed:
+            set_aside(kept, run_dir, stage, name, "stale-versions")
+            notes.append(f"{name}: its {stage} result was made with other versions than this environment's "
+                         f"({', '.join(changed)}): it runs again")
     return notes
 
 
@@ -177,11 +181,13 @@ def base_fingerprints(plan) -> dict[str, str]:
     through the per-machine hash cache): a resume redoes that variant's results when its model changed since."""
     from suite.plan.keys import weights_fingerprint
 
-    return {vp.variant.name: weights_fingerprint(vp.model_path) for vp in plan.variants if vp.quantize is None}
+    paths = {vp.variant.name: vp.model_path for vp in plan.variants if vp.quantize is None}
+    by_path = {p: weights_fingerprint(p) for p in set(paths.values())}  # variants sharing a model: hashed once
+    return {name: by_path[p] for name, p in paths.items()}
 
 
 def drop_other_base_models(plan, kept: dict, run_dir: Path) -> list[str]:
-    """Drop from ``kept`` (and rename in the folder, ``.stale-model``) the results of each unquantized variant whose
+    """Drop from ``kept`` (and set aside, ``.stale-model``) the results of each unquantized variant whose
     model's fingerprint differs from the one plan.json recorded when the run began (a folder rewritten between the
     attempts), and record the new fingerprints there, so that the results made now stand at a later resume; a line
     for each variant. A plan.json from before fingerprints were recorded: nothing is checked."""
@@ -198,11 +204,9 @@ def drop_other_base_models(plan, kept: dict, run_dir: Path) -> list[str]:
     for name, fingerprint in now.items():
         if recorded.get(name) in (None, fingerprint):
             continue
-        dropped = sorted(stage for stage, v in list(kept) if v == name and kept.pop((stage, v)) is not None)
+        dropped = sorted(stage for stage, v in kept if v == name)
         for stage in dropped:
-            res = run_dir / "variants" / name / f"{stage}.result.json"
-            if res.is_file():
-                res.rename(res.with_name(f"{stage}.result.stale-model.json"))
+            set_aside(kept, run_dir, stage, name, "stale-model")
         notes.append(f"{name}: its model's content changed since the run began ({recorded[name][:12]} -> "
                      f"{fingerprint[:12]}): {', '.join(dropped) or 'nothing kept yet'} run again")
     if notes:

@@ -224,16 +224,13 @@ def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:
         return [f"{variant}: checkpoint rebuilt on this machine, identical to the one the run used "
                 f"(sha256 {new.content_sha256[:12]}); its results are kept"]
     users = [vp.variant.name for vp in plan.variants if vp.model_path == plan_path(plan, variant)]
-    dropped = sorted(f"{s} {v}" for (s, v) in list(kept) if v in users and s not in ("quantize", rundir.REBUILD)
-                     and kept.pop((s, v)) is not None)
-    for job in dropped:  # and from the folder: a resume interrupted before they run again must not keep them
-        stage, name = job.split(" ", 1)
-        res = plan.run_dir / "variants" / name / f"{stage}.result.json"
-        if res.is_file():
-            res.rename(res.with_name(f"{stage}.result.stale-{(old.content_sha256 or 'unknown')[:12]}.json"))
+    dropped = sorted((s, v) for (s, v) in kept if v in users and s not in ("quantize", rundir.REBUILD))
+    for stage, name in dropped:
+        rundir.set_aside(kept, plan.run_dir, stage, name, f"stale-{(old.content_sha256 or 'unknown')[:12]}")
+    redoing = ", ".join(f"{s} {v}" for s, v in dropped) or "nothing (no later result yet)"
     was = (old.content_sha256 or "not recorded")[:12]
     return [f"{variant}: checkpoint rebuilt on this machine differs from the one the run used (sha256 {was} -> "
-            f"{(new.content_sha256 or '?')[:12]}): redoing {', '.join(dropped) or 'nothing (no later result yet)'}"]
+            f"{(new.content_sha256 or '?')[:12]}): redoing {redoing}"]
 
 
 def plan_path(plan, variant: str) -> str:

@@ -25,8 +25,8 @@ def stage_files(vdir: Path) -> list[tuple[str, str]]:
               if f.is_file()]
     kept = []
     for f, folder in found:
-        if f.stat().st_size > MAX_STAGE_FILE_BYTES:
-            warnings.warn(f"{f}: {f.stat().st_size >> 20} MiB, not logged to MLflow (over "
+        if (size := f.stat().st_size) > MAX_STAGE_FILE_BYTES:
+            warnings.warn(f"{f}: {size >> 20} MiB, not logged to MLflow (over "
                           f"{MAX_STAGE_FILE_BYTES >> 20} MiB); it stays in the run folder", stacklevel=2)
             continue
         kept.append((str(f), folder))
