@@ -248,8 +248,8 @@ def test_a_resumed_run_logs_the_variants_that_failed_before_into_the_same_parent
 
 
 def on_a_port_holding_403(handler):
-    """An HTTP server on the first free port of 40300-40399 (CI of aab47c4 failed on a dead server at port
-    40355: the connection error's text held "403", and the failure was reported as a permission refusal)."""
+    """An HTTP server on a free port of 40300-40399, tried in random order (CI of aab47c4 failed on a dead server
+    at port 40355: the connection error's text held "403", and the failure was reported as a permission refusal)."""
     import random
     from http.server import HTTPServer
 
