@@ -9,7 +9,7 @@ suite's task folder, templates compiled once, the code sandbox in ``process`` mo
 loglikelihoods are all -1 and whose generations are empty, and prints the stage's ``time_split_s`` keys as JSON
 (plus ``import``, the time to import lm-eval and set it up). HumanEval's 164 programs still run (empty completions fail fast).
 The scores are meaningless; the seconds are the point. ``--profile`` also writes the main thread's stack profile
-(``python -m suite.stages.stacks FILE``).
+(``python -m suite.runtime.stacks FILE``).
 
 On the CPU machine (2026-12-05, suite_mmlu suite_gsm8k suite_humaneval suite_ceval, ../shared/data): ~11-12 s,
 of it tasks 1.0-1.3, build 3.5, scoring 4.6-5.2, env_info 0.5-0.8, other 1.0-1.4.
@@ -40,14 +40,14 @@ def main(argv: list[str]) -> int:
         return 2
     profile = args.profile.resolve() if args.profile else None  # before the chdir below
     sys.path.insert(0, str(ROOT))
-    from suite.stages import stacks
+    from suite.runtime import stacks
 
     sampler = stacks.StackSampler().start() if profile else None
     os.environ.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     t0 = time.perf_counter()
     from suite.stages.evaluate import stage
     from suite.stages.evaluate.timing import instant_lm
-    from suite.stages.records import EngineConfig, EvaluateConfig, TaskRun
+    from suite.records.evaluate import EngineConfig, EvaluateConfig, TaskRun
 
     config = EvaluateConfig(engine=EngineConfig(model="instant"), tasks=[TaskRun(name=t) for t in args.tasks],
                             data_dir=str(args.data_dir.resolve()), include_path=str(ROOT / "tasks"),

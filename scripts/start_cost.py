@@ -1,7 +1,7 @@
 """Where an evaluation engine's start goes, and what a cheaper start costs in generation, per model size (issue 15).
 
 Each configuration runs in a process of its own (GPU memory is freed only when a process ends): vLLM's offline
-``LLM`` is built (timed; its log parsed by ``suite.stages.enginelog``), then it generates for every GSM8K test
+``LLM`` is built (timed; its log parsed by ``suite.runtime.engine.startlog``), then it generates for every GSM8K test
 question at once, greedy, a fixed number of tokens each (``ignore_eos``, so that every mode decodes the same
 tokens), as lm-eval's vLLM backend submits a generation task. One JSON line per configuration goes to
 OUT/start-cost.jsonl as it ends, with the sizes of the JIT caches before and after (what the start compiled).
@@ -88,7 +88,7 @@ def main() -> int:
         one(args)
         return 0
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from suite.stages.enginelog import parse_engine_start
+    from suite.runtime.engine.startlog import parse_engine_start
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

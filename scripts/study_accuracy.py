@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from suite.analysis.paired import is_perplexity_metric  # noqa: E402
 from suite.analysis.perplexity import token_counter  # noqa: E402
-from suite.analysis.records import VariantSummary  # noqa: E402
+from suite.records.summary import VariantSummary  # noqa: E402
 from suite.analysis.summary import add_paired, add_perplexity  # noqa: E402
-from suite.stages.records import EvaluateResult  # noqa: E402
+from suite.records.evaluate import EvaluateResult  # noqa: E402
 
 
 def load(run: Path, variant: str) -> EvaluateResult | None:

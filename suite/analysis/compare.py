@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from suite.analysis.records import RunSummary
+from suite.records.summary import RunSummary
 
 
 @dataclass

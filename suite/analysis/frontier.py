@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.analysis.records import RunSummary
+from suite.records.summary import RunSummary
 from suite.analysis.summary import rate_unjudged
 
 # each throughput metric's cost counterpart (suite.analysis.summary.add_cost)

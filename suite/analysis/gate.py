@@ -45,11 +45,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.errors import Problem, SuiteError
+from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import DEFAULTS, PER_TASK, GateSpec
 from suite.analysis import perplexity
 from suite.analysis.paired import is_perplexity_metric
-from suite.analysis.records import RunSummary, VariantSummary
+from suite.records.summary import RunSummary, VariantSummary
 from suite.analysis.summary import headline_rule, metric_name, rate_unjudged, variant_metrics
 
 EPS = 1e-9

@@ -42,8 +42,8 @@ from __future__ import annotations
 import re
 
 from suite.analysis.paired import is_perplexity_metric
-from suite.analysis.records import CostBasis, RunSummary, VariantSummary
-from suite.stages.benchmark.records import BenchmarkResult, LoadPoint
+from suite.records.summary import CostBasis, RunSummary, VariantSummary
+from suite.records.benchmark import BenchmarkResult, LoadPoint
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -164,7 +164,7 @@ def add_cost(summary: RunSummary, price) -> None:
     engine's, tensor_parallel_size x pipeline_parallel_size of the variant's engine_args (a variant on 2 GPUs
     costs twice per hour; data parallelism is not counted). What the figure includes: ``COST_SCOPE`` —
     GPU time only, at the measured rate; no idle time, no CPU/host cost. ``.ratio``: variant / baseline."""
-    from suite.recipe.executor import parallel_size
+    from suite.runtime.engine.parallel import parallel_size
 
     summary.cost = None
     if price is None:

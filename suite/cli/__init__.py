@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from suite import __version__
-from suite.errors import EXIT_BAD_INPUT, SuiteError
+from suite.runtime.errors import EXIT_BAD_INPUT, SuiteError
 from suite.cli.recipe import cmd_plan, cmd_schema, cmd_tasks, cmd_validate
 from suite.cli.run import cmd_run
 from suite.cli.report import cmd_frontier, cmd_report

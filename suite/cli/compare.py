@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from suite.errors import EXIT_OK
+from suite.runtime.errors import EXIT_OK
 from suite.cli.render import _wide_console
 from suite.cli.summaries import load_summary
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from suite.errors import EXIT_OK
+from suite.runtime.errors import EXIT_OK
 
 
 def cmd_validate(args) -> int:
@@ -16,7 +16,7 @@ def cmd_validate(args) -> int:
     print(f"{args.recipe}: ok — {r.name}: {len(r.variants) + 1} variants "
           f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
     if any(v.engine_args for v in r.all_variants()):
-        from suite.orchestrate.envs import engine_args_facts, serve_python
+        from suite.runtime.envs import engine_args_facts, serve_python
 
         print(f"engine arguments checked against vLLM {engine_args_facts()['vllm']}'s EngineArgs ({serve_python()})")
     return EXIT_OK
@@ -45,7 +45,7 @@ def cmd_plan(args) -> int:
 def with_executor(loaded, value: str):
     """The recipe with ``--executor`` in place of its executor section: 'local', 'ray' (a Ray instance for
     the run) or 'ray://HOST:PORT' / 'auto' / 'HOST:PORT' (an existing Ray cluster)."""
-    from suite.errors import Problem, SuiteError
+    from suite.runtime.errors import Problem, SuiteError
     from suite.recipe.executor import ExecutorSpec
 
     current = loaded.recipe.executor.model_dump(exclude_unset=True)

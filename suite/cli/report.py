@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from suite.errors import EXIT_BAD_INPUT, EXIT_OK
+from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 from suite.cli.summaries import load_summary
 
 

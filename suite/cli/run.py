@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from suite.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
+from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 from suite.cli.render import _console, print_summary
 
 

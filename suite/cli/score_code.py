@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from suite.errors import EXIT_OK
+from suite.runtime.errors import EXIT_OK
 
 
 def cmd_score_code(args) -> int:

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from suite.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
+from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 from suite.cli.render import _console, _wide_console
 
 
@@ -23,7 +23,7 @@ def first_calibration_set(loaded, calib) -> str:
 def _run(what: str, stage: str, cfg, out: Path, r):
     """One stage process in the quantize environment, under a status line: (result, wall s), or (None, wall)
     after printing the stage's error line."""
-    from suite.orchestrate.envs import stage_env
+    from suite.runtime.envs import stage_env
     from suite.orchestrate.jobs import run_stage
 
     with _console().status(what):
@@ -40,7 +40,7 @@ def cmd_sensitivity(args) -> int:
     from rich.table import Table
 
     from suite.recipe import load_recipe
-    from suite.stages.quantize.records import SensitivityConfig
+    from suite.records.quantize import SensitivityConfig
 
     loaded = load_recipe(args.recipe, serving=False)  # nothing is served: FP8 schemes are fine on CPU here
     r = loaded.recipe

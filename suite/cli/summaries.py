@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from suite.errors import Problem, SuiteError
+from suite.runtime.errors import Problem, SuiteError
 
 
 def load_summary(path: str):
-    from suite.analysis.records import RunSummary
+    from suite.records.summary import RunSummary
 
     from pydantic import ValidationError
 

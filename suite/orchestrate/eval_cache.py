@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from suite.plan.keys import cache_key
-from suite.stages.evaluate.records import EvaluateResult
+from suite.records.evaluate import EvaluateResult
 
 RESULT = "evaluate.result.json"
 

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from suite.orchestrate import envs, procs
-from suite.stages.records import Record
+from suite.runtime import envs, procs
+from suite.records.base import Record
 from suite.stages.registry import STAGES
 
 
@@ -25,7 +25,7 @@ def interpreter(stage: str) -> str:
 
 def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=None,
               python: str | None = None) -> StageOutcome:
-    """Run one stage process under ``suite.orchestrate.procs.supervised``: it dies with us (even with a ``kill -9``
+    """Run one stage process under ``suite.runtime.procs.supervised``: it dies with us (even with a ``kill -9``
     of ``suite run``), and every process it left behind (an engine core, a server) is killed when it ends.
 
     A stage that wrote its result and then died (on the H200, vLLM's engine teardown at interpreter exit

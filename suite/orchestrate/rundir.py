@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from suite.errors import Problem, SuiteError
+from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, load_recipe, serving_problems
 
 
@@ -43,8 +43,8 @@ def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
 
 
 def acquire_run_lock(run_dir: Path):
-    """The run folder's lock (suite.orchestrate.lock.RunLock), or a clear error while another run of it is alive."""
-    from suite.orchestrate.lock import RunLock, RunLockedError
+    """The run folder's lock (suite.runtime.lock.RunLock), or a clear error while another run of it is alive."""
+    from suite.runtime.lock import RunLock, RunLockedError
 
     try:
         return RunLock(run_dir).acquire()
@@ -147,7 +147,7 @@ def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
                 if k[0] in STAGES and STAGES[k[0]].environment == "serve" and getattr(r, "versions", None)}
     if not recorded:
         return []
-    from suite.orchestrate.envs import serve_versions
+    from suite.runtime.envs import serve_versions
 
     now = serve_versions()
     notes = []

@@ -7,7 +7,7 @@ stages are skipped, and the other variants go on.
 
 Run folder layout (``<output_dir>/<timestamp>-<recipe>[-N]/``, suite.orchestrate.rundir):
   recipe.yaml, plan.json, summary.json, report.html, frontier.png (when a variant has both an accuracy
-  and a throughput figure), run.lock (while a run of it is alive: suite.orchestrate.lock)
+  and a throughput figure), run.lock (while a run of it is alive: suite.runtime.lock)
   variants/<name>/{quantize,evaluate,benchmark}.{config.json,result.json,log}
   variants/<name>/evaluate/  lm_eval results and samples (lm-eval's own file names)
   variants/<name>/benchmark/ bench-<point>.json, server.log
@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from suite.analysis import summary as summaries
-from suite.orchestrate import envs, jobs, rundir
+from suite.runtime import envs
+from suite.orchestrate import jobs, rundir
 from suite.outputs.publish import now, publish
 from suite.stages.evaluate import preflight
 

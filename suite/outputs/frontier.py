@@ -22,7 +22,7 @@ from pathlib import Path
 
 from suite.analysis.frontier import (COST_OF, FrontierConfig, FrontierResult, collect, cost_currency, left_out,
                                      lower_is_better, pareto_front)
-from suite.analysis.records import RunSummary
+from suite.records.summary import RunSummary
 
 
 def points_of(runs: list[RunSummary], accuracy: str, x: str):

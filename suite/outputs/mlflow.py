@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.analysis.records import RunSummary, TrackingInfo, VariantSummary
+from suite.records.summary import RunSummary, TrackingInfo, VariantSummary
 from suite.analysis.summary import metric_name
 from suite.outputs.gpu_series import gpu_series, monitor_files
 from suite.outputs.mlflow_files import OUTPUT_PNGS, variant_artifacts
@@ -182,7 +182,7 @@ def _system_metrics(client, run_id: str, v: VariantSummary) -> None:
 
 def variant_tags(v: VariantSummary) -> dict[str, str]:
     """Errors, and what bounded each load point (suite.stages.benchmark.bottleneck), as run tags."""
-    tags = {"suite.errors": "; ".join(v.errors)[:5000]} if v.errors else {}
+    tags = {"suite.runtime.errors": "; ".join(v.errors)[:5000]} if v.errors else {}
     if v.benchmark:
         for p in v.benchmark.points:
             if p.bottleneck:

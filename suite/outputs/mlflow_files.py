@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.analysis.records import VariantSummary
+from suite.records.summary import VariantSummary
 from suite.outputs.gpu_series import monitor_files
 
 OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's pictures, on the parent run
 
 
-STAGE_FILES = ("*.log", "*.stacks.json")  # each stage process's log and its stack profile (suite.stages.stacks)
+STAGE_FILES = ("*.log", "*.stacks.json")  # each stage process's log and its stack profile (suite.runtime.stacks)
 MAX_STAGE_FILE_BYTES = 64 << 20  # a stage that printed in a loop: its log stays in the run folder, not uploaded
 
 

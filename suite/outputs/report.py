@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.analysis.records import RunSummary
+from suite.records.summary import RunSummary
 from suite.outputs.plots import render, scatter_svg
 
 

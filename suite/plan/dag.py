@@ -9,7 +9,7 @@ every job: the ``publish`` job, run by the runner itself.
 Resources: GPUs = tensor x pipeline parallel size for the stages that start vLLM (quantize and kvcheck:
 one), CPU cores and host memory from the recipe's ``executor`` section. A single-GPU job of a stage in
 ``executor.gpu_fraction`` asks for that share of a GPU, and its vLLM engine (evaluate) gets a matching
-``gpu_memory_utilization`` and a KV cache of fixed size (``EngineConfig.gpu_share``, suite.stages.gpushare); multi-GPU jobs and the benchmark take whole GPUs, and the benchmark's are its
+``gpu_memory_utilization`` and a KV cache of fixed size (``EngineConfig.gpu_share``, suite.runtime.engine.gpushare); multi-GPU jobs and the benchmark take whole GPUs, and the benchmark's are its
 own (``exclusive``: nothing else runs on them while it measures).
 """
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.recipe.executor import ExecutorSpec, parallel_size
+from suite.recipe.executor import ExecutorSpec
+from suite.runtime.engine.parallel import parallel_size
 
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's EngineArgs default
 PUBLISH = "publish"

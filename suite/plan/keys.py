@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from suite.recipe import VariantSpec
-    from suite.stages.evaluate.records import EvaluateConfig
+    from suite.records.evaluate import EvaluateConfig
 
 
 # what builds a checkpoint, as the quantize environment has it (asked of its interpreter, never of this one)
@@ -18,7 +18,7 @@ QUANTIZER_PACKAGES = ("llmcompressor", "compressed-tensors", "transformers", "to
 
 
 def quantizer_versions() -> dict[str, str | None]:
-    from suite.orchestrate.envs import quantize_versions
+    from suite.runtime.envs import quantize_versions
 
     versions = quantize_versions()
     return {d: versions.get(d) for d in QUANTIZER_PACKAGES}
@@ -141,7 +141,7 @@ class FileHashes:
 
 
 def _hash_cache() -> FileHashes:
-    from suite.orchestrate.envs import cache_dir
+    from suite.runtime.envs import cache_dir
 
     return FileHashes(cache_dir() / "file-sha256.json")
 
@@ -176,7 +176,7 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     ``environments.serve_versions``); ``env``: the stage's environment (a VLLM_USE_FLASHINFER_SAMPLER set there decides
     the sampler, and another sampler draws another random stream for a task that samples: a key of its own)."""
     if versions is None:
-        from suite.orchestrate.envs import serve_versions
+        from suite.runtime.envs import serve_versions
 
         versions = serve_versions()
     cfg = config.model_dump(exclude={"output_dir"})
@@ -189,7 +189,7 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         cfg["loglikelihood"] = "grouped-" + hashlib.sha256(GROUPED_SCORING.read_bytes()).hexdigest()[:16]
     # the sampler the engine runs with, whichever decided it (the environment's switch wins over the config's);
     # always in the key: entries made from d5be40a to 13bd99c ran without FlashInfer's sampler and named nothing
-    from suite.stages.records import SAMPLER_ENV
+    from suite.records.evaluate import SAMPLER_ENV
 
     sampler_on = cfg.pop("flashinfer_sampler", True)
     hashes = _hash_cache()

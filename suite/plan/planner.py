@@ -11,13 +11,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.errors import SuiteError
+from suite.runtime.errors import SuiteError
 from suite.recipe import LoadedRecipe, VariantSpec, kv
-from suite.stages.benchmark.records import BenchmarkConfig
-from suite.stages.records import EngineConfig
-from suite.stages.evaluate.records import EvaluateConfig, TaskRun
-from suite.stages.kvcheck.records import KVCheckConfig
-from suite.stages.quantize.records import QuantizeConfig
+from suite.records.benchmark import BenchmarkConfig
+from suite.records.evaluate import EngineConfig
+from suite.records.evaluate import EvaluateConfig, TaskRun
+from suite.records.kvcheck import KVCheckConfig
+from suite.records.quantize import QuantizeConfig
 from suite.plan import dag
 from suite.plan.dag import Job
 from suite.plan.keys import checkpoint_key, quantizer_versions
@@ -74,8 +74,8 @@ def engine_args_as_vllm_takes_them(engine_args: dict) -> dict:
     by ``suite validate`` (recipe.serving_problems); anything it would refuse is passed on unchanged."""
     if not engine_args:
         return {}
-    from suite.orchestrate.engine_args import check_engine_args
-    from suite.orchestrate.envs import engine_args_facts
+    from suite.runtime.engine.args import check_engine_args
+    from suite.runtime.envs import engine_args_facts
 
     typed, _ = check_engine_args(engine_args, engine_args_facts())
     return {k: typed.get(k, v) for k, v in engine_args.items()}
@@ -168,7 +168,7 @@ def kvcheck_config(loaded: LoadedRecipe, variant: VariantSpec, model_path: str, 
     q = variant.quantization
     candidates = ([] if scales == "auto" else [scales]) + ["unit"] + (["calibrated"] if q is not None and q.kv_cache else [])
     try:
-        from suite.orchestrate.envs import engine_args_facts
+        from suite.runtime.envs import engine_args_facts
 
         if kv.DYNAMIC_ARG in engine_args_facts().get("fields", {}) and not (q is not None and q.kv_cache):
             candidates.append("dynamic")

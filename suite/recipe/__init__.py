@@ -6,14 +6,16 @@ the field and its fix, ``checks`` checks what a recipe refers to before any mode
 paths in a recipe are relative to the recipe file's folder.
 """
 
-from suite.errors import Problem, SuiteError
-from suite.recipe.base import SECRET_ENV, URL_PASSWORD, Strict, bad
+from suite.runtime.errors import Problem, SuiteError
+from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
+from suite.recipe.base import Strict, bad
 from suite.recipe.checks import check_references, output_dir_problems, serving_problems
 from suite.recipe.load import LoadedRecipe, is_local_model, load_recipe, load_yaml, read_text, validation_problems
 from suite.recipe.schema import (DEFAULTS, PER_TASK, SCHEMES, SCHEMES_NEEDING_DATA, CalibrationMix, EvalSpec,
                                  GateSpec, ModelSpec, QuantizationSpec, Recipe, RuntimeSpec, TaskSpec, TrackingSpec,
                                  VariantSpec)
-from suite.recipe.throughput import SloSpec, ThroughputSpec
+from suite.records.benchmark import SloSpec
+from suite.recipe.throughput import ThroughputSpec
 
 __all__ = ["DEFAULTS", "PER_TASK", "SCHEMES", "SCHEMES_NEEDING_DATA", "SECRET_ENV", "URL_PASSWORD", "CalibrationMix",
            "EvalSpec", "GateSpec", "LoadedRecipe", "ModelSpec", "Problem", "QuantizationSpec", "Recipe", "RuntimeSpec",

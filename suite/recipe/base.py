@@ -8,17 +8,14 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticCustomError
 
+from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD  # noqa: F401 (re-exported: the recipe's checks use them)
+
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 Scalar = Union[bool, int, float, str]
 # an engine argument: a scalar, a list (kv_cache_dtype_skip_layers: [0, 1]), a mapping (compilation_config),
 # or null (vLLM's default); its name and type are checked against the serve environment's EngineArgs
 EngineValue = Union[Scalar, None, list[Union[Scalar, dict[str, Any]]], dict[str, Any]]
 SEED_MAX = 2**32 - 1  # numpy's seed range (lm-eval seeds numpy with it)
-# runtime.env names that hold credentials: they come from the environment, never from a recipe (a recipe
-# is copied into the run folder, logged to MLflow and printed by `suite plan`)
-SECRET_ENV = re.compile(r"(_PASSWORD|_PASSWD|_PASS|_SECRET|_TOKEN|_API_KEY|_ACCESS_KEY|_PRIVATE_KEY|_CREDENTIALS)$"
-                        r"|^HF_TOKEN$", re.IGNORECASE)
-URL_PASSWORD = re.compile(r"://[^/@\s:]*:[^/@\s]+@")  # scheme://user:password@host
 
 
 def bad(what: str, fix: str) -> PydanticCustomError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import tempfile
 
-from suite.errors import Problem, SuiteError
+from suite.runtime.errors import Problem, SuiteError
 from suite.recipe.load import LoadedRecipe
 
 
@@ -59,7 +59,7 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
     local = tasks.available()
     hub_names = None
     if any(t.name not in local for t in r.eval.tasks):  # asked of the serve environment's lm-eval, once
-        from suite.orchestrate.envs import lm_eval_task_names
+        from suite.runtime.envs import lm_eval_task_names
 
         try:
             hub_names = lm_eval_task_names()
@@ -166,15 +166,15 @@ def output_dir_problems(loaded: LoadedRecipe) -> list[Problem]:
 
 
 def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
-    """Variants the serve environment's vLLM build cannot serve (suite.orchestrate.envs.platform_problems), and
+    """Variants the serve environment's vLLM build cannot serve (suite.runtime.envs.platform_problems), and
     engine arguments its ``EngineArgs`` does not take (name, type, choices), as Problems."""
-    from suite.orchestrate.engine_args import check_engine_args
-    from suite.orchestrate.envs import engine_args_facts, platform_problems
+    from suite.runtime.engine.args import check_engine_args
+    from suite.runtime.envs import engine_args_facts, platform_problems
 
     f = str(loaded.path)
     problems = [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(loaded.recipe)]
     r = loaded.recipe
-    from suite.orchestrate.envs import vllm_platform
+    from suite.runtime.envs import vllm_platform
     from suite.recipe import kv
 
     try:

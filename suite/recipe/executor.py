@@ -60,16 +60,3 @@ class ExecutorSpec(Strict):
         if self.gpus is not None and len(set(self.gpus)) != len(self.gpus):
             raise bad(f"executor.gpus repeats an index: {self.gpus}", "list each GPU once")
         return self
-
-
-def parallel_size(engine_args: dict, data_parallel: bool = False) -> int:
-    """GPUs one vLLM engine takes: tensor_parallel_size x pipeline_parallel_size (each 1 when not given), x
-    data_parallel_size with ``data_parallel`` (the GPUs a data-parallel server actually drives; the DAG and the
-    cost figures count one replica)."""
-    def size(name: str) -> int:
-        try:
-            return max(1, int(engine_args.get(name, 1) or 1))
-        except (TypeError, ValueError):
-            return 1
-    n = size("tensor_parallel_size") * size("pipeline_parallel_size")
-    return n * size("data_parallel_size") if data_parallel else n

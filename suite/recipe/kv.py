@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from suite.errors import Problem
+from suite.runtime.errors import Problem
 
 # llmcompressor / compressed-tensors 0.19 QuantizationStrategy.ATTN_HEAD: one k/v scale per KV head
 PER_HEAD_STRATEGY = "attn_head"

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from suite.errors import Problem, SuiteError
+from suite.runtime.errors import Problem, SuiteError
 from suite.recipe.schema import GateSpec, Recipe
 
 

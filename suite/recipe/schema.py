@@ -15,7 +15,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from suite.recipe.base import _NAME, SECRET_ENV, SEED_MAX, URL_PASSWORD, EngineValue, Strict, bad
+from suite.recipe.base import _NAME, SEED_MAX, EngineValue, Strict, bad
+from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
 

@@ -8,33 +8,9 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from suite.recipe.base import SEED_MAX, Strict, bad
+from suite.records.benchmark import SloSpec
 
 
-class SloSpec(BaseModel):
-    """A latency SLO and how to search the highest Poisson rate that meets it (stages.benchmark.slo).
-
-    Not ``Strict``: as before the move, its numbers are validated the lax way (it was a stage record)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ttft_p99_ms: Optional[float] = Field(None, gt=0, description="largest allowed p99 time to first token")
-    tpot_p99_ms: Optional[float] = Field(None, gt=0, description="largest allowed p99 time per output token")
-    keep_up: Optional[float] = Field(
-        None, gt=0, le=1, description="also require served req/s >= this share of the offered rate (long probes only: "
-        "a short probe's served rate is diluted by its last requests' latency)")
-    start_rate: float = Field(4.0, gt=0, description="first rate probed (req/s)")
-    min_rate: float = Field(0.25, gt=0, description="lowest rate probed when even the start fails")
-    max_rate: float = Field(256.0, gt=0, description="highest rate probed")
-    tolerance: float = Field(0.1, gt=0, lt=1, description="stop when the bracket is this narrow (relative)")
-    max_probes: int = Field(7, ge=1, description="at most this many probes")
-    num_prompts: Optional[int] = Field(None, gt=0, description="prompts per probe (default: throughput.num_prompts)")
-    steady_windows: float = Field(
-        3.0, ge=0, description="a probe measures a sustained rate only if its arrivals (num_prompts / rate seconds) span "
-        "at least this many median request lifetimes (e2e latency); a shorter one is a burst (on the H200, 300 prompts "
-        "at 64-256 req/s were all in flight at once) and is run again with enough prompts (up to 3 times, each sized from "
-        "the last run's lifetime). 0: no check")
-    max_num_prompts: Optional[int] = Field(
-        None, gt=0, description="most prompts a resized probe may have (default: 20 x the probe's num_prompts)")
 
 
 class GpuHourCost(Strict):

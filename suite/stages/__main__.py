@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
             _finish_sampling()  # before the traceback, which stays the log's last lines
             traceback.print_exc()  # the cause, as an uncaught exception prints it; then no teardown to hang or abort in
             end_without_teardown(close, code=1)
-        from suite.orchestrate.lock import result_allowed
+        from suite.runtime.lock import result_allowed
 
         if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
             print(f"RuntimeError: result not written: {refused}", file=sys.stderr)
@@ -58,11 +58,11 @@ _sampling: list = []  # [(StackSampler, path)] while this stage process samples 
 
 
 def _start_sampling(path: Path) -> None:
-    """Sample the main thread's stack for the whole stage (suite.stages.stacks), unless SUITE_STACK_SAMPLING=0.
+    """Sample the main thread's stack for the whole stage (suite.runtime.stacks), unless SUITE_STACK_SAMPLING=0.
     A profile of an earlier attempt is removed first. Never fails the stage: without a sampler it runs as before."""
     import os
 
-    from suite.stages import stacks
+    from suite.runtime import stacks
 
     try:
         if _may_write():
@@ -75,9 +75,9 @@ def _start_sampling(path: Path) -> None:
 
 
 def _may_write() -> bool:
-    """Whether this stage may still write into its run folder (suite.orchestrate.lock: not if the run was taken over
+    """Whether this stage may still write into its run folder (suite.runtime.lock: not if the run was taken over
     by another, whose files these would overwrite)."""
-    from suite.orchestrate.lock import result_allowed
+    from suite.runtime.lock import result_allowed
 
     return not result_allowed()
 
@@ -94,7 +94,7 @@ def _finish_sampling() -> None:
     orphan's result is refused the same way)."""
     if not _sampling:
         return
-    from suite.stages import stacks
+    from suite.runtime import stacks
 
     sampler, path = _sampling.pop()
     sampler.stop()
@@ -115,7 +115,7 @@ def end_without_teardown(close, code: int = 0, timeout_s: float = 60.0) -> None:
     thread joins, native destructors). A failure, an abort or a hang (``timeout_s``) in either comes after the
     result, so it cannot lose it; the log says what happened. A hang that holds the interpreter lock is ended by
     faulthandler's own thread 30 s later (exit 1, every thread's stack in the log). Whatever the stage left running
-    is killed by its supervisor (``suite.orchestrate.procs``) when this ends."""
+    is killed by its supervisor (``suite.runtime.procs``) when this ends."""
     import faulthandler
     import os
     import threading

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult
-from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult
-from suite.stages.kvcheck.records import KVCheckConfig, KVCheckResult
-from suite.stages.quantize.records import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
-from suite.stages.records import Record
+from suite.records.benchmark import BenchmarkConfig, BenchmarkResult
+from suite.records.evaluate import EvaluateConfig, EvaluateResult
+from suite.records.kvcheck import KVCheckConfig, KVCheckResult
+from suite.records.quantize import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
+from suite.records.base import Record
 
 Environment = Literal["quantize", "serve"]
 

@@ -7,8 +7,8 @@ import json
 
 from conftest import make_summary, run_cli
 from suite.analysis import compare
-from suite.stages.benchmark.records import BenchmarkResult, LoadPoint
-from suite.stages.evaluate.records import EvaluateResult, TaskScore
+from suite.records.benchmark import BenchmarkResult, LoadPoint
+from suite.records.evaluate import EvaluateResult, TaskScore
 
 
 def write_samples(path, scores):

@@ -12,7 +12,7 @@ from conftest import make_summary
 from suite.analysis import frontier as fa
 from suite.analysis.summary import add_cost, add_deltas, cost_per_1m, finish, variant_metrics
 from suite.recipe import Recipe
-from suite.stages.benchmark.records import BenchmarkResult, LoadPoint, SloResult
+from suite.records.benchmark import BenchmarkResult, LoadPoint, SloResult
 
 PRICE = {"amount": 3.6, "currency": "USD", "source": "test price list, 2025-01"}
 

@@ -16,9 +16,9 @@ import pytest
 
 from conftest import make_summary, needs_demo_model, run_cli
 from suite import cli
-from suite.errors import SuiteError
+from suite.runtime.errors import SuiteError
 from suite.recipe import Recipe
-from suite.stages.evaluate.records import EvaluateResult, TaskScore
+from suite.records.evaluate import EvaluateResult, TaskScore
 
 TASKS = ("suite_gsm8k", "suite_mmlu")
 N = {"suite_gsm8k": 1319, "suite_mmlu": 14042}
@@ -341,8 +341,8 @@ def test_variant_with_errors_fails_with_the_error_shown(tmp_path, capsys, keep_m
 def built_run(tmp_path, base_ids, var_ids, var_tok_s=130.0) -> dict:
     """A summary made the way `suite run` makes one (variant_metrics, add_deltas, add_paired) from stage
     results: samples files with the given doc ids, one load point each."""
-    from suite.stages.benchmark.records import BenchmarkResult, LoadPoint
-    from suite.analysis.records import VariantSummary
+    from suite.records.benchmark import BenchmarkResult, LoadPoint
+    from suite.records.summary import VariantSummary
     from suite.analysis.summary import add_deltas, add_paired, variant_metrics
 
     def evaluation(name, doc_ids):

@@ -24,10 +24,10 @@ from test_gate_tamper import _both  # several tamperings of one summary at once
 from suite import cli
 from suite.analysis import gate, perplexity
 from suite.analysis.paired import bootstrap_ci
-from suite.analysis.records import VariantSummary
+from suite.records.summary import VariantSummary
 from suite.analysis.summary import add_deltas, add_paired, add_perplexity, variant_metrics
 from suite.recipe import GateSpec, Recipe
-from suite.stages.evaluate.records import EvaluateResult, TaskScore
+from suite.records.evaluate import EvaluateResult, TaskScore
 
 TASK = "suite_longppl"
 DOCS = [json.loads(line) for line in (ROOT / "tasks/data/longtext/docs.jsonl").read_text().splitlines()]

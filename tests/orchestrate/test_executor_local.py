@@ -56,8 +56,8 @@ def timed_stages(tmp_path: Path, monkeypatch, seconds: float, before: str = "", 
 
     from test_runner_stage import fake_stage
 
-    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
-    from suite.stages.quantize.records import QuantizeResult
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
+    from suite.records.quantize import QuantizeResult
 
     calls = tmp_path / "calls.jsonl"
     quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
@@ -170,7 +170,7 @@ def test_dag_dependencies_resources_and_matching_memory_share(demo_recipe_copy):
     ({"kind": "ray", "gpus": [0], "address": "auto"}, "executor.gpus with kind: ray is for the Ray instance"),
 ])
 def test_executor_section_refuses_what_cannot_work(demo_recipe_copy, bad, phrase):
-    from suite.errors import SuiteError
+    from suite.runtime.errors import SuiteError
     from suite.recipe import load_recipe
 
     with pytest.raises(SuiteError) as e:
@@ -232,7 +232,7 @@ def test_elapsed_by_stage_is_the_union_of_its_jobs_intervals():
 def test_a_shared_engine_gets_a_fixed_kv_cache_that_fits_its_share(tmp_path):
     """On the H200, two of four engines sharing the GPU failed in vLLM's memory profiling when a neighbour
     ended meanwhile; an engine with gpu_share gets kv_cache_memory_bytes: its budget less weights and margin."""
-    from suite.stages import gpushare
+    from suite.runtime.engine import gpushare
 
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 1000)
     assert gpushare.weights_bytes(str(tmp_path)) == 1000

@@ -121,7 +121,7 @@ def test_a_killed_ray_worker_is_a_failed_attempt_recorded_and_retried(demo_recip
 def test_a_local_ray_start_that_fails_is_shut_down_and_tried_again(tmp_path, capsys, monkeypatch):
     """Ray 2.60's raylet exits at start when its dashboard agent is slow (ray #65983; CI saw it twice): each
     failed start is shut down (what it launched would run on) and tried again; the last failure names the cause."""
-    from suite.errors import SuiteError
+    from suite.runtime.errors import SuiteError
     from suite.orchestrate.executors.ray import START_ATTEMPTS, start_local_instance
 
     class FlakyRay:

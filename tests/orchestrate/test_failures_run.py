@@ -6,8 +6,8 @@ from __future__ import annotations
 from test_runner_stage import fake_stage
 
 from suite import cli
-from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
-from suite.stages.quantize.records import QuantizeResult
+from suite.runtime.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
+from suite.records.quantize import QuantizeResult
 
 
 def test_failed_benchmarks_exit_2_with_one_line_per_failed_variant(tmp_path, demo_recipe_copy, monkeypatch, capsys):

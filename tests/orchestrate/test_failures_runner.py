@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from suite.orchestrate import lock as runlock
-from suite.orchestrate import procs
-from suite.orchestrate.envs import SERVE_PYTHON_ENV
+from suite.runtime import lock as runlock
+from suite.runtime import procs
+from suite.runtime.envs import SERVE_PYTHON_ENV
 
 
 def gone(pids: list[int], within_s: float) -> list[int]:
@@ -59,8 +59,8 @@ def test_kill_9_of_the_runner_takes_the_stage_tree_with_it(tmp_path):
     driver = textwrap.dedent(f"""
         import os
         from pathlib import Path
-        from suite.stages.records import EngineConfig
-        from suite.stages.evaluate.records import EvaluateConfig
+        from suite.records.evaluate import EngineConfig
+        from suite.records.evaluate import EvaluateConfig
         from suite.orchestrate.jobs import run_stage
         cfg = EvaluateConfig(engine=EngineConfig(model="m"), tasks=[], data_dir="/", include_path="/", output_dir="/tmp")
         run_stage("evaluate", cfg, Path({str(tmp_path / 'v')!r}), dict(os.environ))
@@ -81,7 +81,7 @@ def test_kill_9_of_the_runner_takes_the_stage_tree_with_it(tmp_path):
 
 
 def hold_lock(run_dir: Path) -> subprocess.Popen:
-    code = (f"import time; from suite.orchestrate.lock import RunLock; RunLock({str(run_dir)!r}).acquire(); "
+    code = (f"import time; from suite.runtime.lock import RunLock; RunLock({str(run_dir)!r}).acquire(); "
             "print('held', flush=True); time.sleep(300)")
     p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "held"
@@ -159,7 +159,7 @@ def test_the_stage_entry_point_refuses_to_write_for_a_run_that_is_not_the_owner(
     """`python -m suite.stages` itself: a (cheap, real) quantize stage whose checkpoint already exists,
     started with the token of a run that no longer owns the folder, writes no result."""
     from suite.stages.quantize.stage import COMPLETE_MARK
-    from suite.stages.quantize.records import QuantizeConfig, QuantizeResult
+    from suite.records.quantize import QuantizeConfig, QuantizeResult
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()

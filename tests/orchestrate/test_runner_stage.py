@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from suite.orchestrate.envs import SERVE_PYTHON_ENV
-from suite.stages.records import EngineConfig
-from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult, TaskScore
+from suite.runtime.envs import SERVE_PYTHON_ENV
+from suite.records.evaluate import EngineConfig
+from suite.records.evaluate import EvaluateConfig, EvaluateResult, TaskScore
 from suite.orchestrate.jobs import run_stage
 
 RESULT = EvaluateResult(scores=[TaskScore(task="suite_mmlu", metric="acc,none", value=0.27, n=14042)],
@@ -113,9 +113,9 @@ def test_children_left_behind_by_a_stage_are_killed(tmp_path, config, monkeypatc
 def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_path, monkeypatch):
     """A run whose fp8-kv evaluation failed is resumed: the quantize and bf16 results are kept, only the
     failed evaluation runs again, and the summary is whole."""
-    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV
     from suite.recipe import load_recipe
-    from suite.stages.quantize.records import QuantizeResult
+    from suite.records.quantize import QuantizeResult
     from suite.orchestrate.rundir import load_run_recipe
     from suite.orchestrate.runner import execute
 
@@ -164,7 +164,7 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
 def test_stage_processes_get_no_tracking_or_cloud_credentials(monkeypatch):
     """The evaluate stage runs model-written code: nothing it runs may find the tracking password in its
     environment (issue 13), and no stage needs one (tracking is the parent's)."""
-    from suite.orchestrate.envs import stage_env
+    from suite.runtime.envs import stage_env
 
     secrets = {"MLFLOW_TRACKING_PASSWORD": "pw", "MLFLOW_TRACKING_USERNAME": "me", "MLFLOW_TRACKING_TOKEN": "t",
                "AWS_SECRET_ACCESS_KEY": "s", "AWS_ACCESS_KEY_ID": "id", "OPENAI_API_KEY": "k", "MY_SECRET": "x",
@@ -202,7 +202,7 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
     """The run folder comes back without its checkpoints (another machine): the quantize job runs again;
     a rebuild with the recorded content hash keeps the evaluations, one that differs redoes them (and the
     evaluation cache, keyed by the content hash too, does not hand back the old scores)."""
-    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV
     from suite.orchestrate.rundir import load_run_recipe
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
@@ -241,7 +241,7 @@ def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_pat
     versions is kept."""
     import json
 
-    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV, serve_versions
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV, serve_versions
     from suite.orchestrate.rundir import load_run_recipe
     from suite.orchestrate.runner import execute
     from suite.plan import planner
@@ -282,7 +282,7 @@ def test_resume_redoes_the_results_of_a_base_model_rewritten_between_the_attempt
     import json
     import shutil
 
-    from suite.orchestrate.envs import QUANTIZE_PYTHON_ENV
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV
     from suite.orchestrate.rundir import load_run_recipe
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
@@ -320,7 +320,7 @@ def test_an_engine_core_failure_names_its_root_cause_not_the_wrapper():
     """The end of an evaluate log from the H200 (vLLM 0.26, 2026-12-01): the exception that ends
     the process is vLLM's 'Engine core initialization failed. See root cause above'; the failure line
     names the engine core's own AssertionError first."""
-    from suite.orchestrate.procs import failure_line
+    from suite.runtime.procs import failure_line
 
     line = failure_line(Path(__file__).parent / "data" / "h200-vllm-0.26-engine-core-failure.log")
     assert line.startswith("AssertionError: Error in memory profiling. Initial free memory 106.13 GiB")
@@ -331,7 +331,7 @@ def test_ray_not_installed_is_one_clear_error(demo_recipe_copy, monkeypatch):
     """executor.kind: ray without Ray: the install hint, not a traceback from closing what never started."""
     import builtins
 
-    from suite.errors import SuiteError
+    from suite.runtime.errors import SuiteError
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
 

@@ -6,7 +6,7 @@ import json
 import os
 
 from conftest import ROOT
-from suite.orchestrate import envs as environments
+from suite.runtime import envs as environments
 
 
 def test_slow_facts_are_cached_by_interpreter_and_versions(tmp_path, monkeypatch):
@@ -38,7 +38,7 @@ def test_engine_args_facts_come_from_the_serve_environments_vllm():
 def test_a_missing_serve_interpreter_is_one_clean_problem(demo_recipe_copy, monkeypatch, tmp_path):
     import pytest
 
-    from suite.errors import SuiteError
+    from suite.runtime.errors import SuiteError
     from suite.recipe import load_recipe
 
     monkeypatch.setenv("SUITE_SERVE_PYTHON", str(tmp_path / "no-python"))
@@ -53,9 +53,9 @@ def test_a_missing_serve_interpreter_is_one_clean_problem(demo_recipe_copy, monk
 
 
 def test_run_versions_are_those_the_stages_recorded():
-    from suite.stages.evaluate.records import EvaluateResult
-    from suite.stages.quantize.records import QuantizeResult
-    from suite.analysis.records import VariantSummary
+    from suite.records.evaluate import EvaluateResult
+    from suite.records.quantize import QuantizeResult
+    from suite.records.summary import VariantSummary
 
     ev = EvaluateResult(scores=[], results_file="r", samples_files={}, wall_s=1, engine_load_s=1,
                         versions={"vllm": "9.9.9", "lm-eval": "0.9"})
@@ -79,8 +79,8 @@ def test_the_runner_keys_evaluations_by_the_serve_environments_versions(demo_rec
     from suite.plan.keys import weights_fingerprint
     from suite.plan.planner import make_plan
     from suite.recipe import load_recipe
-    from suite.stages.evaluate.records import EvaluateResult
-    from suite.analysis.records import VariantSummary
+    from suite.records.evaluate import EvaluateResult
+    from suite.records.summary import VariantSummary
     from suite.orchestrate.eval_cache import evaluate_cached
 
     other = ROOT / ".venv-quantize" / "bin" / "python"  # versions unlike this process's (no lm-eval, other transformers)
@@ -108,7 +108,7 @@ def test_run_summary_versions_are_the_stages_own(demo_recipe_copy, tmp_path, mon
     from test_runner_stage import fake_stage
 
     from suite.recipe import load_recipe
-    from suite.stages.evaluate.records import EvaluateResult, TaskScore
+    from suite.records.evaluate import EvaluateResult, TaskScore
     from suite.orchestrate.runner import execute
 
     ran = EvaluateResult(scores=[TaskScore(task="suite_mmlu", metric="acc,none", value=0.3, n=1)],

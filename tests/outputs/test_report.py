@@ -13,7 +13,7 @@ import pytest
 
 from conftest import make_summary, run_cli
 from suite.outputs import report
-from suite.stages.benchmark.records import BenchmarkResult, LoadPoint, ServerStats, SloResult
+from suite.records.benchmark import BenchmarkResult, LoadPoint, ServerStats, SloResult
 from suite.analysis.summary import add_deltas
 
 
@@ -123,8 +123,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
 def summary_with_kv_check_and_perplexity(tmp_path):
     """A run with suite_longppl (the paired perplexity record and metrics as suite.analysis.summary writes them,
     the H200 run's calibrated-skip-layer-0 figures) and a kvcheck result over 6 layers and 3 scale options."""
-    from suite.stages.evaluate.records import EvaluateResult, TaskScore
-    from suite.stages.kvcheck.records import KVCheckResult
+    from suite.records.evaluate import EvaluateResult, TaskScore
+    from suite.records.kvcheck import KVCheckResult
 
     s = make_summary({"bf16": {"ppl.suite_longppl": 53.5441},
                       "fp8-kv": {"ppl.suite_longppl": 54.7445, "ppl.suite_longppl.delta": 0.9394,

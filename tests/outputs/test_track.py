@@ -62,7 +62,7 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
     from mlflow.tracking import MlflowClient
 
     from conftest import run_cli
-    from suite.stages.quantize.records import QuantizeResult
+    from suite.records.quantize import QuantizeResult
 
     def logged(name, fp8_gsm8k):
         run_dir = tmp_path / name

@@ -61,8 +61,8 @@ def start_mlflow_server(root: Path, port: int, auth: bool = False) -> subprocess
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    """The server, its workers and its process group (suite.orchestrate.procs: SIGTERM, SIGKILL after 10 s)."""
-    from suite.orchestrate import procs
+    """The server, its workers and its process group (suite.runtime.procs: SIGTERM, SIGKILL after 10 s)."""
+    from suite.runtime import procs
 
     procs.stop(proc, grace_s=10)
 

@@ -129,7 +129,7 @@ def test_every_throughput_field_reaches_the_benchmark_config_or_is_named_as_not_
     fails here instead of being dropped silently (the planner used to copy the fields whose names matched)."""
     from suite.plan.planner import THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK
     from suite.recipe import ThroughputSpec
-    from suite.stages.benchmark.records import BenchmarkConfig
+    from suite.records.benchmark import BenchmarkConfig
 
     assert set(ThroughputSpec.model_fields) == set(THROUGHPUT_TO_BENCHMARK) | set(THROUGHPUT_NOT_PASSED)
     assert not set(THROUGHPUT_TO_BENCHMARK) & set(THROUGHPUT_NOT_PASSED)

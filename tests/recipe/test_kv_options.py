@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.errors import SuiteError
+from suite.runtime.errors import SuiteError
 from suite.recipe import load_recipe
 
 V = "variants__0__"
@@ -86,7 +86,7 @@ def test_options_reach_the_plan_and_change_the_keys(demo_recipe_copy, tmp_path):
     from suite.plan.keys import cache_key
     from suite.plan.planner import make_plan, with_results
     from suite.analysis.summary import variant_summary
-    from suite.stages.kvcheck.records import KVCheckResult
+    from suite.records.kvcheck import KVCheckResult
 
     def plan(**kw):
         return make_plan(load_recipe(demo_recipe_copy(**kw)), tmp_path / "run").variants[1]
@@ -114,7 +114,7 @@ def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_cop
     from suite.analysis.summary import finish, start, variant_summary
     from suite.plan.keys import cache_key
     from suite.plan.planner import make_plan, with_results
-    from suite.stages.kvcheck.records import KVCheckResult
+    from suite.records.kvcheck import KVCheckResult
 
     loaded = load_recipe(demo_recipe_copy(**{V + "kv_scales": "auto", V + "quantization": DELETE}))
     auto = make_plan(loaded, tmp_path / "run").variants[1]
@@ -146,7 +146,7 @@ def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_cop
 
 def test_auto_offers_dynamic_where_the_serve_vllm_has_calculate_kv_scales(demo_recipe_copy, tmp_path, DELETE,
                                                                         monkeypatch):
-    from suite.orchestrate import envs
+    from suite.runtime import envs
     from suite.plan.planner import kvcheck_config
 
     loaded = load_recipe(demo_recipe_copy(**{V + "kv_scales": "auto", V + "quantization": DELETE}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import DEMO_RECIPE, ROOT, run_cli
-from suite.errors import SuiteError
+from suite.runtime.errors import SuiteError
 from suite.recipe import load_recipe
 
 
@@ -93,7 +93,7 @@ def test_code_tasks_need_opt_in(demo_recipe_copy):
 
 
 def test_cpu_build_rejects_fp8_weights(demo_recipe_copy):
-    from suite.orchestrate.envs import vllm_platform
+    from suite.runtime.envs import vllm_platform
 
     if vllm_platform() != "cpu":
         pytest.skip("only the CPU build of vLLM refuses FP8 weight schemes")
@@ -103,7 +103,7 @@ def test_cpu_build_rejects_fp8_weights(demo_recipe_copy):
 
 
 def test_gpu_recipe_refused_by_cpu_build():
-    from suite.orchestrate.envs import vllm_platform
+    from suite.runtime.envs import vllm_platform
 
     if vllm_platform() != "cpu":
         pytest.skip("CPU build only")
@@ -169,7 +169,7 @@ def test_throughput_workloads_a_list_or_one(demo_recipe_copy):
     plain value (so the benchmark's cache key is what it was), a repeated one is refused with the fix."""
     from suite.plan.planner import benchmark_config
     from suite.recipe.throughput import ThroughputSpec
-    from suite.stages.records import EngineConfig
+    from suite.records.evaluate import EngineConfig
 
     both = load_recipe(demo_recipe_copy(**{"throughput__workload": ["random", "tasks"]})).recipe
     assert both.throughput.workloads == ["random", "tasks"]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
-from suite.errors import SuiteError
+from suite.runtime.errors import SuiteError
 from suite.recipe import load_recipe
 
 
@@ -135,7 +135,7 @@ def test_duplicate_yaml_keys_are_refused_with_their_lines(demo_recipe_copy):
 
 def test_duplicate_keys_on_one_line_are_refused():
     """A flow mapping repeating a key on one line (`{a: 1, a: 2}`) silently weakened the gates."""
-    from suite.errors import SuiteError
+    from suite.runtime.errors import SuiteError
     from suite.recipe import load_yaml
 
     for text in ("gates: {default_max_drop: 0.01, min_throughput_gain: 1.5, default_max_drop: 1.0}\n",
@@ -181,7 +181,7 @@ def test_engine_flags_are_what_vllms_own_parser_and_config_take(demo_recipe_copy
     import subprocess
 
     from suite.stages.benchmark import stage as benchmark
-    from suite.orchestrate.envs import _probe_env, serve_python
+    from suite.runtime.envs import _probe_env, serve_python
     from suite.plan.planner import make_plan
 
     args = {"enforce_eager": True, "enable_prefix_caching": False, "disable_log_stats": False,
@@ -194,7 +194,7 @@ def test_engine_flags_are_what_vllms_own_parser_and_config_take(demo_recipe_copy
     assert "--no-enable-prefix-caching" in flags and "--disable-log-stats" not in flags  # store_true: left out
     code = """
 import json, sys
-from suite.orchestrate.envs import install_vllm_version_alias
+from suite.runtime.envs import install_vllm_version_alias
 install_vllm_version_alias()
 from vllm.engine.arg_utils import EngineArgs
 from vllm.config import CacheConfig

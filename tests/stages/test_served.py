@@ -26,9 +26,9 @@ from suite.plan.planner import make_plan
 from suite.recipe import SuiteError, load_recipe
 from suite.recipe.schema import EvalSpec
 from suite.stages.benchmark import server as bench_server
-from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult
+from suite.records.benchmark import BenchmarkConfig, BenchmarkResult
 from suite.stages.evaluate import tasks
-from suite.stages.records import EngineConfig, EvaluateConfig, EvaluateResult, TaskRun
+from suite.records.evaluate import EngineConfig, EvaluateConfig, EvaluateResult, TaskRun
 
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -175,5 +175,5 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch)
     assert max(gen_lengths) > 0  # generation ran (not only empty strings)
     assert all(same == n for same, n in counts.values()), counts
     assert [(s.task, s.value, s.n) for s in on.scores] == [(s.task, s.value, s.n) for s in off.scores]
-    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover(str(tmp_path / "bench"))
+    assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover(str(tmp_path / "bench"))
     assert os.getcwd() == cwd  # lm-eval's working-folder change stayed in the evaluation's own process

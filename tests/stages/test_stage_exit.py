@@ -16,7 +16,7 @@ from suite.stages.registry import STAGES
 STAGE = textwrap.dedent("""
     import sys, threading, time
     from suite.stages import registry
-    from suite.stages.records import Record
+    from suite.records.base import Record
     from suite.stages.registry import StageSpec
 
     class Cfg(Record):
@@ -29,7 +29,7 @@ STAGE = textwrap.dedent("""
 
     def run(config):
         threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()  # joined at a normal exit
-        time.sleep(0.4)  # a few samples of the stack (suite.stages.stacks: one every 0.1 s)
+        time.sleep(0.4)  # a few samples of the stack (suite.runtime.stacks: one every 0.1 s)
         if config.run_fails:
             raise RuntimeError("CUDA error: out of memory")
         return Res(value=7)
@@ -68,7 +68,7 @@ def test_a_stage_with_close_ends_after_its_result_without_waiting_for_teardown(t
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "closed"
     assert (tmp_path / "toy.result.json").read_text().count('"value": 7') == 1
-    profile = json.loads((tmp_path / "toy.stacks.json").read_text())  # suite.stages.stacks, beside the result
+    profile = json.loads((tmp_path / "toy.stacks.json").read_text())  # suite.runtime.stacks, beside the result
     assert len(profile["samples"]) >= 2 and any(f.endswith(":run") for f in profile["frames"])
     assert "where the stage's main thread was" in done.stderr  # the log's closing timeline
 
@@ -107,7 +107,7 @@ def test_a_stage_that_fails_prints_its_error_closes_and_exits_1_without_teardown
 def test_an_orphan_stage_with_close_writes_nothing_shuts_its_engine_down_and_exits_3(tmp_path):
     """A stage of a run whose folder was taken over: its result is refused, and the engine it started is still shut
     down (close runs) before it ends, without waiting for the teardown (the thread would hold it an hour)."""
-    from suite.orchestrate import lock as runlock
+    from suite.runtime import lock as runlock
 
     held = runlock.RunLock(tmp_path).acquire()
     env = held.env()
@@ -121,7 +121,7 @@ def test_an_orphan_stage_with_close_writes_nothing_shuts_its_engine_down_and_exi
 
 
 def test_an_orphan_stage_that_fails_leaves_the_new_runs_profile_alone(tmp_path):
-    from suite.orchestrate import lock as runlock
+    from suite.runtime import lock as runlock
 
     held = runlock.RunLock(tmp_path).acquire()
     env = held.env()

@@ -23,12 +23,12 @@ class JobCall:
 
     stage: str
     variant_plan: object  # suite.plan.planner.VariantPlan, with what earlier stages decided passed on
-    variant_summary: object  # its suite.analysis.records.VariantSummary as it stood when the job was sent
+    variant_summary: object  # its suite.records.summary.VariantSummary as it stood when the job was sent
     run_dir: Path
     out_root: Path
     env: dict[str, str]
     force: bool = False
-    lock: object = None  # suite.orchestrate.lock.RunLock
+    lock: object = None  # suite.runtime.lock.RunLock
     python: str | None = None  # the stage's interpreter, chosen here (SUITE_*_PYTHON are this process's)
 
     def run(self, extra_env: dict[str, str]) -> "StageOutcome":

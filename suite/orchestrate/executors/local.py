@@ -22,7 +22,7 @@ from suite.recipe.executor import ExecutorSpec
 
 EPS = 1e-6
 # Engines sharing a GPU start at once: each has a KV cache of fixed size (EngineConfig.gpu_share,
-# suite.stages.gpushare), so vLLM's memory profiling does not count (or trip over) its neighbours.
+# suite.runtime.engine.gpushare), so vLLM's memory profiling does not count (or trip over) its neighbours.
 
 
 def visible_gpus() -> list[str]:
@@ -128,11 +128,11 @@ class LocalExecutor(Executor):
             return
         import psutil
 
-        from suite.orchestrate import procs
+        from suite.runtime import procs
 
         for child in psutil.Process().children():
             try:
-                if "suite.orchestrate.procs" in " ".join(child.cmdline()):
+                if "suite.runtime.procs" in " ".join(child.cmdline()):
                     procs.stop(child.pid, grace_s=10)
             except psutil.Error:
                 continue

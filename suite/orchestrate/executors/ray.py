@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 
-from suite.errors import Problem, SuiteError
+from suite.runtime.errors import Problem, SuiteError
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
 
@@ -84,7 +84,7 @@ def _raylet_error(temp_dir: str | None = None) -> str | None:
     """The raylet's fatal line from the newest session's log (``<ray temp dir>/session_latest/logs/raylet.err``)."""
     from pathlib import Path
 
-    from suite.orchestrate.procs import error_line
+    from suite.runtime.procs import error_line
 
     logs = Path(_ray_temp_dir(temp_dir)) / "session_latest" / "logs"
     for log in (logs / "raylet.err", logs / "raylet.out"):
@@ -117,7 +117,7 @@ class RayExecutor(Executor):
         except ImportError:
             raise SuiteError(Problem("executor.kind", "ray", "Ray is not installed in the environment that runs suite",
                                      "pip install 'suite[ray]' (or ray>=2.40), or use executor.kind: local")) from None
-        from suite.orchestrate.envs import REPO_ROOT
+        from suite.runtime.envs import REPO_ROOT
 
         t0 = time.time()
         runtime_env = {"env_vars": {"PYTHONPATH": str(REPO_ROOT)}}  # suite importable in every worker

@@ -48,7 +48,7 @@ from suite.stages.benchmark.gpumon import GpuSampler, summarize_gpu
 from suite.stages.benchmark.labels import (BUSY_CORE, BUSY_UTIL, IDLE_UTIL, PHASE_SAMPLES, classify,  # noqa: F401
                                           relabel, shown_label)  # (the stage's API)
 from suite.stages.benchmark.host import cpu_cores
-from suite.stages.benchmark.records import LoadPoint, ServerStats
+from suite.records.benchmark import LoadPoint, ServerStats
 
 GAUGES = {
     "vllm:num_requests_running": "running",

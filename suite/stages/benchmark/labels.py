@@ -10,7 +10,7 @@ thresholds are described in ``bottleneck``'s and ``gpumon``'s docstrings.
 
 from __future__ import annotations
 
-from suite.stages.benchmark.records import LoadPoint, ServerStats
+from suite.records.benchmark import LoadPoint, ServerStats
 
 BUSY_UTIL = 90.0
 IDLE_UTIL = 70.0

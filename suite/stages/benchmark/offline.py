@@ -5,7 +5,7 @@ its own before the server starts, so the two never share the accelerator). Promp
 ids of exactly ``input_len`` tokens (as ``vllm bench serve --dataset-name random`` makes them), or the
 tasks' prompts (``workload: tasks``), each generating ``output_len`` tokens with ``ignore_eos``. Served throughput far below this ceiling means
 the front end or the client, not the engine, set the pace. The engine is built as ``vllm serve`` builds it: the
-server's batch limits (``suite.stages.batching``) and per-step stats on; ``offline.json`` says which limits it ran with.
+server's batch limits (``suite.runtime.engine.batching``) and per-step stats on; ``offline.json`` says which limits it ran with.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ import sys
 import time
 from pathlib import Path
 
-from suite.stages.benchmark.records import BenchmarkConfig
+from suite.records.benchmark import BenchmarkConfig
 
 
 def measure(config: BenchmarkConfig) -> dict:
-    from suite.orchestrate.envs import install_vllm_version_alias
+    from suite.runtime.envs import install_vllm_version_alias
 
     install_vllm_version_alias()
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from suite.stages.batching import serve_engine_limits
+    from suite.runtime.engine.batching import serve_engine_limits
 
     e = config.engine
     # the engine `vllm serve` builds, without its HTTP front end: vLLM gives LLM and the OpenAI server different batch

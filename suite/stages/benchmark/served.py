@@ -21,9 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from suite.orchestrate import procs
+from suite.runtime import procs
 from suite.stages.benchmark.server import ServerError, server_line
-from suite.stages.records import EvaluateConfig, EvaluateResult
+from suite.records.evaluate import EvaluateConfig, EvaluateResult
 
 # registers POST /reset_prefix_cache (and vLLM's other dev routes, unauthenticated: the server listens on
 # 127.0.0.1 only); its one other effect is log_error_stack. vLLM's own benchmark sweep sets it for the same reset

@@ -1,6 +1,6 @@
 """``vllm serve`` for one benchmark: a free loopback port, its command, readiness and identity, KV capacity.
 
-The server runs in its own process group (``suite.orchestrate.procs``: it dies with the stage) with a
+The server runs in its own process group (``suite.runtime.procs``: it dies with the stage) with a
 per-run random API key. Before any load it is identified: the listener on the port is in its process
 tree, ``/health`` answers, ``/v1/models`` with the key lists the model; it fails at once, with the
 server's own error line, if the server exits or another process holds the port.
@@ -41,10 +41,10 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from suite.orchestrate import procs
-from suite.stages.records import EngineConfig
+from suite.runtime import procs
+from suite.records.evaluate import EngineConfig
 
-VLLM_CLI = [sys.executable, "-m", "suite.stages.benchmark.vllm_cli"]
+VLLM_CLI = [sys.executable, "-m", "suite.runtime.engine.vllm_cli"]
 KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 MAX_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 CACHE_INFO = "vllm:cache_config_info"
@@ -77,10 +77,10 @@ def free_port() -> int:
 
 def engine_flags(engine: EngineConfig, facts: dict | None = None) -> list[str]:
     """vLLM engine arguments as `vllm serve` flags, in the forms the serve environment's vLLM parser takes
-    (suite.orchestrate.engine_args.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
+    (suite.runtime.engine.args.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
     JSON). ``facts``: ``environments.engine_args_facts()`` (asked of this interpreter when not given)."""
-    from suite.orchestrate.engine_args import engine_cli_flags
-    from suite.orchestrate.envs import engine_args_facts
+    from suite.runtime.engine.args import engine_cli_flags
+    from suite.runtime.envs import engine_args_facts
 
     if facts is None and engine.engine_args:
         facts = engine_args_facts()  # cached on disk by `suite validate` / the plan

@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from suite.stages.benchmark.records import LoadPoint, SloResult
-from suite.recipe import SloSpec
+from suite.records.benchmark import LoadPoint, SloResult
+from suite.records.benchmark import SloSpec
 
 
 def meets(point: LoadPoint, slo: SloSpec) -> tuple[bool, str]:

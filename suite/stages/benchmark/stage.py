@@ -12,7 +12,7 @@ point, adds roofline fractions (``suite.stages.benchmark.roofline``), searches t
 error, lost requests, a point that timed out, the server dying) fails the stage with the client's or
 the server's own error line. With ``evaluate`` set (``eval.engine: served``) the first server scores the
 variant's tasks before any load point (``suite.stages.benchmark.served``) and its prefix cache is reset.
-Where the server's engine start went is read from its log (``suite.stages.enginelog``).
+Where the server's engine start went is read from its log (``suite.runtime.engine.startlog``).
 """
 
 from __future__ import annotations
@@ -24,21 +24,21 @@ import sys
 import time
 from pathlib import Path
 
-from suite.orchestrate import procs
-from suite.recipe.executor import parallel_size
+from suite.runtime import procs
+from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark import server
 from suite.stages.benchmark.bottleneck import ServerMonitor
 from suite.stages.benchmark.host import host_cpu
 from suite.stages.benchmark.labels import classify_point
 from suite.stages.benchmark.client import WarmClient
 from suite.stages.benchmark.gpumon import GpuSampler
-from suite.stages.benchmark.records import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
+from suite.records.benchmark import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
 from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
 from suite.stages.benchmark.served import SERVED_ENV, evaluate_on_server
 from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_port, the regexes: used through this module)
     KV_TOKENS_RE, MAX_CONC_RE, ServerError, engine_flags, free_port, kv_capacity, metrics_text, reset_prefix_cache,
     server_line, tail, vllm_server)
-from suite.stages.enginelog import parse_engine_start
+from suite.runtime.engine.startlog import parse_engine_start
 from suite.stages.benchmark.slo import capacity, search
 from suite.stages.benchmark.workload import task_prompts, write_dataset
 
@@ -262,7 +262,7 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
 
 
 def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler, client: WarmClient) -> BenchmarkResult:
-    from suite.orchestrate.envs import package_versions
+    from suite.runtime.envs import package_versions
 
     log_path = out_dir / "server.log"
     gpu = config.gpu or detect_gpu()

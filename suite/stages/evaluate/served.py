@@ -144,7 +144,7 @@ def auto_concurrency(engine) -> int:
     changes its greedy text; with an FP8 KV cache far more than in BF16 (H200, full GSM8K: offline at 64 sequences
     against 1,024, 23% of FP8 KV generations identical, 72% in BF16; docs/results/h200-fp8kv-batch-20261202), so the
     served scoring runs at the offline engine's batch, not at a fixed 64."""
-    from suite.stages.batching import serve_max_num_seqs
+    from suite.runtime.engine.batching import serve_max_num_seqs
 
     seqs = serve_max_num_seqs(engine.engine_args)
     return seqs if seqs else FALLBACK_CONCURRENCY

@@ -5,7 +5,7 @@ vLLM engine: the engine is built once (lm-eval's ``VLLM`` LM) and ``simple_evalu
 per group of tasks that share n-shot and limit. Local task YAMLs (tasks/) read their data relative to
 ``data_dir``, so the stage runs with that folder as its working directory. Every sample is kept
 (``log_samples``) for paired statistics. Where the engine's start went is read from vLLM's own log
-lines (``suite.stages.enginelog``). With ``backend: served`` no engine starts here: the benchmark stage
+lines (``suite.runtime.engine.startlog``). With ``backend: served`` no engine starts here: the benchmark stage
 runs this same stage against its ``vllm serve`` (``base_url``), through ``suite.stages.evaluate.served``;
 the files written are the same.
 """
@@ -19,10 +19,10 @@ import time
 from itertools import groupby
 from pathlib import Path
 
-from suite.stages.enginelog import StdoutWindow, parse_engine_start
-from suite.stages.batching import serve_batch_limits
-from suite.stages.records import SAMPLER_ENV, EngineConfig
-from suite.stages.evaluate.records import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
+from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
+from suite.runtime.engine.batching import serve_batch_limits
+from suite.records.evaluate import SAMPLER_ENV, EngineConfig
+from suite.records.evaluate import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
 
 
 
@@ -56,7 +56,7 @@ def prepare(config: EvaluateConfig):
         if any(code_tasks.needs_code_execution(t.name) for t in config.tasks):
             sandbox.ensure_available(config.code_sandbox)
 
-    from suite.orchestrate.envs import install_vllm_version_alias
+    from suite.runtime.envs import install_vllm_version_alias
 
     install_vllm_version_alias()
     from lm_eval.tasks import TaskManager
@@ -112,7 +112,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     task_manager = prepare(config)
     from lm_eval.utils import handle_non_serializable
 
-    from suite.orchestrate.envs import package_versions
+    from suite.runtime.envs import package_versions
 
     t_engine = time.perf_counter()
     lm, engine_load_s, engine_start, batch_limits = build_lm(config)
@@ -191,8 +191,8 @@ def build_lm(config: EvaluateConfig):
     limits = serve_batch_limits(config.engine.engine_args, config.engine.max_model_len) \
         if config.batch_limits == "serve" else {}
     args.update(limits)
-    if config.engine.gpu_share:  # a GPU shared with other jobs: a KV cache of fixed size (suite.stages.gpushare)
-        from suite.stages.gpushare import shared_engine_args
+    if config.engine.gpu_share:  # a GPU shared with other jobs: a KV cache of fixed size (suite.runtime.engine.gpushare)
+        from suite.runtime.engine.gpushare import shared_engine_args
 
         args.update(shared_engine_args(config.engine))
     lm = VLLM(**args)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 
-from suite.stages.kvcheck.records import KVCheckConfig, KVCheckResult
+from suite.records.kvcheck import KVCheckConfig, KVCheckResult
 
 KVCHECK_OPTION = {"calibrated": "calibrated", "unit": "unit", "dynamic": "vllm-calc", "per-head": "per-head"}
 CHECKED_TENSORS = ("k", "v", "attn")  # Q is FP8 only on FlashAttention-3, at scale 1.0 for every option
@@ -100,7 +100,7 @@ def greedy_skip(model, model_dir: str, texts, option: str, ranked: list[dict], k
 
 def run(config: KVCheckConfig) -> KVCheckResult:
     start = time.perf_counter()
-    from suite.orchestrate.envs import package_versions
+    from suite.runtime.envs import package_versions
     from suite.stages.quantize import kvcheck as kc
 
     texts = read_texts(config.texts_file, config.num_texts)

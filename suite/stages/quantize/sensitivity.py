@@ -19,7 +19,7 @@ import time
 from contextlib import contextmanager
 from statistics import median
 
-from suite.stages.quantize.records import SensitivityConfig, SensitivityResult
+from suite.records.quantize import SensitivityConfig, SensitivityResult
 
 
 def _minmax(t, reduce_dims):

@@ -19,7 +19,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite.stages.quantize.records import QuantizeConfig, QuantizeResult
+from suite.records.quantize import QuantizeConfig, QuantizeResult
 
 COMPLETE_MARK = ".complete"
 KV_CACHE_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
@@ -38,7 +38,7 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     from transformers import AutoTokenizer
 
     from suite.stages.quantize import calibration
-    from suite.orchestrate.envs import package_versions
+    from suite.runtime.envs import package_versions
 
     torch.manual_seed(0)
     model = load_model(config)

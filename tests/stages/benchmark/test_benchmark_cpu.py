@@ -19,9 +19,9 @@ import pytest
 from conftest import DEMO_MODEL, needs_demo_model, no_leftover
 from suite.stages.benchmark import server as bench_server
 from suite.stages.benchmark import stage as benchmark
-from suite.stages.benchmark.records import BenchmarkConfig
-from suite.stages.records import EngineConfig
-from suite.recipe import SloSpec
+from suite.records.benchmark import BenchmarkConfig
+from suite.records.evaluate import EngineConfig
+from suite.records.benchmark import SloSpec
 
 pytestmark = [pytest.mark.integration, needs_demo_model()]
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1",
@@ -69,7 +69,7 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     assert [q["rate"] for q in res.slo.probes] == [1, 2] and res.slo.sustainable_rate == 2
     assert res.slo.note == "the SLO held up to max_rate" and res.slo.steady is None
     assert all(q["e2el_p50_ms"] > 0 for q in res.slo.probes) and p.e2el_p50_ms > 0 and p.max_concurrent_requests > 0
-    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
+    assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothing(tmp_path, cpu_env):
@@ -108,7 +108,7 @@ def test_server_dying_mid_point_fails_the_stage_with_the_cause_and_leaves_nothin
     assert killed, "the server was never killed"
     assert "load point rate-inf (repetition 1): vllm serve died (killed by SIGKILL)" in str(e.value)
     assert time.monotonic() - start < 400
-    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
+    assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_env):
@@ -116,7 +116,7 @@ def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_
     refuses such rates; this is the client failing for any reason.) No server is needed to see it."""
     import subprocess
 
-    from suite.orchestrate import procs
+    from suite.runtime import procs
 
     server = procs.spawn(["sleep", "120"])  # a live 'server' process; the client fails before connecting
     try:
@@ -130,7 +130,7 @@ def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_
         runner.client.close()
         procs.stop(server, grace_s=1)
     assert "vllm bench serve failed (exit 1): AssertionError: Obtained non-positive request rate -1" in str(e.value)
-    assert isinstance(server, subprocess.Popen) and not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
+    assert isinstance(server, subprocess.Popen) and not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_path, cpu_env, monkeypatch):
@@ -155,7 +155,7 @@ def test_a_foreign_server_holding_the_port_is_named_with_vllms_own_error(tmp_pat
     finally:
         foreign.shutdown()
     assert "is held by another process" in str(e.value) and "Address already in use" in str(e.value), str(e.value)
-    assert not list((tmp_path / "bench").glob("bench-*.json")) and not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
+    assert not list((tmp_path / "bench").glob("bench-*.json")) and not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
 
 
 def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
@@ -178,4 +178,4 @@ def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
     from suite.analysis.summary import headline_point
 
     assert headline_point(res, "max") is p and headline_point(res, "last") is p
-    assert not no_leftover("suite.stages.benchmark.vllm_cli") and not no_leftover("suite.stages.benchmark.client") and not no_leftover("suite.stages.benchmark.offline")
+    assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client") and not no_leftover("suite.stages.benchmark.offline")

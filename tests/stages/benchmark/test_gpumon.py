@@ -10,7 +10,7 @@ import pytest
 
 from suite.outputs.gpu_series import gpu_series
 from suite.stages.benchmark import bottleneck, gpumon, host
-from suite.stages.benchmark.records import LoadPoint, ServerStats
+from suite.records.benchmark import LoadPoint, ServerStats
 
 
 class FakeNVML:
@@ -261,7 +261,7 @@ def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsy
 
     from conftest import ROOT
     from suite.cli.render import print_load_points
-    from suite.stages.benchmark.records import BenchmarkResult
+    from suite.records.benchmark import BenchmarkResult
 
     data = ROOT / "tests/stages/benchmark/data"  # copies of docs/results/h200-study-20261203/stretch{3,5}'s results
     res = BenchmarkResult.read(data / "h200-vllm-0.26-qwen0.5b-study-fp8-static.benchmark.result.json")

@@ -19,8 +19,8 @@ from suite.stages.benchmark import bottleneck
 from suite.stages.benchmark import roofline
 from suite.stages.benchmark import slo
 from suite.stages.benchmark.stage import combine_repetitions
-from suite.stages.benchmark.records import LoadPoint, ServerStats
-from suite.recipe import SloSpec
+from suite.records.benchmark import LoadPoint, ServerStats
+from suite.records.benchmark import SloSpec
 
 METRICS_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

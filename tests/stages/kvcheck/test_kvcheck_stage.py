@@ -32,7 +32,7 @@ def _checkpoint(tmp_path):
 
 
 def test_stage_flags_ranks_and_keeps_the_clipping_layer(tmp_path):
-    from suite.stages.kvcheck.records import KVCheckConfig
+    from suite.records.kvcheck import KVCheckConfig
     from suite.stages.kvcheck.stage import capacity, run
 
     model_dir, texts = _checkpoint(tmp_path)
@@ -52,7 +52,7 @@ def test_stage_flags_ranks_and_keeps_the_clipping_layer(tmp_path):
 
 
 def test_auto_scales_choose_among_the_candidates_and_refuse_a_calibrated_checkpoint(tmp_path):
-    from suite.stages.kvcheck.records import KVCheckConfig
+    from suite.records.kvcheck import KVCheckConfig
     from suite.stages.kvcheck.stage import choose_scales, run
 
     model_dir, texts = _checkpoint(tmp_path)
@@ -73,7 +73,7 @@ def test_summary_warning_metric_and_gate(tmp_path):
     from suite.analysis import gate
     from suite.analysis.summary import kv_warnings, variant_metrics
     from suite.recipe import GateSpec
-    from suite.stages.kvcheck.records import KVCheckResult
+    from suite.records.kvcheck import KVCheckResult
 
     res = KVCheckResult(kv_scales="calibrated", option="calibrated", options=["calibrated", "dynamic"], num_layers=24,
                         num_texts=1, tokens=100, rows=[], flagged=[{"layer": 0, "tensor": "attn", "flags": ["x"]}],

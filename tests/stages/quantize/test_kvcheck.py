@@ -214,7 +214,7 @@ def test_the_run_warns_about_fp8_kv_on_a_model_with_outlier_biases(tmp_path):
     import subprocess
     import sys
 
-    from suite.analysis.records import VariantSummary
+    from suite.records.summary import VariantSummary
     from suite.stages.quantize.kvbias import preflight_kv
 
     (tmp_path / "outlier").mkdir()

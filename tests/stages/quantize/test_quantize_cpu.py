@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEMO_MODEL, ROOT, needs_demo_model
-from suite.stages.quantize.records import QuantizeConfig
+from suite.records.quantize import QuantizeConfig
 
 pytestmark = [pytest.mark.integration, needs_demo_model()]
 

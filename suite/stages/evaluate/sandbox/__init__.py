@@ -80,7 +80,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.orchestrate import procs
+from suite.runtime import procs
 
 ALLOW_ENV = "SUITE_ALLOW_CODE_EXECUTION"
 MODE_ENV = "SUITE_CODE_SANDBOX"

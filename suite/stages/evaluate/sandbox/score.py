@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from suite.errors import Problem, SuiteError
+from suite.runtime.errors import Problem, SuiteError
 from suite.stages.evaluate.sandbox import (ALLOW_ENV, Limits, SandboxError, ensure_available, estimate_pass_at_k,
                                            run_programs)
 from suite.stages.evaluate.tasks import TASKS_DIR

@@ -1,4 +1,4 @@
-"""``python -m suite.stages.benchmark.vllm_cli ARGS`` runs vLLM's own CLI (``vllm serve``, ``vllm bench serve``).
+"""``python -m suite.runtime.engine.vllm_cli ARGS`` runs vLLM's own CLI (``vllm serve``, ``vllm bench serve``).
 
 The same as the ``vllm`` console script, except for two things, both installed at import so that the
 processes vLLM spawns from this module (API servers, the engine core) get them too:
@@ -16,7 +16,7 @@ processes vLLM spawns from this module (API servers, the engine core) get them t
 
 import sys
 
-from suite.orchestrate.envs import install_vllm_version_alias
+from suite.runtime.envs import install_vllm_version_alias
 
 
 def keep_api_key_out_of_compile_cache_key() -> None:

@@ -6,11 +6,11 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from suite.stages.benchmark.records import BenchmarkResult
-from suite.stages.evaluate.records import EvaluateResult
-from suite.stages.kvcheck.records import KVCheckResult
-from suite.stages.quantize.records import QuantizeResult
-from suite.stages.records import Record
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
+from suite.records.kvcheck import KVCheckResult
+from suite.records.quantize import QuantizeResult
+from suite.records.base import Record
 
 
 class VariantSummary(Record):

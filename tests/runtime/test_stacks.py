@@ -1,4 +1,4 @@
-"""The stage processes' stack sampler (suite.stages.stacks): the time goes to the functions that spent it, in the
+"""The stage processes' stack sampler (suite.runtime.stacks): the time goes to the functions that spent it, in the
 order they ran, and a profile reads back as the timeline a stage's log ends with."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from suite.stages import stacks
+from suite.runtime import stacks
 
 
 def _sleepy_phase(seconds: float) -> None:
@@ -138,7 +138,7 @@ def test_frames_are_named_from_their_package_wherever_it_is_installed(monkeypatc
     monkeypatch.setattr(sys, "path", [*sys.path, "/tmp/envs/serve"])  # the GPU bundle's PYTHONPATH
     assert stacks._where("/tmp/envs/serve/vllm/v1/engine/core.py") == "vllm/v1/engine/core.py"
     assert stacks._where("/x/lib/python3.12/site-packages/lm_eval/evaluator.py") == "lm_eval/evaluator.py"
-    assert stacks._where(stacks.__file__) == "suite/stages/stacks.py"
+    assert stacks._where(stacks.__file__) == "suite/runtime/stacks.py"
     assert stacks._where(json.__file__) == "<stdlib>/json/__init__.py"
 
 
@@ -146,14 +146,14 @@ def test_the_command_prints_a_profile_and_names_a_file_it_cannot_read(tmp_path):
     path = tmp_path / "evaluate.stacks.json"
     path.write_text(json.dumps(_profile([ENGINE], [(1.0, 0), (2.0, 0)])))
     repo = Path(__file__).resolve().parents[2]
-    ok = subprocess.run([sys.executable, "-m", "suite.stages.stacks", str(path)], capture_output=True, text=True,
+    ok = subprocess.run([sys.executable, "-m", "suite.runtime.stacks", str(path)], capture_output=True, text=True,
                         cwd=repo, timeout=60)
     assert ok.returncode == 0 and "zmq/sugar/poll.py:poll" in ok.stdout
-    window = subprocess.run([sys.executable, "-m", "suite.stages.stacks", str(path), "--window", "0"],
+    window = subprocess.run([sys.executable, "-m", "suite.runtime.stacks", str(path), "--window", "0"],
                             capture_output=True, text=True, cwd=repo, timeout=60)
     assert window.returncode == 2 and "must be > 0" in window.stderr
     for broken in ("{not json", '{"samples": [[1.0, 0]]}'):
         path.write_text(broken)
-        bad = subprocess.run([sys.executable, "-m", "suite.stages.stacks", str(path)], capture_output=True,
+        bad = subprocess.run([sys.executable, "-m", "suite.runtime.stacks", str(path)], capture_output=True,
                              text=True, cwd=repo, timeout=60)
         assert bad.returncode == 2 and str(path) in bad.stderr and "Traceback" not in bad.stderr

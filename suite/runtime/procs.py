@@ -5,7 +5,7 @@ Guarantees (Linux):
   = SIGKILL: when the process that started it dies, even by ``kill -9``, the kernel kills it. (The
   signal follows the death of the *thread* that called fork: spawn from a thread that outlives the
   child, in practice the main thread.)
-- ``supervised`` starts a command under ``python -m suite.orchestrate.procs supervise``: a small process that is a
+- ``supervised`` starts a command under ``python -m suite.runtime.procs supervise``: a small process that is a
   child subreaper (``PR_SET_CHILD_SUBREAPER``: every orphan of the tree, double-forked daemons and
   ``setsid`` escapees included, is reparented to it), gets SIGTERM when its parent dies, and then —
   or when the command ends — kills every process left in the tree before it exits with the
@@ -13,7 +13,7 @@ Guarantees (Linux):
   what takes them down with it.
 - ``stop`` terminates a process and all its descendants (psutil ``children(recursive=True)`` plus its
   process group): SIGTERM, wait up to ``grace_s`` for each to end (a zombie whose threads all ended has ended), SIGKILL what is left.
-- ``RunLock`` (in ``suite.orchestrate.lock``): ``<run folder>/run.lock`` holds the PID (and its start time), host name, boot id and a
+- ``RunLock`` (in ``suite.runtime.lock``): ``<run folder>/run.lock`` holds the PID (and its start time), host name, boot id and a
   random token of the ``suite run`` that owns the folder, plus the stage process it is running. A
   second ``suite run --resume`` refuses while either is alive on this machine; a lock of a dead
   process, of another boot or of another host (a lost machine) is taken over. A stage writes its
@@ -81,7 +81,7 @@ def supervised(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None
     sup_env = dict(env if env is not None else os.environ)
     repo = str(Path(__file__).resolve().parents[2])
     sup_env["PYTHONPATH"] = repo + (os.pathsep + sup_env["PYTHONPATH"] if sup_env.get("PYTHONPATH") else "")
-    return subprocess.Popen([python, "-m", "suite.orchestrate.procs", "supervise", "--", *cmd], stdout=stdout,
+    return subprocess.Popen([python, "-m", "suite.runtime.procs", "supervise", "--", *cmd], stdout=stdout,
                             stderr=subprocess.STDOUT if stdout is not None else None, stdin=subprocess.DEVNULL,
                             env=sup_env, cwd=cwd, preexec_fn=_preexec(True, os.getpid(), signal.SIGTERM))
 
@@ -378,5 +378,5 @@ def _supervise(cmd: list[str]) -> int:
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "supervise" and sys.argv[2] == "--":
         sys.exit(_supervise(sys.argv[3:]))
-    print("usage: python -m suite.orchestrate.procs supervise -- CMD...", file=sys.stderr)
+    print("usage: python -m suite.runtime.procs supervise -- CMD...", file=sys.stderr)
     sys.exit(2)

@@ -1,0 +1,1 @@
+"""vLLM engine helpers: engine-argument flags, batch limits, GPU shares, the engine-start log, the vllm CLI."""
