@@ -266,7 +266,7 @@ def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlie
     """The run's summary before any stage ran: one ``VariantSummary`` per planned variant (``plan``: a
     ``Plan``), from its recipe section. ``earlier``: the summary of the run a resume continues (it keeps
     where and with what its stages ran: the kept results came from there)."""
-    from suite import __version__
+    from suite.version import __version__
 
     r = loaded.recipe
     return RunSummary(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from suite import __version__
+from suite.version import __version__
 from suite.runtime.errors import EXIT_BAD_INPUT, SuiteError
 from suite.cli.recipe import cmd_plan, cmd_schema, cmd_tasks, cmd_validate
 from suite.cli.run import cmd_run

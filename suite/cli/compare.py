@@ -8,7 +8,7 @@ from pathlib import Path
 
 from suite.runtime.errors import EXIT_OK
 from suite.cli.render import _wide_console
-from suite.cli.summaries import load_summary
+from suite.analysis.load import load_summary
 
 
 def cmd_compare(args) -> int:

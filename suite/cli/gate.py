@@ -7,7 +7,7 @@ from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_GATE_FAILED, EXIT_OK, Problem, SuiteError
 from suite.cli.render import _wide_console
-from suite.cli.summaries import load_summary
+from suite.analysis.load import load_summary
 
 
 def cmd_gate(args) -> int:

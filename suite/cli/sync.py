@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
-from suite.cli.summaries import load_summary
+from suite.analysis.load import load_summary
 
 
 def cmd_sync(args) -> int:

@@ -1,0 +1,148 @@
+"""The Python API: run a recipe, read a run folder as tables, gate it (the CLI's commands call these too).
+
+    import suite
+    run = suite.run("recipes/demo-cpu.yaml", eval={"limit": 4}, track=False)   # -> suite.Run
+    run = suite.load_run("runs/20261205-120000-demo-cpu")
+    run.variants()     # pandas: one row per variant, its summary metrics as columns
+    run.items()        # pandas: one row per scored item (variant, task, subtask, doc_id, metric, score)
+    run.points()       # pandas: one row per load point (variant, label, request_rate, output_tok_s, ...)
+    run.gate()         # the recipe's gates (or gate(policy="policy.yaml")): a GateResult with .outcome
+
+Keyword overrides of ``run`` are merged into the recipe's YAML mapping before it is validated (nested
+mappings merge, anything else replaces), so the run folder's recipe.yaml is exactly what ran. Reading a run
+never imports vLLM, lm-eval or torch; the frames need pandas (the serve environment has it).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from suite.runtime.errors import Problem, SuiteError
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def load(recipe: str | Path, serving: bool = True, **overrides: Any):
+    """A validated recipe (``suite.recipe.LoadedRecipe``), with ``overrides`` merged into its mapping."""
+    from suite.recipe import load_recipe
+    from suite.recipe.load import load_yaml, read_text
+
+    path = Path(recipe)
+    if not overrides:
+        return load_recipe(path, serving=serving)
+    if not path.is_file():
+        raise SuiteError(Problem(str(path), "", "recipe file not found", "check the path"))
+    import yaml
+
+    data = load_yaml(read_text(path), str(path))
+    if not isinstance(data, dict):
+        raise SuiteError(Problem(str(path), "", "a recipe is a YAML mapping", "start from recipes/demo-cpu.yaml"))
+    text = yaml.safe_dump(_merge(data, overrides), sort_keys=False, allow_unicode=True)
+    return load_recipe(path, serving=serving, text=text)
+
+
+@dataclass
+class Run:
+    """One run folder: its summary (``suite.records.summary.RunSummary``) and tables read from its files."""
+
+    run_dir: Path
+    summary: Any
+
+    def variants(self):
+        """One row per variant: name, baseline flag, errors, and every summary metric as a column."""
+        import pandas as pd
+
+        rows = [{"variant": v.name, "is_baseline": v.is_baseline, "errors": "; ".join(v.errors), **v.metrics}
+                for v in self.summary.variants]
+        return pd.DataFrame(rows).set_index("variant")
+
+    def items(self):
+        """One row per scored item of every accuracy task: variant, task, subtask, doc_id, metric, score
+        (lm-eval's samples files the evaluate stage kept, on the task's headline metric)."""
+        import pandas as pd
+
+        from suite.analysis.paired import is_perplexity_metric, item_scores
+
+        rows = []
+        for v in self.summary.variants:
+            if v.evaluate is None:
+                continue
+            for s in v.evaluate.scores:
+                f = v.evaluate.samples_files.get(s.task)
+                if not f or is_perplexity_metric(s.metric):
+                    continue
+                path = self._file(f)
+                for (subtask, doc_id), score in item_scores(path, s.metric).items():
+                    rows.append({"variant": v.name, "task": s.task, "subtask": subtask, "doc_id": doc_id,
+                                 "metric": s.metric, "score": score})
+        return pd.DataFrame(rows, columns=["variant", "task", "subtask", "doc_id", "metric", "score"])
+
+    def points(self):
+        """One row per load point of every variant's benchmark (the LoadPoint record's fields)."""
+        import pandas as pd
+
+        rows = []
+        for v in self.summary.variants:
+            for p in (v.benchmark.points if v.benchmark else []):
+                rows.append({"variant": v.name, **p.model_dump(exclude_none=False)})
+        return pd.DataFrame(rows)
+
+    def gate(self, policy: str | Path | None = None):
+        """The release gate on this run: the recipe's gates, or those of a policy file (``suite gate``)."""
+        from suite.analysis import gate
+
+        source = str(self.run_dir / "summary.json")
+        spec = gate.load_policy(str(policy)) if policy else gate.recipe_gates(self.summary, source)
+        return gate.run(gate.GateConfig(self.summary, spec, source, str(policy or "")))
+
+    def _file(self, recorded: str) -> Path:
+        """A file the run recorded by path: as recorded, else the same path under this run folder (a run
+        folder that was moved or copied)."""
+        p = Path(recorded)
+        if p.is_file():
+            return p
+        parts = p.parts
+        for i in range(len(parts)):
+            candidate = self.run_dir.joinpath(*parts[i:])
+            if candidate.is_file():
+                return candidate
+        raise SuiteError(Problem(recorded, "", "a file the run recorded is missing",
+                                 f"give the complete run folder ({self.run_dir})"))
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """A finished (or partial) run folder, read: its summary.json, checked as `suite gate` reads it."""
+    from suite.analysis.load import load_summary
+
+    p = Path(run_dir)
+    return Run(run_dir=p if p.is_dir() else p.parent, summary=load_summary(str(p)))
+
+
+def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool = True, force: bool = False,
+        resume: str | Path | None = None, report: Optional[Callable[..., None]] = None,
+        watch: Optional[Callable[[list, list], None]] = None, **overrides: Any) -> Run:
+    """Run a recipe end to end (``suite run``): ``overrides`` are merged into its mapping first; ``resume``
+    continues a run folder instead (with the recipe it was made from; no overrides then). ``report`` and
+    ``watch`` receive the runner's progress events (see ``suite.orchestrate.runner``)."""
+    from suite.orchestrate.runner import execute
+
+    if resume is not None:
+        if overrides:
+            raise SuiteError(Problem(str(resume), "", "a resumed run keeps the recipe it was made from",
+                                     "drop the overrides, or start a new run"))
+        from suite.orchestrate.rundir import load_run_recipe
+
+        loaded, resume_dir = load_run_recipe(Path(resume)), Path(resume)
+    else:
+        loaded, resume_dir = load(recipe, **overrides), None
+    summary = execute(loaded, Path(output_dir) if output_dir else None, report, track=track, force=force,
+                      resume=resume_dir, watch=watch)
+    return Run(run_dir=Path(summary.run_dir), summary=summary)
