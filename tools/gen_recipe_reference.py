@@ -22,7 +22,7 @@ def _type(prop: dict) -> str:
         name = prop["$ref"].rsplit("/", 1)[-1]
         return f"[{name}](#{name.lower()})"
     if "enum" in prop:
-        return " \\| ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
+        return " or ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
     if "const" in prop:
         return f"`{json.dumps(prop['const'])}`"
     for key in ("anyOf", "oneOf", "allOf"):
