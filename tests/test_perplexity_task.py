@@ -37,7 +37,7 @@ def _module(path: Path, name: str):
     return mod
 
 
-make_longtext = _module(ROOT / "scripts" / "make_longtext.py", "make_longtext")
+make_longtext = _module(ROOT / "tools" / "make_longtext.py", "make_longtext")
 utils = _module(TASKS / "suite_longppl" / "utils.py", "suite_longppl_utils")
 
 

@@ -6,7 +6,7 @@ The samples rows are made the way lm-eval 0.4.13 writes them for the suite's tas
 ``process_results`` output from ``tasks/suite_longppl/utils.py`` (the metric pairs), on real documents of
 ``tasks/data/longtext``. Token counts come from a word-level tokenizer.json built here (its count is
 checked against a regex), and, where the Qwen2.5 model is present, from the real tokenizer against the
-H200 run's numbers in docs/results/h200-kv-proof-20261201/perplexity.txt.
+H200 run's numbers in studies/2026-12-01-fp8-kv-cache/results/h200-kv-proof-20261201/perplexity.txt.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from suite.records.evaluate import EvaluateResult, TaskScore
 
 TASK = "suite_longppl"
 DOCS = [json.loads(line) for line in (ROOT / "tasks/data/longtext/docs.jsonl").read_text().splitlines()]
-H200 = ROOT / "docs/results/h200-kv-proof-20261201"
+H200 = ROOT / "studies/2026-12-01-fp8-kv-cache/results/h200-kv-proof-20261201"
+SCRIPTS = ROOT / "studies/2026-12-01-fp8-kv-cache/scripts"
 QWEN = ROOT / "models/qwen2.5-coder-0.5b-instruct"
 _spec = importlib.util.spec_from_file_location("longppl_utils", ROOT / "tasks/suite_longppl/utils.py")
 utils = importlib.util.module_from_spec(_spec)
@@ -205,9 +206,9 @@ def test_a_broken_samples_file_is_a_warning_not_a_crash(tmp_path, model_dir):
 
 @pytest.mark.skipif(not (QWEN / "tokenizer.json").is_file(), reason="no Qwen2.5 tokenizer in models/")
 def test_h200_run_reproduced_from_lm_eval_shaped_samples(tmp_path):
-    """The H200 session's log-likelihoods (docs/results/h200-kv-proof-20261201/*.ppl.jsonl.gz) written back as
+    """The H200 session's log-likelihoods (studies/2026-12-01-fp8-kv-cache/results/h200-kv-proof-20261201/*.ppl.jsonl.gz) written back as
     lm-eval samples of both tasks and paired by the suite with Qwen2.5's tokenizer.json: the numbers
-    scripts/ppl_paired.py printed there with transformers' tokenizer (perplexity.txt)."""
+    studies/2026-12-01-fp8-kv-cache/scripts/ppl_paired.py printed there with transformers' tokenizer (perplexity.txt)."""
     def rows(name):
         with gzip.open(H200 / f"{name}.ppl.jsonl.gz", "rt") as fh:
             return {(r["task"], r["id"]): r["ll"] for r in map(json.loads, fh)}
@@ -248,11 +249,11 @@ def test_ppl_paired_script_uses_the_suite_and_reproduces_its_published_output():
     import sys
 
     names = ["bf16", "unit-fa3", "unit-triton", "cal-fa3", "cal-skip0-triton"]
-    res = subprocess.run([sys.executable, str(ROOT / "scripts/ppl_paired.py"),
+    res = subprocess.run([sys.executable, str(SCRIPTS / "ppl_paired.py"),
                           *[str(H200 / f"{n}.ppl.jsonl.gz") for n in names]], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert res.stdout == (H200 / "perplexity.txt").read_text()
-    assert "suite.analysis.perplexity import compare" in (ROOT / "scripts/ppl_paired.py").read_text()
+    assert "suite.analysis.perplexity import compare" in (SCRIPTS / "ppl_paired.py").read_text()
 
 
 # ---------------------------------------------------------------- the gate

@@ -29,10 +29,12 @@ def test_gpu_recipe_schema_is_valid():
 
     from suite.recipe import Recipe
 
-    for name in ("llama3-8b.yaml", "smollm2-gpu.yaml", "llama3-8b-shape.yaml", "llama3-8b-shape-lean.yaml",
-                 "llama3-8b-shape-kv.yaml", "llama3-8b-shape-dynamic-kv.yaml", "llama3-8b-shape-seqcap.yaml",
-                 "qwen2.5-coder-0.5b.yaml"):
-        r = Recipe.model_validate(yaml.safe_load((ROOT / "recipes" / name).read_text()))
+    session = "studies/2026-11-30-h200-first-sessions/recipes"  # the study's own recipes, moved out of recipes/
+    for name in ("recipes/llama3-8b.yaml", "recipes/smollm2-gpu.yaml", "recipes/llama3-8b-shape.yaml",
+                 f"{session}/llama3-8b-shape-lean.yaml", f"{session}/llama3-8b-shape-kv.yaml",
+                 f"{session}/llama3-8b-shape-dynamic-kv.yaml", f"{session}/llama3-8b-shape-seqcap.yaml",
+                 "recipes/qwen2.5-coder-0.5b.yaml"):
+        r = Recipe.model_validate(yaml.safe_load((ROOT / name).read_text()))
         assert r.baseline.quantization is None
     qwen = Recipe.model_validate(yaml.safe_load((ROOT / "recipes" / "qwen2.5-coder-0.5b.yaml").read_text()))
     assert qwen.throughput is None and len(qwen.eval.tasks) == 4  # accuracy only

@@ -1,4 +1,4 @@
-"""scripts/pack_run.py: a run folder packed for the next machine keeps what `suite run --resume` reads."""
+"""tools/pack_run.py: a run folder packed for the next machine keeps what `suite run --resume` reads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tarfile
 from conftest import ROOT
 from suite.analysis.paired import item_scores
 
-spec = importlib.util.spec_from_file_location("pack_run", ROOT / "scripts" / "pack_run.py")
+spec = importlib.util.spec_from_file_location("pack_run", ROOT / "tools" / "pack_run.py")
 pack_run = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pack_run)
 

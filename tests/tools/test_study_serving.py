@@ -1,5 +1,5 @@
-"""scripts/study_serving.py on the H200 study's stretch 3 (docs/results/h200-study-20261203/stretch3): the serving half of
-a run without a summary, through the summary's own code, with each point's label as run and under the current rule."""
+"""The study's scripts/study_serving.py on its H200 stretch 3 (studies/2026-12-02-qwen-coder-study/: results/
+h200-study-20261203/stretch3): the serving half of a run without a summary, through the summary's own code, with each point's label as run and under the current rule."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import shutil
 
 from conftest import ROOT
 
-spec = importlib.util.spec_from_file_location("study_serving", ROOT / "scripts" / "study_serving.py")
+HOME = ROOT / "studies/2026-12-02-qwen-coder-study"
+spec = importlib.util.spec_from_file_location("study_serving", HOME / "scripts/study_serving.py")
 study_serving = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(study_serving)
 
-STUDY = ROOT / "docs/results/h200-study-20261203"
+STUDY = HOME / "results/h200-study-20261203"
 
 
 def test_stretch3_figures_costs_and_relabelled_points(tmp_path, capsys):

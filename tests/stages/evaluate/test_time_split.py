@@ -129,7 +129,7 @@ def test_nested_phases_give_back_what_was_there():
 
 
 def test_the_phases_script_runs_the_stages_own_setup_and_scoring(tmp_path):
-    """scripts/lm_eval_phases.py (lm-eval's host cost without an engine) calls the evaluate stage's ``prepare`` and
+    """tools/lm_eval_phases.py (lm-eval's host cost without an engine) calls the evaluate stage's ``prepare`` and
     ``score_tasks``: it prints every key of the stage's lm-eval split and writes a stack profile."""
     import json
     import subprocess
@@ -137,7 +137,7 @@ def test_the_phases_script_runs_the_stages_own_setup_and_scoring(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
-    res = subprocess.run([sys.executable, "scripts/lm_eval_phases.py", "tasks/data", "suite_gsm8k",
+    res = subprocess.run([sys.executable, "tools/lm_eval_phases.py", "tasks/data", "suite_gsm8k",
                           "--profile", str(tmp_path / "p.stacks.json")], cwd=root, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -147,6 +147,6 @@ def test_the_phases_script_runs_the_stages_own_setup_and_scoring(tmp_path):
     profile = json.loads((tmp_path / "p.stacks.json").read_text())
     assert profile["samples"] and {"suite/stages/evaluate/stage.py:prepare",
                                    "suite/stages/evaluate/stage.py:score_tasks"} <= set(profile["frames"])
-    missing = subprocess.run([sys.executable, "scripts/lm_eval_phases.py", str(tmp_path / "nowhere")], cwd=root,
+    missing = subprocess.run([sys.executable, "tools/lm_eval_phases.py", str(tmp_path / "nowhere")], cwd=root,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no such folder" in missing.stderr
