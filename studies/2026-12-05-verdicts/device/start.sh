@@ -12,7 +12,7 @@ while [ ! -f /tmp/envs/.complete ] && [ $(( $(date +%s) - t0 )) -lt 300 ]; do sl
 [ -f /tmp/envs/.complete ] || { echo "start: the install has not finished in 300 s"; tail -5 /tmp/install.log; exit 2; }
 echo "start: install done (waited $(( $(date +%s) - t0 )) s)"
 bash scripts/h200-prepare.sh || exit 2
-case " $steps " in *" a "*|*" b "*) [ -f models/qwen2.5-coder-0.5b-instruct/.complete ] \
+case " $steps " in *" a "*|*" a-seq "*|*" b "*) [ -f models/qwen2.5-coder-0.5b-instruct/.complete ] \
   || { echo "start: no Qwen model (GGUF pieces in /tmp/gguf?)"; exit 2; } ;; esac
 case " $steps " in *" c "*|*" plain "*) [ -f models/llama3-8b-shape/config.json ] \
   || { echo "start: no models/llama3-8b-shape (carry it)"; exit 2; } ;; esac
