@@ -68,9 +68,14 @@ def run(config: QuantizeConfig) -> QuantizeResult:
         dataset = Dataset.from_dict({"input_ids": ids})
 
     t_cal = time.perf_counter()
-    oneshot(model=model, recipe=recipe, dataset=dataset,
-            num_calibration_samples=len(dataset) if dataset is not None else config.num_calibration_samples,
-            max_seq_length=config.max_seq_length)
+    counting = calibration.count_passes(model, len(dataset) if dataset is not None else 0)
+    try:
+        oneshot(model=model, recipe=recipe, dataset=dataset,
+                num_calibration_samples=len(dataset) if dataset is not None else config.num_calibration_samples,
+                max_seq_length=config.max_seq_length)
+    finally:
+        for h in counting:
+            h.remove()
     calibration_s = time.perf_counter() - t_cal
 
     tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
