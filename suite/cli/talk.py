@@ -39,8 +39,8 @@ class Talk:
     """The progress side of the CLI's reporter: keeps each running job's latest count for the display and
     decides which counts become log lines."""
 
-    def __init__(self, every_s: float = LOG_EVERY_S):
-        self.every_s = every_s
+    def __init__(self, every_s: float | None = None):
+        self.every_s = LOG_EVERY_S if every_s is None else every_s
         self.latest: dict[tuple[str, str], object] = {}  # (stage, variant) -> StageProgress
         self._logged: dict[tuple[str, str], tuple[float, str]] = {}  # when, and what, was last a log line
 
