@@ -166,27 +166,3 @@ def content_hash(calibration, directory: Path = CALIBRATION_DIR) -> str:
             h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()
 
-
-def count_passes(model, samples: int) -> list:
-    """Forward pre-hooks on the model's decoder layers that report calibration progress (suite.runtime.progress):
-    every sample passes every layer once, in whichever order llmcompressor's pipeline runs them, so the count is
-    sample-layer passes of ``samples x layers``. Returns the hooks (``.remove()`` them after); none when the model
-    has no ``layers`` list. A traced pass (proxies, not tensors) is not counted."""
-    import torch
-
-    from suite.runtime import progress
-
-    layers = next((m for name, m in model.named_modules()
-                   if name.split(".")[-1] == "layers" and isinstance(m, torch.nn.ModuleList)), None)
-    if layers is None or not samples or not len(layers):
-        return []
-    total, done = samples * len(layers), [0]
-    what = f"calibration passes ({samples} samples x {len(layers)} layers)"
-
-    def hook(module, args, kwargs):
-        x = args[0] if args else kwargs.get("hidden_states")
-        if isinstance(x, torch.Tensor) and not x.is_meta:
-            done[0] = min(total, done[0] + (x.shape[0] if x.dim() > 2 else 1))
-            progress.update(what, done[0], total)
-
-    return [layer.register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
