@@ -165,4 +165,3 @@ def content_hash(calibration, directory: Path = CALIBRATION_DIR) -> str:
         for f in data_files(spec, path):
             h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()
-
