@@ -130,19 +130,25 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
         resume: str | Path | None = None, report: Optional[Callable[..., None]] = None,
         watch: Optional[Callable[[list, list], None]] = None, **overrides: Any) -> Run:
     """Run a recipe end to end (``suite run``): ``overrides`` are merged into its mapping first; ``resume``
-    continues a run folder instead (with the recipe it was made from; no overrides then). ``report`` and
-    ``watch`` receive the runner's progress events (see ``suite.orchestrate.runner``)."""
+    continues a run folder instead (with the recipe it was made from; no overrides then). ``recipe`` may also be
+    a recipe already loaded (``load``). ``report`` and ``watch`` receive the runner's events (see
+    ``suite.orchestrate.runner.Reporter``: the job events, ("run", "", "started", run folder) and the stages'
+    progress counts)."""
     from suite.orchestrate.runner import execute
 
+    loaded_given = hasattr(recipe, "recipe")  # already a LoadedRecipe (the CLI's, with --executor applied)
+    if loaded_given and overrides:
+        raise SuiteError(Problem(str(recipe.path), "", "overrides apply to a recipe file, not a loaded recipe",
+                                 "give the recipe's path"))
     if resume is not None:
         if overrides:
             raise SuiteError(Problem(str(resume), "", "a resumed run keeps the recipe it was made from",
                                      "drop the overrides, or start a new run"))
         from suite.orchestrate.rundir import load_run_recipe
 
-        loaded, resume_dir = load_run_recipe(Path(resume)), Path(resume)
+        loaded, resume_dir = (recipe if loaded_given else load_run_recipe(Path(resume))), Path(resume)
     else:
-        loaded, resume_dir = load(recipe, **overrides), None
+        loaded, resume_dir = (recipe if loaded_given else load(recipe, **overrides)), None
     summary = execute(loaded, Path(output_dir) if output_dir else None, report, track=track, force=force,
                       resume=resume_dir, watch=watch)
     return Run(run_dir=Path(summary.run_dir), summary=summary)

@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a recipe end to end: quantize, evaluate, benchmark, track",
                          description="Run every stage of a recipe and log the results to MLflow. "
-                         "The run folder (printed at the end) holds summary.json and frontier.png.")
+                         "The run folder and each stage's log are printed at the start; the stages' counts "
+                         "(calibration samples, lm-eval requests, load points) while they run; the table, the "
+                         "gate's verdict (when the recipe has gates) and the report's path at the end. Exit code: "
+                         "0 when every stage succeeded, 2 otherwise; the gate's verdict does not change it (its "
+                         "exit code is `suite gate`'s).")
     run.add_argument("recipe", nargs="?", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run that stopped or failed part-way: keep the "
                      "stage results in RUN_DIR, run the missing stages, then write its summary, report and MLflow "

@@ -10,10 +10,11 @@ from suite.cli.render import _console, print_summary
 
 
 def cmd_run(args) -> int:
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    import suite.api
+    from suite.cli.talk import Talk, gate_line, start_lines
     from suite.recipe import load_recipe
-    from suite.orchestrate.runner import execute
 
     if args.resume:
         from suite.orchestrate.rundir import load_run_recipe
@@ -34,8 +35,10 @@ def cmd_run(args) -> int:
     console = _console()
     status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]",
               "cached": "[green]ok (cached)[/]", "resumed": "[green]ok (kept from the run)[/]"}
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console)
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=console)
     table = {"now": None}
+    talk = Talk()
 
     class View:  # the job lines, then the running and queued jobs with their resources
         def __rich__(self):
@@ -58,22 +61,39 @@ def cmd_run(args) -> int:
     with live:
         jobs: dict[tuple[str, str], int] = {}
 
-        def report(stage: str, variant: str, event: str, where: str = "") -> None:
+        def report(stage: str, variant: str, event: str, where="") -> None:
             key = (stage, variant)
             label = f"{stage:<9} {variant}"
+            if stage == "run":  # the run itself: its folder and logs at the start, its tracking URL
+                lines = start_lines(Path(where), loaded.recipe, not args.no_track) if event == "started" else \
+                    [f"mlflow: {where}"] if event == "tracking" else []
+                for line in lines:
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+                return
+            if event == "progress":  # a count the stage wrote (suite.orchestrate.progress)
+                line = talk.progress(key, where)
+                if not console.is_terminal and line:
+                    console.print(line, markup=False, highlight=False)
+                elif key in jobs:
+                    bar.update(jobs[key], description=f"{label}  {where.what}", completed=where.done,
+                               total=where.total)
+                return
             if not console.is_terminal:  # a log file: rich draws nothing live there, so one line per event
                 console.print(f"{time.strftime('%H:%M:%S')} {label} {event}" + (f" on {where}" if where else ""),
                               markup=False)
             if event == "start":
-                jobs[key] = bar.add_task(label, total=1)
-            elif key in jobs:
-                bar.update(jobs[key], description=f"{label}  {status[event]}", completed=1)
+                jobs[key] = bar.add_task(label, total=None)
+                return
+            talk.ended(key)
+            if key in jobs:
+                bar.update(jobs[key], description=f"{label}  {status.get(event, event)}", total=1, completed=1)
                 bar.stop_task(jobs[key])
             else:
-                jobs[key] = bar.add_task(f"{label}  {status[event]}", total=1, completed=1)
+                jobs[key] = bar.add_task(f"{label}  {status.get(event, event)}", total=1, completed=1)
 
-        summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track,
-                          force=args.force, resume=resume, watch=watch)
+        result = suite.api.run(loaded, output_dir=args.out, track=not args.no_track, force=args.force,
+                               resume=resume, report=report, watch=watch)
+        summary = result.summary
         table["now"] = None
     print_summary(summary)
     failed = [v for v in summary.variants if v.errors]
@@ -85,6 +105,10 @@ def cmd_run(args) -> int:
         console.print(f"[red]error[/]: {escape(v.name)}: " + escape("; ".join(" ".join(e.split()) for e in v.errors)),
                       markup=True, highlight=False, soft_wrap=True)
     print(f"run folder: {summary.run_dir}")
+    if (verdict := gate_line(result)) is not None:  # the exit code stays the run's: the gate's is `suite gate`'s
+        print(verdict)
+    if summary.artifacts.get("report_html"):
+        print(f"report: {summary.artifacts['report_html']}")
     if summary.tracking:
         print(f"mlflow: {summary.tracking.uri} experiment {summary.tracking.experiment!r} "
               f"parent run {summary.tracking.parent_run_id}")

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from suite.recipe import LoadedRecipe
 
 # (stage, variant, event[, where]) with event in start|ok|failed|skipped|resumed|cached; 'start' also says
-# where the job runs (the executor's placement: "GPU 0 (0.25)", "CPU", a Ray node)
+# where the job runs (the executor's placement: "GPU 0 (0.25)", "CPU", a Ray node). Also ("run", "", "started",
+# run folder) once plan.json is written, before any job, and (stage, variant, "progress", StageProgress) while a
+# job runs (suite.orchestrate.progress: the counts its stage process writes)
 Reporter = Callable[..., None]
 Watcher = Callable[[list, list], None]  # (running [(Job, placement)], queued [Job]): on every pass of the job loop
 
@@ -65,6 +67,7 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
              resume: Path | None, watch: Watcher | None = None) -> "summaries.RunSummary":
     r = loaded.recipe
     plan, kept, resume_notes = rundir.prepare(loaded, run_dir, out_root, resume is not None)
+    report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     env = envs.stage_env(plan.env)
     quantizes = any(vp.quantize for vp in plan.variants)
     earlier = summaries.RunSummary.read(run_dir / "summary.json") if resume and (run_dir / "summary.json").is_file() else None
@@ -76,8 +79,11 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
         t = lock.taken_over
         summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
                                 "(no longer running here); results its stages may still write are refused")
-    totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock, report,
-                      watch)
+    from suite.orchestrate.progress import watching
+
+    with watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
+        totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock, report,
+                          watch)
     summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
     publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report)
     return summary

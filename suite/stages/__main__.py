@@ -19,6 +19,7 @@ def main(argv: list[str]) -> int:
     name, cfg_path, out_path = argv
     spec = STAGES[name]
     _start_sampling(stacks_path(Path(out_path)))
+    _start_progress(Path(out_path))
     try:
         config = spec.config.read(Path(cfg_path))
         close = spec.load_close()
@@ -52,6 +53,18 @@ def stacks_path(result_path: Path) -> Path:
     name = result_path.name
     stem = name[:-len("result.json")] if name.endswith("result.json") else name + "."
     return result_path.with_name(stem + "stacks.json")
+
+
+def _start_progress(result_path: Path) -> None:
+    """Name this stage's progress file (suite.runtime.progress) for the stage's code; an earlier attempt's goes."""
+    import os
+
+    from suite.runtime import progress
+
+    path = progress.path_for(result_path)
+    if _may_write():
+        path.unlink(missing_ok=True)
+    os.environ[progress.ENV] = str(path)
 
 
 _sampling: list = []  # [(StackSampler, path)] while this stage process samples its main thread

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from suite.runtime import procs
+from suite.runtime import procs, progress
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark import server
 from suite.stages.benchmark.bottleneck import ServerMonitor
@@ -155,9 +155,12 @@ class LoadRunner:
         """One load point; ``workload`` (default: the config's first) picks random or task prompts."""
         reps: list[tuple[LoadPoint, ServerStats]] = []
         for rep in range(repetitions):
+            progress.update(f"load points (now {label}, repetition {rep + 1}/{repetitions})",
+                            getattr(self, "points_run", 0), getattr(self, "points_total", None))
             failed = self._one(label, rate, concurrency, num_prompts, rep, reps, workload or self.config.workloads[0])
             if failed is not None:
                 return failed
+        self.points_run = getattr(self, "points_run", 0) + 1
         return combine_repetitions(reps)
 
     def _server_died(self, label: str, rep: int, client_line: str | None = None) -> ServerError:
@@ -291,6 +294,7 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
                                 server_log=log_path, gpus=gpus, client=client)
             several = len(config.workloads) > 1
+            runner.points_total = len(config.workloads) * len(load_points(config))  # the SLO search adds probes
             for workload in config.workloads:
                 for label, rate, conc in load_points(config):
                     label = f"{workload}-{label}" if several else label

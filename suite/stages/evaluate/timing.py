@@ -41,11 +41,34 @@ def time_requests(lm) -> dict[str, float]:
     for the outer type."""
     seconds: dict[str, float] = {}
     depth = [0]  # shared: a nested call of another type is not counted again
+    counts: dict[str, list[int]] = {}
     for kind in REQUEST_TYPES:
         method = getattr(lm, kind, None)
         if callable(method):
-            setattr(lm, kind, _timer(seconds, kind, method, depth))
+            setattr(lm, kind, _timer(seconds, kind, _counter(counts, kind, method, depth), depth))
     return seconds
+
+
+def _counter(counts: dict[str, list[int]], kind: str, method: Callable, depth: list[int]) -> Callable:
+    """``method``, saying how many requests of ``kind`` are done of those asked for so far (suite.runtime.progress:
+    ``lm-eval generate_until 640/1319``), before and after each outermost call."""
+    from suite.runtime import progress
+
+    def call(requests, *args, **kwargs):
+        outer = depth[0] <= 1  # the timer around this one has already counted its own call
+        done_total = counts.setdefault(kind, [0, 0])
+        n = len(requests) if hasattr(requests, "__len__") else 0
+        if outer:
+            done_total[1] += n
+            progress.update(f"lm-eval {kind}", done_total[0], done_total[1])
+        try:
+            return method(requests, *args, **kwargs)
+        finally:
+            if outer:
+                done_total[0] += n
+                progress.update(f"lm-eval {kind}", done_total[0], done_total[1])
+    call.__wrapped__ = method  # type: ignore[attr-defined]
+    return call
 
 
 # (owner module or class path, attribute, phase): what lm-eval 0.4.13's simple_evaluate looks up at call time

@@ -68,9 +68,14 @@ def run(config: QuantizeConfig) -> QuantizeResult:
         dataset = Dataset.from_dict({"input_ids": ids})
 
     t_cal = time.perf_counter()
-    oneshot(model=model, recipe=recipe, dataset=dataset,
-            num_calibration_samples=len(dataset) if dataset is not None else config.num_calibration_samples,
-            max_seq_length=config.max_seq_length)
+    counting = count_passes(model, len(dataset) if dataset is not None else 0)
+    try:
+        oneshot(model=model, recipe=recipe, dataset=dataset,
+                num_calibration_samples=len(dataset) if dataset is not None else config.num_calibration_samples,
+                max_seq_length=config.max_seq_length)
+    finally:
+        for h in counting:
+            h.remove()
     calibration_s = time.perf_counter() - t_cal
 
     tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
@@ -243,3 +248,28 @@ def verify_checkpoint(qcfg: dict, kv_scales: int, n_layers: int, config: Quantiz
         if kv_scales < 2 * n_layers:
             problems.append(f"expected {2 * n_layers} k/v scales in the weights, found {kv_scales}")
     return problems
+
+
+def count_passes(model, samples: int) -> list:
+    """Forward pre-hooks on the model's decoder layers that report calibration progress (suite.runtime.progress):
+    every sample passes every layer once, in whichever order llmcompressor's pipeline runs them, so the count is
+    sample-layer passes of ``samples x layers``. Returns the hooks (``.remove()`` them after); none when the model
+    has no ``layers`` list. A traced pass (proxies, not tensors) is not counted."""
+    import torch
+
+    from suite.runtime import progress
+
+    layers = next((m for name, m in model.named_modules()
+                   if name.split(".")[-1] == "layers" and isinstance(m, torch.nn.ModuleList)), None)
+    if layers is None or not samples or not len(layers):
+        return []
+    total, done = samples * len(layers), [0]
+    what = f"calibration passes ({samples} samples x {len(layers)} layers)"
+
+    def hook(module, args, kwargs):
+        x = args[0] if args else kwargs.get("hidden_states")
+        if isinstance(x, torch.Tensor) and not x.is_meta:
+            done[0] = min(total, done[0] + (x.shape[0] if x.dim() > 2 else 1))
+            progress.update(what, done[0], total)
+
+    return [layer.register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]

@@ -1,0 +1,105 @@
+"""`suite run` talks while it works: the run folder and logs before any stage ends, the stages' counts as log lines,
+the gate verdict and report at the end; and the Python API that it goes through (stand-in stages: see
+test_runner_stage.fake_stage)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from test_runner_stage import fake_stage
+
+import suite
+from suite import cli
+from suite.cli import talk
+from suite.orchestrate.progress import StageProgress
+from suite.records.benchmark import BenchmarkResult, LoadPoint
+from suite.records.quantize import QuantizeResult
+from suite.runtime.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stand_in_stages(tmp_path, monkeypatch, counts: int = 0) -> None:
+    """Stages that succeed at once; each evaluate first writes ``counts`` progress records, 0.7 s apart."""
+    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
+    bench = BenchmarkResult(points=[LoadPoint(label="rate-inf", request_rate="inf", completed=32, output_tok_s=100.0)],
+                            server_start_s=1.0, wall_s=2.0, server_log="server.log")
+    script = fake_stage(tmp_path, f"""
+        import json, time
+        stage = sys.argv[-3]
+        if stage == "evaluate":
+            for i in range({counts}):
+                with open(out + ".p", "w") as f:
+                    json.dump({{"what": "lm-eval generate_until", "done": i + 1, "total": {counts}}}, f)
+                os.replace(out + ".p", out.replace("result.json", "progress.json"))
+                time.sleep(0.7)
+        if stage == "quantize":
+            result_json = json.dumps({{**json.loads({quantized.model_dump_json()!r}),
+                                       "key": json.load(open(sys.argv[-2]))["key"]}})
+        if stage == "benchmark":
+            result_json = {bench.model_dump_json()!r}
+        write_result()
+    """)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+
+
+def test_start_lines_come_before_any_stage_ends_and_counts_become_log_lines(tmp_path, demo_recipe_copy, monkeypatch,
+                                                                           capsys):
+    stand_in_stages(tmp_path, monkeypatch, counts=3)
+    monkeypatch.setattr(talk, "LOG_EVERY_S", 0.0)  # every new count a line (the periodic limit: test below)
+    rc = cli.main(["run", str(demo_recipe_copy()), "--no-track"])
+    out = capsys.readouterr()
+    err = out.err
+    assert rc == 0, err
+    lines = err.splitlines()
+    first_end = next(i for i, ln in enumerate(lines) if re.search(r" (ok|ok \(cached\))$", ln))
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("run folder: "))
+    assert start < first_end
+    run_dir = Path(lines[start].split(": ", 1)[1])
+    assert f"  {run_dir / 'variants' / 'fp8-kv' / 'quantize.log'}" in lines[start:first_end]
+    assert f"  {run_dir / 'variants' / 'bf16' / 'evaluate.log'}" in lines[start:first_end]
+    counted = [ln for ln in lines if re.fullmatch(r"\d\d:\d\d:\d\d evaluate\s+bf16\s+lm-eval generate_until \d/3", ln)]
+    assert len(counted) >= 2 and counted[-1].endswith("3/3"), err
+    assert f"report: {run_dir / 'report.html'}" in out.out
+    assert re.search(r"^gate: (PASS|FAIL|INCONCLUSIVE) \(suite gate .* for the details\)$", out.out, re.M), out.out
+
+
+def test_counts_in_a_log_are_periodic_with_the_first_and_last_at_once():
+    t = talk.Talk(every_s=3600)
+    key = ("evaluate", "bf16")
+    said = [t.progress(key, StageProgress("lm-eval generate_until", i, 10)) for i in range(11)]
+    assert [s is not None for s in said] == [True] + [False] * 9 + [True]
+    assert t.progress(key, StageProgress("lm-eval loglikelihood", 0, 5)) is not None  # a new phase: at once
+
+
+def test_the_python_api_runs_the_demo_recipe_and_returns_the_frames(tmp_path, demo_recipe_copy, monkeypatch):
+    stand_in_stages(tmp_path, monkeypatch)
+    events = []
+    run = suite.run(demo_recipe_copy(), track=False, output_dir=str(tmp_path / "api-runs"),
+                    report=lambda *e: events.append(e))
+    assert run.run_dir.parent == tmp_path / "api-runs"
+    assert events[0] == ("run", "", "started", str(run.run_dir))
+    variants = run.variants()
+    assert list(variants.index) == ["bf16", "fp8-kv"] and variants.loc["bf16", "is_baseline"]
+    points = run.points()
+    assert list(points["variant"]) == ["bf16", "fp8-kv"] and list(points["output_tok_s"]) == [100.0, 100.0]
+    assert list(run.items().columns) == ["variant", "task", "subtask", "doc_id", "metric", "score"]
+
+
+def test_the_guide_example_runs_on_the_demo(tmp_path, demo_recipe_copy, monkeypatch, capsys):
+    stand_in_stages(tmp_path, monkeypatch)
+    text = (ROOT / "docs" / "guide-notes" / "talk.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    assert '"recipes/demo-cpu.yaml"' in code
+    exec(compile(code.replace('"recipes/demo-cpu.yaml"', repr(str(demo_recipe_copy()))), "talk.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "rate-inf" in out and "gate passed:" in out
+
+
+def test_load_run_reads_a_recorded_run_folder():
+    run = suite.load_run(ROOT / "studies" / "2026-12-01-four-variants-gpu-sharing" / "results" / "h200-4variants-20261201")
+    variants = run.variants()
+    assert len(variants) >= 2 and variants["is_baseline"].sum() == 1
