@@ -4,7 +4,7 @@
 usage: analyze.py DIR        DIR: where the pieces were joined and unpacked, one folder per run archive
                              (DIR/runs-a-offline/<run>/..., as `cat runs-NAME.tar.gz.part-* | tar xz -C DIR/runs-NAME`)
 Writes DIR/items/<recipe>.<variant>.items.jsonl.gz (every GSM8K item: strict-match score, response) from each
-samples_suite_gsm8k*.jsonl it finds, then prints scripts/items_paired.py's line for each pair below (identical scores,
+samples_suite_gsm8k*.jsonl it finds, then prints studies/2026-12-01-fp8-kv-cache/scripts/items_paired.py's line for each pair below (identical scores,
 identical generations, paired delta with its 95% CI, McNemar p), and each run's jobs (jobs.json wall_s per stage).
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def main() -> int:
         else:
             print(f"(not both there: {a} / {b})")
     if args:
-        subprocess.run([sys.executable, str(REPO / "scripts" / "items_paired.py"), *args], check=False)
+        subprocess.run([sys.executable, str(REPO / "studies" / "2026-12-01-fp8-kv-cache" / "scripts" / "items_paired.py"), *args], check=False)
     return 0
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The study's chain (started by start.sh as /tmp/h200-chain-loop.sh, the name scripts/h200-wait.sh watches for),
+# The study's chain (started by start.sh as /tmp/h200-chain-loop.sh, the name tools/h200/h200-wait.sh watches for),
 # run from /tmp/suite-chain-src. STEPS picks the parts: a (offline pair, then served pair; a-seq: the four one by one), b (checkpoint by path),
 # c (the suite on the 8B shape), plain (plain vllm serve + vllm bench serve on the same points). Each `suite run` goes
-# through scripts/h200-run.sh (its own copy of the tree, setsid, /tmp/suite-run-NAME.log), out /tmp/runs-NAME.
+# through tools/h200/h200-run.sh (its own copy of the tree, setsid, /tmp/suite-run-NAME.log), out /tmp/runs-NAME.
 # Resume on a fresh machine: carry the archive pieces a wait brought back (runs-NAME.tar.gz.part-*) to /tmp/resume
 # before start.sh; each run then continues with `suite run --resume` (missing stages only).
 # After each run: `suite gate RUN --no-record` into /tmp/extra-out/gate-NAME.txt (its exit code on the last line).
@@ -16,7 +16,7 @@ start_run() {  # RECIPE-NAME: start it (continuing its archive when one was carr
   if ls /tmp/resume-all/"$tag".tar.gz.part-* >/dev/null 2>&1; then
     mkdir -p /tmp/resume && cp /tmp/resume-all/"$tag".tar.gz.part-* /tmp/resume/
   fi
-  bash scripts/h200-run.sh "$R/$name.yaml" "/tmp/$tag" >> /tmp/h200-chain.log 2>&1 || { log "$name: not started (rc $?)"; rm -rf /tmp/resume; return 1; }
+  bash tools/h200/h200-run.sh "$R/$name.yaml" "/tmp/$tag" >> /tmp/h200-chain.log 2>&1 || { log "$name: not started (rc $?)"; rm -rf /tmp/resume; return 1; }
   rm -rf /tmp/resume; log "$name: started"
 }
 wait_runs() { sleep 3; while pgrep -f "[p]ython3 -m suite run" >/dev/null; do sleep 5; done; }
@@ -45,7 +45,10 @@ for step in ${STEPS:-a b c plain}; do
         start_run a-served; start_run a-served-bi; wait_runs; gate a-served; gate a-served-bi ;;
     a-seq)  # the fallback when the side-by-side pairs do not fit the GPU: one run at a time
         for n in a-offline a-offline-bi a-served a-served-bi; do start_run $n && wait_runs; gate $n; done ;;
-    b)  ckpt && { start_run b-checkpoint-path && wait_runs; gate b-checkpoint-path; } ;;
+    b)  # the code as the latest device call laid it (variants[].model may have landed since this chain started)
+        root=$(cat /tmp/repo-root 2>/dev/null); if [ -n "$root" ] && [ -d "$root/suite" ]; then
+          rm -rf suite && cp -r "$root/suite" suite && cp -r "$root/$R/." "$R/" && log "b: code refreshed from $root"; fi
+        ckpt && { start_run b-checkpoint-path && wait_runs; gate b-checkpoint-path; } ;;
     c)  log "c: suite, 8B shape"; start_run c-llama3-8b-shape && wait_runs; gate c-llama3-8b-shape ;;
     plain) log "plain: vllm serve + vllm bench serve"
         bash studies/2026-12-05-verdicts/device/plain-vllm.sh >> /tmp/h200-chain.log 2>&1; log "plain: rc $?" ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the device, in the command that carries the last bundle piece (.device/p08) and .device-data: check the
 # pieces (.device/p00's PIECES.SHA256), cut them back into bundle.py's 48-MiB parts (install.sh checks those against
-# SHA256SUMS), keep .device-data as /tmp/device-data (scripts/h200-prepare.sh reads it there), and start install.sh
+# SHA256SUMS), keep .device-data as /tmp/device-data (tools/h200/h200-prepare.sh reads it there), and start install.sh
 # in its own session (it outlives this command; /tmp/install.log). Idempotent: a second call does nothing.
 set -euo pipefail
 [ -f /tmp/envs/.complete ] && { echo "install-bg: already installed"; exit 0; }
