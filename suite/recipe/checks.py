@@ -111,6 +111,7 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
             problems.append(Problem(f, f"gates.{gate}", f"threshold {value} is not a finite number",
                                     "give a finite threshold"))
     problems += served_problems(loaded)
+    problems += checkpoint_problems(loaded, serving)
     from suite.recipe import kv
 
     problems += kv.reference_problems(loaded)
@@ -192,4 +193,41 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
         for where, v in sections:
             problems += [Problem(f, f"{where}.engine_args.{key}", msg, fix)
                          for key, msg, fix in check_engine_args(v.engine_args, facts)[1]]
+    return problems
+
+
+def checkpoint_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
+    """Variants served from an existing checkpoint (``model``): it exists, its config.json reads, and (``serving``)
+    the serve environment's vLLM loads its quantization_config's quant_method."""
+    from suite.recipe import checkpoint
+
+    r, f = loaded.recipe, str(loaded.path)
+    sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)]
+    problems, methods = [], {}
+    for where, v in sections:
+        if v.model is None:
+            continue
+        path = checkpoint.model_path(loaded, v.model)
+        try:
+            q = checkpoint.quantization_of(checkpoint.read_config(path, v.model.revision))
+        except (OSError, ValueError) as e:
+            problems.append(Problem(f, f"{where}.model.id", f"no readable config.json for {path}: {e}",
+                                    "give an existing checkpoint folder (relative to the recipe) or a Hugging Face "
+                                    "id (with its revision) that this machine can read"))
+            continue
+        if q.get("quant_method"):
+            methods[where] = q["quant_method"]
+    if methods and serving:
+        from suite.runtime.envs import vllm_quant_methods
+
+        try:
+            known = vllm_quant_methods()
+        except SuiteError as e:
+            return problems + [Problem(f, "model", f"cannot ask vLLM which quantizations it loads: {p.message}", p.fix)
+                               for p in e.problems]
+        for where, method in methods.items():
+            if known is not None and method not in known:
+                problems.append(Problem(f, f"{where}.model.id", f"its config.json's quant_method {method!r} is not one "
+                                        "the serve environment's vLLM loads", "serve it with a vLLM build that "
+                                        f"supports it, or choose a checkpoint in one of: {', '.join(sorted(known)[:12])}..."))
     return problems

