@@ -144,7 +144,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             update={"engine_args": {**engine.engine_args, **eval_only_args}})
         evaluate = None if not tasks else EvaluateConfig(
             engine=eval_engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
-            include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
+            include_path=str(TASKS_DIR), extra_include_paths=include_paths(loaded), apply_chat_template=r.model.chat_template,
             allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
             max_gen_toks=r.eval.max_gen_toks, backend="served" if r.eval.engine == "served" else "vllm",
             seed=r.eval.seed, loglikelihood=r.eval.loglikelihood, output_dir=str(vdir / "evaluate"),
@@ -168,6 +168,12 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
     dag.share_gpus(plan, r.executor)
     plan.executor, plan.dag = r.executor, dag.build(plan, r.executor)
     return plan
+
+
+def include_paths(loaded: LoadedRecipe) -> list[str]:
+    """eval.include_path as absolute folders (relative to the recipe)."""
+    ip = loaded.recipe.eval.include_path
+    return [str(loaded.resolve(p)) for p in ([ip] if isinstance(ip, str) else ip or [])]
 
 
 def existing_checkpoint(loaded: LoadedRecipe, variant: VariantSpec) -> tuple[str, dict]:

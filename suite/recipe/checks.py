@@ -56,7 +56,8 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
     if r.eval.tasks and not data_dir.is_dir():
         problems.append(Problem(f, "eval.data_dir", f"folder not found: {data_dir}",
                                 "point it at a folder laid out like ../shared/data"))
-    local = tasks.available()
+    local, include_problems = include_path_tasks(loaded)
+    problems += include_problems
     hub_names = None
     if any(t.name not in local for t in r.eval.tasks):  # asked of the serve environment's lm-eval, once
         from suite.runtime.envs import lm_eval_task_names
@@ -231,3 +232,27 @@ def checkpoint_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Prob
                                         "the serve environment's vLLM loads", "serve it with a vLLM build that "
                                         f"supports it, or choose a checkpoint in one of: {', '.join(sorted(known)[:12])}..."))
     return problems
+
+
+def include_path_tasks(loaded: LoadedRecipe) -> tuple[dict, list[Problem]]:
+    """The task registry the recipe's tasks are looked up in: tasks/, with the tasks of every eval.include_path
+    folder (read as lm-eval's TaskManager indexes a folder: every YAML's task or group name), and a Problem for
+    each folder that is missing or holds no task."""
+    from suite.stages.evaluate import tasks
+
+    r, f = loaded.recipe, str(loaded.path)
+    ip = r.eval.include_path
+    local, problems = dict(tasks.available()), []
+    for i, folder in enumerate([ip] if isinstance(ip, str) else ip or []):
+        fld = "eval.include_path" + ("" if isinstance(ip, str) else f"[{i}]")
+        path = loaded.resolve(folder)
+        if not path.is_dir():
+            problems.append(Problem(f, fld, f"folder not found: {path}", "give a folder of lm-eval task YAMLs "
+                                    "(relative to the recipe)"))
+            continue
+        found = tasks.available(path)
+        if not found:
+            problems.append(Problem(f, fld, f"{path}: no lm-eval task YAML in it (a YAML with 'task:' or 'group:')",
+                                    "put your task YAMLs there, or remove the folder"))
+        local = {**found, **local}  # tasks/ first: lm-eval's include_path order (the suite's own come first)
+    return local, problems

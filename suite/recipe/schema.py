@@ -204,6 +204,10 @@ class EvalSpec(Strict):
         "../tasks/data",
         description="folder the tasks/ YAMLs read (layout of ../shared/data); relative to the recipe",
     )
+    include_path: Union[str, list[str], None] = Field(
+        None, description="folder(s) of your own lm-eval task YAMLs (lm-eval's TaskManager include_path), relative "
+        "to the recipe; their tasks are named in eval.tasks like any other, checked by `suite validate`, and their "
+        "YAMLs' content is part of the evaluation cache key")
     allow_code_execution: bool = Field(
         False, description="required for HumanEval: runs model-written code in a sandboxed subprocess"
     )
