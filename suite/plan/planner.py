@@ -152,7 +152,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         benchmark = None  # an accuracy-only recipe has no throughput section
         if (t := r.throughput) is not None:
             served = evaluate if r.eval.engine == "served" else None  # scored on the benchmark's server
-            benchmark = benchmark_config(t, engine, data_dir=str(loaded.resolve(r.eval.data_dir)),
+            benchmark = benchmark_config(t, engine, dataset_file=loaded.resolve(t.dataset.path) if t.dataset else None,
+                                         data_dir=str(loaded.resolve(r.eval.data_dir)),
                                          chat_template=r.model.chat_template, output_dir=str(vdir / "benchmark"),
                                          evaluate=served)
             if served is not None:
@@ -247,14 +248,19 @@ THROUGHPUT_TO_BENCHMARK = {
     "max_api_server_count": "max_api_server_count", "repetitions": "repetitions",
     "warmup_requests": "warmup_requests", "slo": "slo", "offline_ceiling": "offline_ceiling",
     "metrics_interval_s": "metrics_interval_s", "point_timeout_s": "point_timeout_s", "gpu": "gpu", "seed": "seed",
-    "server_timeout_s": "server_timeout_s",
+    "server_timeout_s": "server_timeout_s", "dataset": "dataset", "bench_args": "bench_args",
 }
 THROUGHPUT_NOT_PASSED = {"headline": "which load point the summary reports (suite.analysis.summary), not a stage setting",
                          "gpu_hour_cost": "the price the summary turns into cost per 1M output tokens "
                                           "(suite.analysis.summary), not a stage setting"}
 
 
-def benchmark_config(t, engine: EngineConfig, **rest) -> BenchmarkConfig:
+def benchmark_config(t, engine: EngineConfig, dataset_file: Path | None = None, **rest) -> BenchmarkConfig:
     """The benchmark stage's config from the recipe's throughput section (``t``) through THROUGHPUT_TO_BENCHMARK."""
     dumped = t.model_dump()
+    if dataset_file is not None and dumped.get("dataset"):  # workload 'dataset': the file by path and content
+        import hashlib
+
+        dumped["dataset"] = {**dumped["dataset"], "path": str(dataset_file),
+                             "sha256": hashlib.sha256(dataset_file.read_bytes()).hexdigest()}
     return BenchmarkConfig(engine=engine, **{dst: dumped[src] for src, dst in THROUGHPUT_TO_BENCHMARK.items()}, **rest)

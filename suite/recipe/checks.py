@@ -113,6 +113,7 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
                                     "give a finite threshold"))
     problems += served_problems(loaded)
     problems += checkpoint_problems(loaded, serving)
+    problems += traffic_problems(loaded, serving)
     from suite.recipe import kv
 
     problems += kv.reference_problems(loaded)
@@ -256,3 +257,57 @@ def include_path_tasks(loaded: LoadedRecipe) -> tuple[dict, list[Problem]]:
                                     "put your task YAMLs there, or remove the folder"))
         local = {**found, **local}  # tasks/ first: lm-eval's include_path order (the suite's own come first)
     return local, problems
+
+
+def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
+    """throughput.dataset: the file exists, parses, has a usable row, and every row's output length leaves room
+    for a prompt in max_model_len; throughput.bench_args (``serving``): every name is an option of the serve
+    environment's ``vllm bench serve`` (asked of its parser once, cached), the closest one named otherwise."""
+    import difflib
+
+    from suite.stages.benchmark.workload import dataset_rows
+
+    r, f, t = loaded.recipe, str(loaded.path), loaded.recipe.throughput
+    if t is None:
+        return []
+    problems = []
+    if t.dataset is not None:
+        path = loaded.resolve(t.dataset.path)
+        try:
+            rows = dataset_rows(path, t.dataset.format)
+        except (OSError, ValueError) as e:
+            rows = None
+            problems.append(Problem(f, "throughput.dataset.path", f"{path}: not a {t.dataset.format} file: "
+                                    f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                                    "give the file's path (relative to the recipe) and its format (sharegpt | jsonl)"))
+        if rows is not None and not rows:
+            problems.append(Problem(f, "throughput.dataset.path", f"{path}: no usable row (ShareGPT: an entry with two "
+                                    "conversation turns; jsonl: {prompt, output_len})", "fill the file"))
+        too_long = [i for i, (_, out) in enumerate(rows or []) if out is not None and out >= r.model.max_model_len]
+        if too_long:
+            problems.append(Problem(f, "throughput.dataset.path", f"{path}: {len(too_long)} row(s) ask for an output "
+                                    f"of max_model_len {r.model.max_model_len} tokens or more (e.g. row "
+                                    f"{too_long[0] + 1}): vLLM refuses them", "shorten output_len there or raise "
+                                    "model.max_model_len"))
+    if t.bench_args and serving:
+        from suite.runtime.envs import bench_serve_options
+
+        try:
+            options = bench_serve_options()
+        except SuiteError as e:
+            return problems + [Problem(f, "throughput.bench_args", f"cannot ask vllm bench serve for its options: "
+                                       f"{p.message}", p.fix) for p in e.problems]
+        for key, value in t.bench_args.items() if options is not None else ():
+            dest = key.replace("-", "_")
+            if dest not in options:
+                near = difflib.get_close_matches(dest, list(options), n=1, cutoff=0.6)
+                problems.append(Problem(f, f"throughput.bench_args.{key}", "not an option of the serve environment's "
+                                        "`vllm bench serve`" + (f"; did you mean {near[0]!r}?" if near else ""),
+                                        f"rename it to {near[0]!r}" if near else "see `vllm bench serve --help`"))
+            elif not options[dest]["takes_value"] and not isinstance(value, bool):
+                problems.append(Problem(f, f"throughput.bench_args.{key}", f"a flag without a value; got {value!r}",
+                                        "give true (pass the flag) or false (leave it out)"))
+            elif (ch := options[dest].get("choices")) and str(value) not in ch:
+                problems.append(Problem(f, f"throughput.bench_args.{key}", f"{value!r} is not one of {ch}",
+                                        f"use one of {ch}"))
+    return problems
