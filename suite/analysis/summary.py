@@ -283,11 +283,13 @@ def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlie
 def variant_summary(vp) -> VariantSummary:
     """A planned variant (``VariantPlan``) as the summary records it, before its stages ran."""
     v, q = vp.variant, vp.variant.quantization
+    from suite.recipe.checkpoint import label as ck_label
     from suite.recipe.kv import effective_kv_scales
 
     skip = v.kv_skip_layers
-    return VariantSummary(name=v.name, is_baseline=vp.is_baseline, scheme=q.scheme if q else None,
-                          kv_cache=q.kv_cache if q else None, kv_cache_dtype=v.kv_cache_dtype,
+    ck = getattr(vp, "checkpoint", None) or {}  # variants[].model: the scheme its config.json names
+    return VariantSummary(name=v.name, is_baseline=vp.is_baseline, scheme=q.scheme if q else ck_label(ck),
+                          kv_cache=q.kv_cache if q else ("fp8" if str(ck.get("kv_cache", "")).startswith("fp8") else None), kv_cache_dtype=v.kv_cache_dtype,
                           engine_args=dict(v.engine_args), model_path=vp.model_path,
                           kv_scales=effective_kv_scales(v), kv_skip_layers=skip if isinstance(skip, list) else [],
                           kv_skip_layers_auto=skip == "auto")

@@ -170,6 +170,7 @@ def plan_json(plan, recipe_path: Path | None = None) -> str:
         "env": plan.env, "jobs": plan.jobs(), "executor": plan.executor.model_dump(),
         "dag": [j.as_dict() for j in plan.dag],
         "variants": {vp.variant.name: {"model_path": vp.model_path,
+                                       **({"checkpoint": vp.checkpoint} if getattr(vp, "checkpoint", None) else {}),
                                        **{s: (c.model_dump() if (c := vp.config(s)) else None) for s in RUN_ORDER}}
                      for vp in plan.variants},
         "base_fingerprints": base_fingerprints(plan),

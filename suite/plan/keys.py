@@ -200,6 +200,8 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         "versions": {k: versions.get(k) for k in KEY_PACKAGES},
         "flashinfer_sampler": (env or {}).get(SAMPLER_ENV, "vllm-default" if sampler_on else "0"),
     }
+    if config.extra_include_paths:  # eval.include_path: the team's task YAMLs, by content (keys without one stay)
+        parts["include_path_yaml"] = [_tree_digest(Path(p)) for p in config.extra_include_paths]
     engine_env = {k: v for k, v in (env or {}).items() if k.startswith("VLLM_") and k not in NOT_IN_KEY_ENV}
     if engine_env:  # only when set: keys made without them stay valid
         parts["engine_env"] = engine_env

@@ -34,6 +34,7 @@ class VariantPlan:
     evaluate: EvaluateConfig | None
     benchmark: BenchmarkConfig | None
     kvcheck: KVCheckConfig | None = None
+    checkpoint: dict | None = None  # variants[].model: what its config.json says of its quantization (suite.recipe.checkpoint)
 
     def config(self, stage: str):
         """The config of ``stage`` for this variant (None: the variant does not run it)."""
@@ -99,6 +100,9 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         q = variant.quantization
         quantize = None
         model_path = base_model
+        checkpoint = None
+        if variant.model is not None:  # an existing checkpoint, served as it is: no quantize job
+            model_path, checkpoint = existing_checkpoint(loaded, variant)
         if q is not None:
             calib = absolute_calibration(loaded, q.calibration)
             calib_sha = calibration.content_hash(calib) if calib else None  # reads the data once: key + provenance
@@ -118,16 +122,21 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
                             "calibration_sha256": calib_sha, "quantizer": quantizer},
             )
         engine_args = engine_args_as_vllm_takes_them(variant.engine_args)
-        if q is None and r.model.weights == "random":
+        if variant.model is not None:  # its own revision (in the evaluation cache key through engine_args)
+            if variant.model.revision:
+                engine_args.update(revision=variant.model.revision, tokenizer_revision=variant.model.revision)
+        elif q is None and r.model.weights == "random":
             engine_args.setdefault("load_format", "dummy")  # config.json only: vLLM fills random weights
-        if q is None and r.model.revision:  # the hub revision the checkpoints were built from, served and scored too
+        elif q is None and r.model.revision:  # the hub revision the checkpoints were built from, served and scored too
             # (and so in the evaluation cache key); lm-eval loads its own tokenizer by tokenizer_revision
             engine_args.update(revision=r.model.revision, tokenizer_revision=r.model.revision)
         if variant.kv_scales == "dynamic":
             engine_args[kv.DYNAMIC_ARG] = True
         if isinstance(variant.kv_skip_layers, list):
             engine_args.update(kv.skip_layer_args(variant.kv_skip_layers))
-        engine = EngineConfig(model=model_path, dtype=r.model.dtype if q is None else "auto",
+        # a quantized checkpoint's dtype is its own (as a built variant's); an unquantized one is served as the base
+        own_dtype = q is not None or bool(checkpoint and checkpoint.get("quant_method"))
+        engine = EngineConfig(model=model_path, dtype="auto" if own_dtype else r.model.dtype,
                               max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
                               engine_args=engine_args)
         vdir = run_dir / "variants" / variant.name
@@ -135,7 +144,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
             update={"engine_args": {**engine.engine_args, **eval_only_args}})
         evaluate = None if not tasks else EvaluateConfig(
             engine=eval_engine, tasks=tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
-            include_path=str(TASKS_DIR), apply_chat_template=r.model.chat_template,
+            include_path=str(TASKS_DIR), extra_include_paths=include_paths(loaded), apply_chat_template=r.model.chat_template,
             allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
             max_gen_toks=r.eval.max_gen_toks, backend="served" if r.eval.engine == "served" else "vllm",
             seed=r.eval.seed, loglikelihood=r.eval.loglikelihood, output_dir=str(vdir / "evaluate"),
@@ -143,7 +152,8 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         benchmark = None  # an accuracy-only recipe has no throughput section
         if (t := r.throughput) is not None:
             served = evaluate if r.eval.engine == "served" else None  # scored on the benchmark's server
-            benchmark = benchmark_config(t, engine, data_dir=str(loaded.resolve(r.eval.data_dir)),
+            benchmark = benchmark_config(t, engine, dataset_file=loaded.resolve(t.dataset.path) if t.dataset else None,
+                                         data_dir=str(loaded.resolve(r.eval.data_dir)),
                                          chat_template=r.model.chat_template, output_dir=str(vdir / "benchmark"),
                                          evaluate=served)
             if served is not None:
@@ -154,10 +164,30 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         elif evaluate is not None:  # no server starts this variant: FlashInfer's sampler JIT would be the engine's alone
             evaluate = evaluate.model_copy(update={"flashinfer_sampler": False})
         kvcheck = kvcheck_config(loaded, variant, model_path) if kv.fp8_kv(variant) and kv_check else None
-        plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark, kvcheck))
+        plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark, kvcheck,
+                                         checkpoint))
     dag.share_gpus(plan, r.executor)
     plan.executor, plan.dag = r.executor, dag.build(plan, r.executor)
     return plan
+
+
+def include_paths(loaded: LoadedRecipe) -> list[str]:
+    """eval.include_path as absolute folders (relative to the recipe)."""
+    ip = loaded.recipe.eval.include_path
+    return [str(loaded.resolve(p)) for p in ([ip] if isinstance(ip, str) else ip or [])]
+
+
+def existing_checkpoint(loaded: LoadedRecipe, variant: VariantSpec) -> tuple[str, dict]:
+    """(the path or hub id the engine is given, what its config.json says of its quantization) for a variant
+    served from an existing checkpoint (``variants[].model``); `suite validate` has checked it can be read."""
+    from suite.recipe import checkpoint
+
+    path = checkpoint.model_path(loaded, variant.model)
+    try:
+        info = checkpoint.describe(path, variant.model.revision)
+    except (OSError, ValueError) as e:
+        info = {"summary": f"config.json unreadable: {e}"}
+    return path, {"model": path, "revision": variant.model.revision, **info}
 
 
 def kvcheck_config(loaded: LoadedRecipe, variant: VariantSpec, model_path: str, **over) -> KVCheckConfig:
@@ -218,14 +248,19 @@ THROUGHPUT_TO_BENCHMARK = {
     "max_api_server_count": "max_api_server_count", "repetitions": "repetitions",
     "warmup_requests": "warmup_requests", "slo": "slo", "offline_ceiling": "offline_ceiling",
     "metrics_interval_s": "metrics_interval_s", "point_timeout_s": "point_timeout_s", "gpu": "gpu", "seed": "seed",
-    "server_timeout_s": "server_timeout_s",
+    "server_timeout_s": "server_timeout_s", "dataset": "dataset", "bench_args": "bench_args",
 }
 THROUGHPUT_NOT_PASSED = {"headline": "which load point the summary reports (suite.analysis.summary), not a stage setting",
                          "gpu_hour_cost": "the price the summary turns into cost per 1M output tokens "
                                           "(suite.analysis.summary), not a stage setting"}
 
 
-def benchmark_config(t, engine: EngineConfig, **rest) -> BenchmarkConfig:
+def benchmark_config(t, engine: EngineConfig, dataset_file: Path | None = None, **rest) -> BenchmarkConfig:
     """The benchmark stage's config from the recipe's throughput section (``t``) through THROUGHPUT_TO_BENCHMARK."""
     dumped = t.model_dump()
+    if dataset_file is not None and dumped.get("dataset"):  # workload 'dataset': the file by path and content
+        import hashlib
+
+        dumped["dataset"] = {**dumped["dataset"], "path": str(dataset_file),
+                             "sha256": hashlib.sha256(dataset_file.read_bytes()).hexdigest()}
     return BenchmarkConfig(engine=engine, **{dst: dumped[src] for src, dst in THROUGHPUT_TO_BENCHMARK.items()}, **rest)

@@ -56,7 +56,8 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
     if r.eval.tasks and not data_dir.is_dir():
         problems.append(Problem(f, "eval.data_dir", f"folder not found: {data_dir}",
                                 "point it at a folder laid out like ../shared/data"))
-    local = tasks.available()
+    local, include_problems = include_path_tasks(loaded)
+    problems += include_problems
     hub_names = None
     if any(t.name not in local for t in r.eval.tasks):  # asked of the serve environment's lm-eval, once
         from suite.runtime.envs import lm_eval_task_names
@@ -111,6 +112,8 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
             problems.append(Problem(f, f"gates.{gate}", f"threshold {value} is not a finite number",
                                     "give a finite threshold"))
     problems += served_problems(loaded)
+    problems += checkpoint_problems(loaded, serving)
+    problems += traffic_problems(loaded, serving)
     from suite.recipe import kv
 
     problems += kv.reference_problems(loaded)
@@ -192,4 +195,119 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
         for where, v in sections:
             problems += [Problem(f, f"{where}.engine_args.{key}", msg, fix)
                          for key, msg, fix in check_engine_args(v.engine_args, facts)[1]]
+    return problems
+
+
+def checkpoint_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
+    """Variants served from an existing checkpoint (``model``): it exists, its config.json reads, and (``serving``)
+    the serve environment's vLLM loads its quantization_config's quant_method."""
+    from suite.recipe import checkpoint
+
+    r, f = loaded.recipe, str(loaded.path)
+    sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)]
+    problems, methods = [], {}
+    for where, v in sections:
+        if v.model is None:
+            continue
+        path = checkpoint.model_path(loaded, v.model)
+        try:
+            q = checkpoint.quantization_of(checkpoint.read_config(path, v.model.revision))
+        except (OSError, ValueError) as e:
+            problems.append(Problem(f, f"{where}.model.id", f"no readable config.json for {path}: {e}",
+                                    "give an existing checkpoint folder (relative to the recipe) or a Hugging Face "
+                                    "id (with its revision) that this machine can read"))
+            continue
+        if q.get("quant_method"):
+            methods[where] = q["quant_method"]
+    if methods and serving:
+        from suite.runtime.envs import vllm_quant_methods
+
+        try:
+            known = vllm_quant_methods()
+        except SuiteError as e:
+            return problems + [Problem(f, "model", f"cannot ask vLLM which quantizations it loads: {p.message}", p.fix)
+                               for p in e.problems]
+        for where, method in methods.items():
+            if known is not None and method not in known:
+                problems.append(Problem(f, f"{where}.model.id", f"its config.json's quant_method {method!r} is not one "
+                                        "the serve environment's vLLM loads", "serve it with a vLLM build that "
+                                        f"supports it, or choose a checkpoint in one of: {', '.join(sorted(known)[:12])}..."))
+    return problems
+
+
+def include_path_tasks(loaded: LoadedRecipe) -> tuple[dict, list[Problem]]:
+    """The task registry the recipe's tasks are looked up in: tasks/, with the tasks of every eval.include_path
+    folder (read as lm-eval's TaskManager indexes a folder: every YAML's task or group name), and a Problem for
+    each folder that is missing or holds no task."""
+    from suite.stages.evaluate import tasks
+
+    r, f = loaded.recipe, str(loaded.path)
+    ip = r.eval.include_path
+    local, problems = dict(tasks.available()), []
+    for i, folder in enumerate([ip] if isinstance(ip, str) else ip or []):
+        fld = "eval.include_path" + ("" if isinstance(ip, str) else f"[{i}]")
+        path = loaded.resolve(folder)
+        if not path.is_dir():
+            problems.append(Problem(f, fld, f"folder not found: {path}", "give a folder of lm-eval task YAMLs "
+                                    "(relative to the recipe)"))
+            continue
+        found = tasks.available(path)
+        if not found:
+            problems.append(Problem(f, fld, f"{path}: no lm-eval task YAML in it (a YAML with 'task:' or 'group:')",
+                                    "put your task YAMLs there, or remove the folder"))
+        local = {**found, **local}  # tasks/ first: lm-eval's include_path order (the suite's own come first)
+    return local, problems
+
+
+def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
+    """throughput.dataset: the file exists, parses, has a usable row, and every row's output length leaves room
+    for a prompt in max_model_len; throughput.bench_args (``serving``): every name is an option of the serve
+    environment's ``vllm bench serve`` (asked of its parser once, cached), the closest one named otherwise."""
+    import difflib
+
+    from suite.stages.benchmark.workload import dataset_rows
+
+    r, f, t = loaded.recipe, str(loaded.path), loaded.recipe.throughput
+    if t is None:
+        return []
+    problems = []
+    if t.dataset is not None:
+        path = loaded.resolve(t.dataset.path)
+        try:
+            rows = dataset_rows(path, t.dataset.format)
+        except (OSError, ValueError) as e:
+            rows = None
+            problems.append(Problem(f, "throughput.dataset.path", f"{path}: not a {t.dataset.format} file: "
+                                    f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                                    "give the file's path (relative to the recipe) and its format (sharegpt | jsonl)"))
+        if rows is not None and not rows:
+            problems.append(Problem(f, "throughput.dataset.path", f"{path}: no usable row (ShareGPT: an entry with two "
+                                    "conversation turns; jsonl: {prompt, output_len})", "fill the file"))
+        too_long = [i for i, (_, out) in enumerate(rows or []) if out is not None and out >= r.model.max_model_len]
+        if too_long:
+            problems.append(Problem(f, "throughput.dataset.path", f"{path}: {len(too_long)} row(s) ask for an output "
+                                    f"of max_model_len {r.model.max_model_len} tokens or more (e.g. row "
+                                    f"{too_long[0] + 1}): vLLM refuses them", "shorten output_len there or raise "
+                                    "model.max_model_len"))
+    if t.bench_args and serving:
+        from suite.runtime.envs import bench_serve_options
+
+        try:
+            options = bench_serve_options()
+        except SuiteError as e:
+            return problems + [Problem(f, "throughput.bench_args", f"cannot ask vllm bench serve for its options: "
+                                       f"{p.message}", p.fix) for p in e.problems]
+        for key, value in t.bench_args.items() if options is not None else ():
+            dest = key.replace("-", "_")
+            if dest not in options:
+                near = difflib.get_close_matches(dest, list(options), n=1, cutoff=0.6)
+                problems.append(Problem(f, f"throughput.bench_args.{key}", "not an option of the serve environment's "
+                                        "`vllm bench serve`" + (f"; did you mean {near[0]!r}?" if near else ""),
+                                        f"rename it to {near[0]!r}" if near else "see `vllm bench serve --help`"))
+            elif not options[dest]["takes_value"] and not isinstance(value, bool):
+                problems.append(Problem(f, f"throughput.bench_args.{key}", f"a flag without a value; got {value!r}",
+                                        "give true (pass the flag) or false (leave it out)"))
+            elif (ch := options[dest].get("choices")) and str(value) not in ch:
+                problems.append(Problem(f, f"throughput.bench_args.{key}", f"{value!r} is not one of {ch}",
+                                        f"use one of {ch}"))
     return problems

@@ -103,11 +103,27 @@ class QuantizationSpec(Strict):
         return self
 
 
+class CheckpointSpec(Strict):
+    """An existing checkpoint a variant is served from as it is (no quantize stage): a hub id or a local folder."""
+
+    id: str = Field(description="Hugging Face model id (org/name) or a local folder (relative to the recipe)")
+    revision: str | None = Field(None, description="hub revision (commit, tag or branch) for a hub id")
+
+
 class VariantSpec(Strict):
     """One served configuration of the model. The baseline has no quantization."""
 
     name: str = Field(pattern=_NAME, description="short name, used in run names and metric tags")
     quantization: QuantizationSpec | None = Field(None, description="absent: serve the model as it is")
+    model: CheckpointSpec | None = Field(
+        None, description="serve this existing checkpoint instead of the recipe's model (no quantize stage): "
+        "{id: org/name or folder, revision: ...}, or just the id; its quantization is read from its config.json "
+        "(quantization_config) and shown by `suite plan` and the report. Excludes 'quantization'")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_shorthand(cls, v):
+        return {"id": v} if isinstance(v, str) else v
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
         "auto", description="vLLM kv_cache_dtype (fp8 reads calibrated scales from the checkpoint when present)"
     )
@@ -133,6 +149,11 @@ class VariantSpec(Strict):
     @model_validator(mode="after")
     def _kv_options(self) -> "VariantSpec":
         from suite.recipe.kv import variant_kv_problem
+
+        if self.model is not None and self.quantization is not None:
+            raise bad("both 'model' (an existing checkpoint, served as it is) and 'quantization' (a checkpoint "
+                      "built from the recipe's model) are given",
+                      "remove 'quantization' to serve the checkpoint, or 'model' to build one from the recipe's model")
 
         if (why := variant_kv_problem(self)) is not None:
             raise bad(*why)
@@ -183,6 +204,10 @@ class EvalSpec(Strict):
         "../tasks/data",
         description="folder the tasks/ YAMLs read (layout of ../shared/data); relative to the recipe",
     )
+    include_path: Union[str, list[str], None] = Field(
+        None, description="folder(s) of your own lm-eval task YAMLs (lm-eval's TaskManager include_path), relative "
+        "to the recipe; their tasks are named in eval.tasks like any other, checked by `suite validate`, and their "
+        "YAMLs' content is part of the evaluation cache key")
     allow_code_execution: bool = Field(
         False, description="required for HumanEval: runs model-written code in a sandboxed subprocess"
     )
@@ -377,7 +402,8 @@ class Recipe(Strict):
     @model_validator(mode="after")
     def _consistent(self) -> "Recipe":
         if self.baseline.quantization is not None:
-            raise bad("baseline: the baseline is the unquantized model", "remove baseline.quantization")
+            raise bad("baseline: the baseline is served as it is, not built by the quantize stage",
+                      "remove baseline.quantization (an existing quantized checkpoint as the baseline: baseline.model)")
         names = [self.baseline.name] + [v.name for v in self.variants]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

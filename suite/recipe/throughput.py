@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from suite.recipe.base import SEED_MAX, Strict, bad
 from suite.records.benchmark import SloSpec
+from suite.stages.benchmark.workload import SUITE_OWNED_BENCH_ARGS
 
 
 
@@ -31,19 +32,41 @@ class GpuHourCost(Strict):
         return v
 
 
+class DatasetSpec(Strict):
+    """Serving traffic from a file of the team's own (``workload: dataset``)."""
+
+    path: str = Field(description="the file, relative to the recipe")
+    format: Literal["sharegpt", "jsonl"] = Field(
+        description="sharegpt: a JSON list of {conversations: [{from, value}, ...]} (the first turn is the prompt, the "
+        "second's token count the output length; vllm bench serve --dataset-name sharegpt); jsonl: one "
+        "{prompt, output_len} per line (vllm bench serve's custom dataset with each row's output length)")
+
+
+BenchValue = Union[str, int, float, bool, list[Union[str, int, float]]]
+
+
 class ThroughputSpec(Strict):
     """The serving workload, as `vllm bench serve` runs it (random dataset, ignore_eos)."""
 
     input_len: int = Field(512, gt=0, description="--random-input-len")
     output_len: int = Field(256, gt=0, description="--random-output-len")
     num_prompts: int = Field(1000, gt=0, description="--num-prompts per load point")
-    workload: Union[Literal["random", "tasks"], list[Literal["random", "tasks"]]] = Field(
+    workload: Union[Literal["random", "tasks", "dataset"], list[Literal["random", "tasks", "dataset"]]] = Field(
         "random",
         description="'random': random token prompts of exactly input_len tokens; 'tasks': the accuracy tasks' own "
-        "prompts from eval.data_dir (GSM8K, HumanEval, MMLU, C-Eval), output_len tokens each; a list runs every "
+        "prompts from eval.data_dir (GSM8K, HumanEval, MMLU, C-Eval), output_len tokens each; 'dataset': the file in "
+        "'dataset' (ShareGPT conversations or a JSONL of prompts with output lengths); a list runs every "
         "load point on each (labels '<workload>-<point>'): the first is the headline's, the SLO search's and the "
         "offline ceiling's",
     )
+    dataset: DatasetSpec | None = Field(None, description="the file of workload 'dataset' (content-hashed into "
+                                        "the benchmark's config): {path: ..., format: sharegpt | jsonl}")
+    bench_args: dict[str, BenchValue] = Field(
+        default_factory=dict, description="more `vllm bench serve` options, snake_case (goodput: [\"ttft:200\", "
+        "\"tpot:50\"], percentile_metrics: \"ttft,tpot,itl,e2el\", metric_percentiles: \"50,90,99\"), checked against "
+        "its parser in the serve environment; true is a bare flag. Those the suite sets itself (request rate, "
+        "prompts, dataset, URL, model, seed, ...) are refused; percentile_metrics and metric_percentiles are merged "
+        "with the suite's own (it reads p50/p99)")
     request_rates: list[Union[float, Literal["inf"]]] = Field(
         default_factory=list, description="Poisson request rates (req/s) to run, each > 0; 'inf' sends all at once"
     )
@@ -118,6 +141,16 @@ class ThroughputSpec(Strict):
         if not self.request_rates and not self.concurrencies:
             raise bad("no load point: both request_rates and concurrencies are empty",
                       "give at least one of request_rates (e.g. [inf]) or concurrencies (e.g. [8])")
+        if ("dataset" in self.workloads) != (self.dataset is not None):
+            raise bad("workload 'dataset' and the 'dataset' section go together" + (
+                      "" if self.dataset is None else ": a dataset is given, and no workload uses it"),
+                      "add 'dataset' to workload" if self.dataset is not None else
+                      "add dataset: {path: FILE, format: sharegpt | jsonl}")
+        if owned := sorted({k.replace("-", "_") for k in self.bench_args} & SUITE_OWNED_BENCH_ARGS):
+            raise bad(f"bench_args.{owned[0]}: the benchmark stage sets it itself (it decides what a load point "
+                      "measures: " + ", ".join(sorted(SUITE_OWNED_BENCH_ARGS)[:8]) + ", ...)",
+                      "use the throughput section's own fields (request_rates, concurrencies, num_prompts, seed, "
+                      "workload, dataset, warmup_requests) instead")
         if self.max_api_server_count is not None and self.max_api_server_count < self.api_server_count:
             raise bad(f"max_api_server_count {self.max_api_server_count} is below api_server_count "
                       f"{self.api_server_count}", f"make it >= {self.api_server_count}, or remove it")

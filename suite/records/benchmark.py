@@ -53,6 +53,10 @@ class BenchmarkConfig(Record):
         "random", description="'random' token prompts, or 'tasks': the accuracy tasks' prompts; a list: each, the "
         "first for the SLO search and the offline ceiling")
     data_dir: Optional[str] = Field(None, description="task data for workload 'tasks'")
+    dataset: Optional[dict[str, Any]] = Field(None, description="workload 'dataset': {path (absolute), format, "
+                                              "sha256 (its content)}")
+    bench_args: dict[str, Any] = Field(default_factory=dict, description="throughput.bench_args: more vllm bench "
+                                       "serve options")
     chat_template: bool = False
     repetitions: int = 1
     warmup_requests: int = 0

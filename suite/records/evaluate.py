@@ -64,6 +64,8 @@ class EvaluateConfig(Record):
     batch_size: Any = "auto"
     data_dir: str
     include_path: str
+    extra_include_paths: list[str] = Field(default_factory=list, description="eval.include_path: the recipe's own "
+                                           "task folders, searched after include_path")
     apply_chat_template: bool = False
     allow_code_execution: bool = False
     code_sandbox: str = "namespaces"

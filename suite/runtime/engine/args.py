@@ -232,3 +232,27 @@ def engine_cli_flags(engine_args: dict, facts: dict | None) -> list[str]:
         else:
             flags += [flag, str(value)]
     return flags
+
+
+def _quant_methods_answer() -> list[str] | None:
+    """The quant_method names this interpreter's vLLM loads (the probe 'quant-methods'; None: no vLLM)."""
+    try:
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    except ImportError:
+        return None
+    return list(QUANTIZATION_METHODS)
+
+
+def _bench_serve_answer() -> dict | None:
+    """`vllm bench serve`'s options in this interpreter (the probe 'bench-serve-args'; None: no vLLM)."""
+    try:
+        from vllm.benchmarks.serve import add_cli_args
+    except ImportError:
+        return None
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_cli_args(parser)
+    return {a.dest: {"flags": list(a.option_strings), "nargs": a.nargs if isinstance(a.nargs, (int, str)) else None,
+                     "takes_value": a.nargs != 0, "choices": [str(c) for c in a.choices] if a.choices else None}
+            for a in parser._actions if a.option_strings}

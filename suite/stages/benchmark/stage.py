@@ -40,7 +40,7 @@ from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_p
     server_line, tail, vllm_server)
 from suite.runtime.engine.startlog import parse_engine_start
 from suite.stages.benchmark.slo import capacity, search
-from suite.stages.benchmark.workload import task_prompts, write_dataset
+from suite.stages.benchmark.workload import MERGED_BENCH_ARGS, dataset_rows, task_prompts, write_dataset
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
@@ -55,25 +55,49 @@ def load_points(config: BenchmarkConfig) -> list[tuple[str, object, int | None]]
 
 
 def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir: Path, filename: str,
-                  num_prompts: int | None = None, seed: int | None = None, dataset: Path | None = None) -> list[str]:
+                  num_prompts: int | None = None, seed: int | None = None, dataset: Path | None = None,
+                  dataset_name: str = "custom", row_output_lens: bool = False) -> list[str]:
     if dataset is None:
         data = ["--dataset-name", "random", "--random-input-len", str(config.input_len),
                 "--random-output-len", str(config.output_len)]
-    else:  # the accuracy tasks' prompts (suite.stages.benchmark.workload), as vLLM's custom dataset
-        data = ["--dataset-name", "custom", "--dataset-path", str(dataset), "--custom-output-len", str(config.output_len)]
+    elif dataset_name == "sharegpt":  # a team's ShareGPT file, read by vLLM's loader: output lengths are the answers'
+        data = ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
+    else:  # the accuracy tasks' prompts (suite.stages.benchmark.workload) or a JSONL file's, as vLLM's custom dataset
+        data = ["--dataset-name", "custom", "--dataset-path", str(dataset),  # -1: each row's output_tokens
+                "--custom-output-len", "-1" if row_output_lens else str(config.output_len)]
         if not config.chat_template:
             data.append("--skip-chat-template")
     cmd = [*server.VLLM_CLI, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
            "--endpoint", "/v1/completions", "--model", config.engine.model, "--tokenizer", config.engine.model,
            *data, "--num-prompts", str(num_prompts or config.num_prompts),
            "--request-rate", str(rate), "--ignore-eos", "--seed", str(config.seed if seed is None else seed),
-           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
-           "--save-result", "--result-dir", str(out_dir), "--result-filename", filename, "--disable-tqdm"]
+           *bench_args_argv(config.bench_args), "--save-result", "--result-dir", str(out_dir), "--result-filename", filename, "--disable-tqdm"]
     if config.warmup_requests:
         cmd += ["--num-warmups", str(config.warmup_requests)]
     if concurrency is not None:
         cmd += ["--max-concurrency", str(concurrency)]
     return cmd
+
+
+def bench_args_argv(bench_args: dict) -> list[str]:
+    """throughput.bench_args as ``vllm bench serve`` flags (checked by `suite validate` against its parser): true a
+    bare flag, false left out, a list the flag's values; percentile_metrics and metric_percentiles merged with the
+    suite's own (the summary reads p50 and p99 of TTFT, TPOT, ITL and E2EL)."""
+    out: list[str] = []
+    args = {k.replace("-", "_"): v for k, v in bench_args.items()}
+    for key, ours in MERGED_BENCH_ARGS.items():
+        theirs = str(args.pop(key, "")).replace(" ", "")
+        merged = list(dict.fromkeys([*ours.split(","), *(x for x in theirs.split(",") if x)]))
+        out += ["--" + key.replace("_", "-"), ",".join(merged)]
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, list):
+            out += [flag, *map(str, value)]
+        elif value is not False:
+            out += [flag, str(value)]
+    return out
 
 
 def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
@@ -180,12 +204,20 @@ class LoadRunner:
         filename = f"bench-{self.tag}{label}-r{rep}.json"
         client_log = self.out_dir / f"bench-{self.tag}{label}-r{rep}.log"
         (self.out_dir / filename).unlink(missing_ok=True)  # an earlier attempt's file is not this one's result
-        dataset = None
+        dataset, ds = None, self.config.dataset
+        if workload == "dataset" and ds["format"] == "jsonl":  # each row's output length
+            rows = dataset_rows(Path(ds["path"]), "jsonl")
+            dataset = write_dataset([p for p, _ in rows], num_prompts + self.config.warmup_requests,
+                                    self.out_dir / f"prompts-{label}-r{rep}.jsonl", f"r{self.runs}", [o for _, o in rows])
+        elif workload == "dataset":  # ShareGPT: vLLM's own loader reads the file
+            dataset = Path(ds["path"])
         if workload == "tasks":
             n = num_prompts + self.config.warmup_requests
             dataset = write_dataset(self.prompts(), n, self.out_dir / f"prompts-{label}-r{rep}.jsonl", f"r{self.runs}")
         cmd = bench_command(self.config, self.port, rate, concurrency, self.out_dir, filename, num_prompts,
-                            seed=self.config.seed + 1009 * self.runs, dataset=dataset)
+                            seed=self.config.seed + 1009 * self.runs, dataset=dataset,
+                            dataset_name="sharegpt" if workload == "dataset" and ds["format"] == "sharegpt" else "custom",
+                            row_output_lens=workload == "dataset" and ds["format"] == "jsonl")
         env = {"OPENAI_API_KEY": self.api_key} if self.api_key else {}
         t0 = time.perf_counter()
         self.monitor.start(self.client.pid)

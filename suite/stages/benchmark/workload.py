@@ -18,6 +18,17 @@ import random
 from itertools import zip_longest
 from pathlib import Path
 
+# vllm bench serve options the benchmark stage sets itself (bench_args may not): what it measures and where
+SUITE_OWNED_BENCH_ARGS = frozenset({
+    "backend", "base_url", "host", "port", "endpoint", "model", "tokenizer", "served_model_name", "dataset_name",
+    "dataset_path", "num_prompts", "request_rate", "max_concurrency", "seed", "ignore_eos", "num_warmups",
+    "save_result", "result_dir", "result_filename", "disable_tqdm", "random_input_len", "random_output_len",
+    "custom_output_len", "sharegpt_output_len", "skip_chat_template",
+})
+# options the suite passes and reads back (p50/p99 TTFT, TPOT, ITL, E2EL): a bench_args value is merged with its own
+MERGED_BENCH_ARGS = {"percentile_metrics": "ttft,tpot,itl,e2el", "metric_percentiles": "50,99"}
+
+
 
 def _gsm8k(data_dir: Path) -> list[str]:
     path = data_dir / "gsm8k" / "test.jsonl"
@@ -58,10 +69,44 @@ def task_prompts(data_dir: Path, seed: int = 0) -> list[str]:
     return prompts
 
 
-def write_dataset(prompts: list[str], n: int, path: Path, tag: str) -> Path:
-    """``n`` prompts (cycled if there are fewer) as vLLM's custom dataset, each behind a run tag."""
+def write_dataset(prompts: list[str], n: int, path: Path, tag: str, output_lens: list[int] | None = None) -> Path:
+    """``n`` prompts (cycled if there are fewer) as vLLM's custom dataset, each behind a run tag; ``output_lens``:
+    each prompt's own output length (the custom dataset's ``output_tokens``, read with --custom-output-len -1)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         for i in range(n):
-            fh.write(json.dumps({"prompt": f"[{tag}-{i}] {prompts[i % len(prompts)]}"}, ensure_ascii=False) + "\n")
+            row = {"prompt": f"[{tag}-{i}] {prompts[i % len(prompts)]}"}
+            if output_lens is not None:
+                row["output_tokens"] = output_lens[i % len(prompts)]
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
+
+
+def dataset_rows(path: Path, fmt: str) -> list[tuple[str, int | None]]:
+    """(prompt, output length) of every usable row of a team's traffic file (``throughput.dataset``): sharegpt, a
+    JSON list of {conversations: [...]} whose first two turns are prompt and answer (the answer's length is counted
+    in tokens by vLLM's client: None here), as vLLM's ShareGPT loader keeps them; jsonl, one {prompt, output_len}
+    (or output_tokens, vLLM's name) per line. Raises ValueError naming the first bad line."""
+    text = path.read_text(encoding="utf-8")
+    rows: list[tuple[str, int | None]] = []
+    if fmt == "sharegpt":
+        data = json.loads(text)
+        if not isinstance(data, list):
+            raise ValueError("a ShareGPT file is a JSON list of {conversations: [...]}")
+        for entry in data:
+            turns = entry.get("conversations") if isinstance(entry, dict) else None
+            if isinstance(turns, list) and len(turns) >= 2 and all(isinstance(t, dict) for t in turns[:2]):
+                rows.append((str(turns[0].get("value", "")), None))
+        return rows
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            out = row.get("output_len", row.get("output_tokens"))
+            if not isinstance(row.get("prompt"), str) or isinstance(out, bool) or not isinstance(out, int) or out < 1:
+                raise ValueError
+        except (ValueError, AttributeError):
+            raise ValueError(f"line {n}: not a JSON object with a string 'prompt' and an integer 'output_len' >= 1")
+        rows.append((row["prompt"], out))
+    return rows

@@ -67,7 +67,9 @@ def prepare(config: EvaluateConfig):
     compile_templates_once()  # lm-eval compiles every template on every render: 126-168 s a variant on the H200
 
     local = task_registry.available(Path(config.include_path))
-    task_manager = TaskManager(include_path=config.include_path,
+    for extra in config.extra_include_paths:  # eval.include_path: the recipe's own task folders
+        local = {**task_registry.available(Path(extra)), **local}
+    task_manager = TaskManager(include_path=[config.include_path, *config.extra_include_paths],
                                include_defaults=any(t.name not in local for t in config.tasks))
     os.chdir(config.data_dir)
     return task_manager
