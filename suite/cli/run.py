@@ -9,7 +9,27 @@ from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 from suite.cli.render import _console, print_summary
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-C ended
+
+
 def cmd_run(args) -> int:
+    """`suite run`; Ctrl-C ends it with one line (the run folder and how to resume it) and exit 130, no traceback:
+    the runner has stopped the stage processes and released the run's lock by then."""
+    import sys
+
+    from suite.orchestrate.runner import RunInterrupted
+
+    try:
+        return _cmd_run(args)
+    except RunInterrupted as e:
+        print(f"interrupted: stage processes stopped; the run folder {e.run_dir} keeps what finished; "
+              f"resume with suite run --resume {e.run_dir}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted: before a run folder was made; nothing to resume", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _cmd_run(args) -> int:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from suite.recipe import load_recipe
@@ -73,7 +93,8 @@ def cmd_run(args) -> int:
                 jobs[key] = bar.add_task(f"{label}  {status[event]}", total=1, completed=1)
 
         summary = execute(loaded, Path(args.out) if args.out else None, report, track=not args.no_track,
-                          force=args.force, resume=resume, watch=watch)
+                          force=args.force, resume=resume, watch=watch,
+                          accept_recipe_change=getattr(args, "accept_recipe_change", False))
         table["now"] = None
     print_summary(summary)
     failed = [v for v in summary.variants if v.errors]
