@@ -82,6 +82,8 @@ HOSTILE = {
                                      "a password"),
     "token in the tracking URI": ({"tracking": {"uri": "https://mlflow:5000/?access_token=hunter2"}}, "tracking.uri",
                                   "a credential in the query string"),
+    "password in the Ray address": ({"executor": {"kind": "ray", "address": "ray://u:hunter2@head:10001"}},
+                                    "executor.address", "a password"),
     "password in the model URL": ({"model__id": "https://user:hunter2@hub.example/m"}, "model.id", "a password"),
 }
 
