@@ -128,12 +128,14 @@ def load_run(run_dir: str | Path) -> Run:
 
 def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool = True, force: bool = False,
         resume: str | Path | None = None, report: Optional[Callable[..., None]] = None,
-        watch: Optional[Callable[[list, list], None]] = None, **overrides: Any) -> Run:
+        watch: Optional[Callable[[list, list], None]] = None, accept_recipe_change: bool = False,
+        **overrides: Any) -> Run:
     """Run a recipe end to end (``suite run``): ``overrides`` are merged into its mapping first; ``resume``
     continues a run folder instead (with the recipe it was made from; no overrides then). ``recipe`` may also be
     a recipe already loaded (``load``). ``report`` and ``watch`` receive the runner's events (see
     ``suite.orchestrate.runner.Reporter``: the job events, ("run", "", "started", run folder) and the stages'
-    progress counts)."""
+    progress counts). ``accept_recipe_change``: resume although the run folder's recipe.yaml changed since the
+    run started (the summary and `suite gate` then say which fields)."""
     from suite.orchestrate.runner import execute
 
     loaded_given = hasattr(recipe, "recipe")  # already a LoadedRecipe (the CLI's, with --executor applied)
@@ -150,5 +152,5 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
     else:
         loaded, resume_dir = (recipe if loaded_given else load(recipe, **overrides)), None
     summary = execute(loaded, Path(output_dir) if output_dir else None, report, track=track, force=force,
-                      resume=resume_dir, watch=watch)
+                      resume=resume_dir, watch=watch, accept_recipe_change=accept_recipe_change)
     return Run(run_dir=Path(summary.run_dir), summary=summary)

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "started for the run), or a Ray cluster's address (auto, ray://HOST:10001)")
     run.add_argument("--force", action="store_true", help="recompute evaluations found in the evaluation cache "
                      "(<output_dir>/eval-cache; checkpoints are reused by content either way)")
+    run.add_argument("--accept-recipe-change", action="store_true", help="with --resume: go on although the run "
+                     "folder's recipe.yaml changed since the run began (refused otherwise); the summary and `suite "
+                     "gate` name the changed fields")
     sync = sub.add_parser("sync", help="log a run to MLflow that was kept offline (server down at the time)",
                           description="Logs RUN_DIR's summary.json, metrics and artifacts to MLflow (the recipe's "
                           "tracking.uri, or --uri). A run folder already logged there is found by its tag "

@@ -16,6 +16,9 @@ def cmd_gate(args) -> int:
     from suite.analysis import gate
 
     summary = load_summary(args.run)
+    if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
+        print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "
+              f"{', '.join(summary.recipe_changed_on_resume)}", file=sys.stderr)
     source = str(Path(args.run) / "summary.json" if Path(args.run).is_dir() else Path(args.run))
     policy = gate.load_policy(args.policy) if args.policy else gate.recipe_gates(summary, source)
     try:

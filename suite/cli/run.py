@@ -9,7 +9,27 @@ from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 from suite.cli.render import _console, print_summary
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-C ended
+
+
 def cmd_run(args) -> int:
+    """`suite run`; Ctrl-C ends it with one line (the run folder and how to resume it) and exit 130, no traceback:
+    the runner has stopped the stage processes and released the run's lock by then."""
+    import sys
+
+    from suite.orchestrate.runner import RunInterrupted
+
+    try:
+        return _cmd_run(args)
+    except RunInterrupted as e:
+        print(f"interrupted: stage processes stopped; the run folder {e.run_dir} keeps what finished; "
+              f"resume with suite run --resume {e.run_dir}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted: before a run folder was made; nothing to resume", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _cmd_run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     import suite.api
@@ -92,7 +112,8 @@ def cmd_run(args) -> int:
                 jobs[key] = bar.add_task(f"{label}  {status.get(event, event)}", total=1, completed=1)
 
         result = suite.api.run(loaded, output_dir=args.out, track=not args.no_track, force=args.force,
-                               resume=resume, report=report, watch=watch)
+                               resume=resume, report=report, watch=watch,
+                               accept_recipe_change=getattr(args, "accept_recipe_change", False))
         summary = result.summary
         table["now"] = None
     print_summary(summary)

@@ -213,3 +213,62 @@ def drop_other_base_models(plan, kept: dict, run_dir: Path) -> list[str]:
     if notes:
         path.write_text(json.dumps({**stored, "base_fingerprints": {**recorded, **now}}, indent=2))
     return notes
+
+
+# --------------------------------------------------------------------------------------------------
+# What a run promised at its start, kept by every resume: --force, and the recipe it was made from
+
+RUN_OPTIONS = "run-options.json"
+
+
+def record_start(run_dir: Path, loaded: LoadedRecipe, force: bool) -> None:
+    """run-options.json: the recipe's sha256 and parsed fields as the run began, and whether it was started with
+    --force (a resume honours it: the evaluations still to run are recomputed, not taken from the cache)."""
+    (run_dir / RUN_OPTIONS).write_text(json.dumps({
+        "recipe_sha256": loaded.sha256, "force": force, "recipe": loaded.recipe.model_dump(mode="json"),
+    }, indent=2))
+
+
+def started_with(run_dir: Path) -> dict:
+    """run-options.json of a run folder ({} for a run made before it was written: summary.json's
+    recipe_sha256 then stands in for the recipe's hash, when there is one)."""
+    try:
+        return json.loads((run_dir / RUN_OPTIONS).read_text())
+    except (OSError, ValueError):
+        pass
+    try:
+        sha = json.loads((run_dir / "summary.json").read_text()).get("recipe_sha256")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {"recipe_sha256": sha} if sha else {}
+
+
+def _diff(a, b, where: str = "") -> list[str]:
+    """The dotted fields in which two parsed recipes differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [f for k in sorted(set(a) | set(b), key=str)
+                for f in _diff(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [f for i, (x, y) in enumerate(zip(a, b)) for f in _diff(x, y, f"{where}[{i}]")]
+    return [] if a == b else [where or "(the whole recipe)"]
+
+
+def recipe_changes(run_dir: Path, loaded: LoadedRecipe) -> list[str] | None:
+    """None when the run folder's recipe.yaml is the one the run began with (same sha256) or nothing was
+    recorded; else the fields that changed (["(comments or layout only)"] when the parsed fields are equal,
+    ["(fields not recorded)"] for a run from before run-options.json)."""
+    start = started_with(run_dir)
+    if not start.get("recipe_sha256") or start["recipe_sha256"] == loaded.sha256:
+        return None
+    if "recipe" not in start:
+        return ["(fields not recorded)"]
+    return _diff(start["recipe"], loaded.recipe.model_dump(mode="json")) or ["(comments or layout only)"]
+
+
+def refuse_recipe_change(run_dir: Path, changed: list[str]) -> SuiteError:
+    return SuiteError(Problem(
+        str(run_dir / "recipe.yaml"), ", ".join(changed[:8]) + (" ..." if len(changed) > 8 else ""),
+        "changed since the run began (its sha256 differs from the one recorded in run-options.json): a resume would "
+        "judge the earlier results by another recipe than the one they were made with",
+        "restore the file, start a new run with the changed recipe, or resume with --accept-recipe-change "
+        "(the summary and `suite gate` then show the changed fields)"))

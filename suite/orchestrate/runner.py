@@ -41,12 +41,24 @@ Reporter = Callable[..., None]
 Watcher = Callable[[list, list], None]  # (running [(Job, placement)], queued [Job]): on every pass of the job loop
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during a run, once its stage processes are stopped and its lock released: ``run_dir`` is
+    the folder a ``suite run --resume`` continues."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(str(run_dir))
+        self.run_dir = run_dir
+
+
 def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
             track: bool = True, force: bool = False, resume: Path | None = None,
-            watch: Watcher | None = None) -> "summaries.RunSummary":
+            watch: Watcher | None = None, accept_recipe_change: bool = False) -> "summaries.RunSummary":
     """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
     results already there are kept (event 'resumed'), the other jobs run. The folder is locked
-    (``run.lock``) for as long as this runs: a resume refuses while a run of it, or a stage of one, is alive."""
+    (``run.lock``) for as long as this runs: a resume refuses while a run of it, or a stage of one, is alive.
+    A resume keeps what the run promised at its start (rundir.record_start): it honours the start's --force, and
+    refuses a run folder whose recipe.yaml changed since, unless ``accept_recipe_change`` (then recorded in the
+    summary). Ctrl-C raises RunInterrupted once the stage processes are stopped and the lock released."""
     report = report or (lambda *event: None)
     if resume:
         run_dir = resume.resolve()
@@ -56,15 +68,25 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         run_dir = rundir.new_run_dir(loaded, out_root)
     lock = rundir.acquire_run_lock(run_dir)
     try:
+        changed = None
         if not resume:
             shutil.copy(loaded.path, run_dir / "recipe.yaml")
-        return _execute(loaded, run_dir, out_root, lock, report, track, force, resume, watch)
+            rundir.record_start(run_dir, loaded, force)
+        else:
+            force = force or bool(rundir.started_with(run_dir).get("force"))
+            changed = rundir.recipe_changes(run_dir, loaded)
+            if changed and not accept_recipe_change:
+                raise rundir.refuse_recipe_change(run_dir, changed)
+        return _execute(loaded, run_dir, out_root, lock, report, track, force, resume, watch, changed or [])
+    except KeyboardInterrupt:
+        raise RunInterrupted(run_dir) from None
     finally:
         lock.release()
 
 
 def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
-             resume: Path | None, watch: Watcher | None = None) -> "summaries.RunSummary":
+             resume: Path | None, watch: Watcher | None = None,
+             recipe_changed: list[str] | None = None) -> "summaries.RunSummary":
     r = loaded.recipe
     plan, kept, resume_notes = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
@@ -75,6 +97,10 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
                               versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
                               started=now())
     summary.warnings += resume_notes  # results of the earlier attempt made from other inputs, not kept
+    if recipe_changed:
+        summary.recipe_changed_on_resume = list(recipe_changed)
+        summary.warnings.append(f"resumed with --accept-recipe-change: recipe.yaml differs from the one the run "
+                                f"began with in {', '.join(recipe_changed)}")
     if lock.taken_over:
         t = lock.taken_over
         summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "

@@ -29,6 +29,16 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
             Problem(f, "model.id", f"no model folder with config.json at {loaded.resolve(r.model.id)}",
                     "run scripts/setup.sh (demo model) or give a Hugging Face id / an existing folder")
         )
+    elif not loaded.model_is_local() and loaded.resolve(r.model.id.split("/")[0]).is_dir():
+        # 'models/typo' reads as a hub id only because the folder is missing: its first part is a folder here
+        problems.append(
+            Problem(f, "model.id", f"no model folder at {loaded.resolve(r.model.id)} (its parent "
+                    f"{loaded.resolve(r.model.id.split('/')[0])} is a folder here, so this is no hub id)",
+                    "give an existing folder, or the Hugging Face id (org/name) from a folder without such a subfolder")
+        )
+    from suite.recipe import guards
+
+    problems += guards.model_problems(loaded) + guards.engine_range_problems(loaded)
     known_sets = calibration.available()
     for i, v in enumerate(r.variants):
         q = v.quantization
@@ -149,8 +159,14 @@ def served_problems(loaded: LoadedRecipe) -> list[Problem]:
 def output_dir_problems(loaded: LoadedRecipe) -> list[Problem]:
     """output_dir must be a folder this user can write in, or creatable as one (nothing is created here:
     a probe file is made and removed in the folder, or in its nearest existing parent)."""
+    from suite.recipe.guards import output_dir_refusal
+    from suite.runtime.envs import REPO_ROOT
+
     out = loaded.resolve(loaded.recipe.output_dir)
     f, fld = str(loaded.path), "output_dir"
+    if (why := output_dir_refusal(out, REPO_ROOT)) is not None:
+        return [Problem(f, fld, f"{out} {why}: run folders may not go there",
+                        "point output_dir at a folder of your own (e.g. ../runs beside the recipes)")]
     existing = out
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

@@ -36,6 +36,16 @@ class ExecutorSpec(Strict):
     cpus_per_job: int = Field(1, ge=1, description="CPU cores each job asks for (Ray's num_cpus)")
     memory_gb: float = Field(0.0, ge=0, description="host memory each job asks for (Ray's memory; 0: not asked)")
 
+    @field_validator("address")
+    @classmethod
+    def _no_credentials(cls, v: str | None) -> str | None:
+        from suite.recipe.guards import uri_credential
+
+        if v and (what := uri_credential(v)):
+            raise bad(f"the address holds {what}; recipes end up in MLflow and in logs",
+                      "remove it and give the credential through the environment that runs `suite`")
+        return v
+
     @field_validator("gpu_fraction")
     @classmethod
     def _fractions(cls, v: dict[str, float]) -> dict[str, float]:

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import _NAME, SEED_MAX, EngineValue, Strict, bad
+from suite.recipe import guards
 from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
@@ -46,6 +47,14 @@ class ModelSpec(Strict):
         "dummy loader and quantized variants are built from a randomly initialised model (throughput studies "
         "at a scale you have no weights for; accuracy tasks are refused)",
     )
+
+    @field_validator("id")
+    @classmethod
+    def _no_credentials_in_id(cls, v: str) -> str:
+        if isinstance(v, str) and (what := guards.uri_credential(v)):
+            raise bad(f"the model URL holds {what}; recipes end up in MLflow and in logs",
+                      "remove it and give the credential through the environment that runs `suite` (HF_TOKEN)")
+        return v
 
 
 class CalibrationMix(Strict):
@@ -79,8 +88,17 @@ class QuantizationSpec(Strict):
         None, gt=0, lt=1, allow_inf_nan=False, description="run llmcompressor's SmoothQuantModifier with this strength before static FP8 "
         "(moves activation outliers into the weights; e.g. 0.8)",
     )
-    num_calibration_samples: int = Field(512, gt=0, description="calibration rows used")
+    num_calibration_samples: int = Field(512, gt=0, le=guards.MAX_CALIBRATION_SAMPLES,
+                                         description="calibration rows used")
     max_seq_length: int = Field(2048, gt=0, description="calibration rows are cut to this many tokens")
+
+    @field_validator("ignore")
+    @classmethod
+    def _patterns_compile(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            if (why := guards.ignore_pattern_problem(entry)) is not None:
+                raise bad(why, "fix the pattern after 're:' (Python's re syntax)")
+        return v
 
     @field_validator("scheme")
     @classmethod
@@ -113,7 +131,8 @@ class CheckpointSpec(Strict):
 class VariantSpec(Strict):
     """One served configuration of the model. The baseline has no quantization."""
 
-    name: str = Field(pattern=_NAME, description="short name, used in run names and metric tags")
+    name: str = Field(pattern=_NAME, max_length=guards.MAX_NAME_LEN,
+                      description="short name, used in run names and metric tags")
     quantization: QuantizationSpec | None = Field(None, description="absent: serve the model as it is")
     model: CheckpointSpec | None = Field(
         None, description="serve this existing checkpoint instead of the recipe's model (no quantize stage): "
@@ -349,8 +368,8 @@ class TrackingSpec(Strict):
     def _no_credentials(cls, v: str | None) -> str | None:
         from urllib.parse import urlsplit
 
-        if v and "://" in v and urlsplit(v).password is not None:
-            raise bad("the URI holds a password; recipes end up in MLflow and in logs",
+        if v and "://" in v and (urlsplit(v).password is not None or guards.uri_credential(v)):
+            raise bad(f"the URI holds {guards.uri_credential(v)}; recipes end up in MLflow and in logs",
                       "remove it from the URI and set MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD "
                       "(or ~/.mlflow/credentials) instead")
         return v
@@ -378,12 +397,15 @@ class RuntimeSpec(Strict):
                           "logged to MLflow and printed by `suite plan`",
                           "remove the password from the URL and give it through the tool's own credential "
                           "variable, exported in the environment that runs `suite`")
+            if (why := guards.env_problem(name, v[name])) is not None:
+                raise bad(*why)
         return v
 
 
 class Recipe(Strict):
     schema_version: Literal[1] = 1
-    name: str = Field(pattern=_NAME, description="recipe name: MLflow experiment and tag suite.recipe")
+    name: str = Field(pattern=_NAME, max_length=guards.MAX_NAME_LEN,
+                      description="recipe name: MLflow experiment and tag suite.recipe")
     description: str = ""
     model: ModelSpec
     baseline: VariantSpec
@@ -405,9 +427,11 @@ class Recipe(Strict):
             raise bad("baseline: the baseline is served as it is, not built by the quantize stage",
                       "remove baseline.quantization (an existing quantized checkpoint as the baseline: baseline.model)")
         names = [self.baseline.name] + [v.name for v in self.variants]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        folded = [n.casefold() for n in names]  # run folders and MLflow names: unique regardless of case
+        dupes = sorted({n for n in names if folded.count(n.casefold()) > 1})
         if dupes:
-            raise bad(f"variant names must be unique; repeated: {', '.join(dupes)}", "rename one of them")
+            raise bad(f"variant names must be unique regardless of case; repeated: {', '.join(dupes)}",
+                      "rename one of them")
         t, m = self.throughput, self.model
         if t is not None and "random" in t.workloads and t.input_len + t.output_len > m.max_model_len:
             raise bad(f"throughput.input_len + output_len = {t.input_len + t.output_len} tokens exceed "

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from suite.recipe import guards
 from suite.recipe.base import SEED_MAX, Strict, bad
 from suite.records.benchmark import SloSpec
 from suite.stages.benchmark.workload import SUITE_OWNED_BENCH_ARGS
@@ -50,7 +51,7 @@ class ThroughputSpec(Strict):
 
     input_len: int = Field(512, gt=0, description="--random-input-len")
     output_len: int = Field(256, gt=0, description="--random-output-len")
-    num_prompts: int = Field(1000, gt=0, description="--num-prompts per load point")
+    num_prompts: int = Field(1000, gt=0, le=guards.MAX_NUM_PROMPTS, description="--num-prompts per load point")
     workload: Union[Literal["random", "tasks", "dataset"], list[Literal["random", "tasks", "dataset"]]] = Field(
         "random",
         description="'random': random token prompts of exactly input_len tokens; 'tasks': the accuracy tasks' own "
@@ -77,7 +78,7 @@ class ThroughputSpec(Strict):
         None, ge=1, description="when a point is frontend-bound (suite.stages.benchmark.bottleneck), restart the server with twice the "
         "API servers, up to this many, and measure again (the earlier points are kept in scaled_from)",
     )
-    repetitions: int = Field(3, ge=1, description="runs per load point; the median is reported, with the spread")
+    repetitions: int = Field(3, ge=1, le=guards.MAX_REPETITIONS, description="runs per load point; the median is reported, with the spread")
     warmup_requests: int = Field(16, ge=0, description="vllm bench serve --num-warmups before each run")
     slo: SloSpec | None = Field(
         None, description="latency SLO (p99 TTFT/TPOT): search the highest sustainable Poisson rate under it"

