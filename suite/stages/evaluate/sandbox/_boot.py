@@ -2,7 +2,7 @@
 
 Started by ``suite.stages.evaluate.sandbox`` as ``python -s -S -B -P _boot.py MODE CONFIG`` (CONFIG: a dict literal)
 with four inherited pipe fds: ``prog`` (the program's source), ``test`` (the benchmark's tests), ``tok``
-(the run's random token, read only by the trusted process) and ``res`` (where the verdict goes), and in
+(the run's random token; both read only by the trusted process) and ``res`` (where the verdict goes), and in
 ``namespaces`` mode a fifth, ``status`` (this init's report to the harness).
 
 ``namespaces``: this process is pid 1 of fresh PID/net/mount/IPC/UTS namespaces made by util-linux
@@ -68,8 +68,10 @@ def _untrusted(program, cfg, req_r, rep_w, _describe=_describe):
     _calls.serve(program, cfg["entry"], req_r, rep_w, _describe)
 
 
-def _trusted(tests, cfg, req_w, rep_r, _describe=_describe):
-    """The tests' side: read the token (only now, in this process), run the tests. Never returns."""
+def _trusted(cfg, req_w, rep_r, _describe=_describe):
+    """The tests' side: read the tests and the token (only now, in this process: neither is in the
+    program's memory), run the tests. Never returns."""
+    tests = _read_all(cfg["test_fd"]).decode("utf-8", "replace")
     token = _read_all(cfg["tok_fd"])
     res_fd = cfg["res_fd"]
     _close_all_but((req_w, rep_r, res_fd))
@@ -288,7 +290,7 @@ def _fork_as(lc, cfg, uid, cwd, role, *args):
     _exit(3)  # not reached: each role ends its process
 
 
-def _namespaces(cfg, program, tests):
+def _namespaces(cfg, program):
     import signal
 
     status_fd = cfg["status_fd"]
@@ -316,11 +318,11 @@ def _namespaces(cfg, program, tests):
     except BaseException as e:  # noqa: BLE001
         report(error=f"sandbox setup failed: {_describe(e)}")
 
-    # the program first: it is forked before anyone has read the token
+    # the program first: it is forked before anyone has read the tests or the token
     _fork_as(lc, cfg, cfg["uid"], "/tmp", _untrusted, program, cfg, req_r, rep_w)
-    pid = _fork_as(lc, cfg, TESTS_UID, "/", _trusted, tests, cfg, req_w, rep_r)
-    del program, tests
-    for fd in (req_r, req_w, rep_r, rep_w, cfg["res_fd"], cfg["tok_fd"]):
+    pid = _fork_as(lc, cfg, TESTS_UID, "/", _trusted, cfg, req_w, rep_r)
+    del program
+    for fd in (req_r, req_w, rep_r, rep_w, cfg["res_fd"], cfg["tok_fd"], cfg["test_fd"]):
         os.close(fd)
     _null_stdio()
 
@@ -347,29 +349,27 @@ def _namespaces(cfg, program, tests):
     report(exit=os.WEXITSTATUS(status))  # returning from pid 1 kills every process left in the namespace
 
 
-def _process(cfg, program, tests):
+def _process(cfg, program):
     """The weaker mode: this process runs the tests; the program's process is its child (same uid)."""
     _rlimits(cfg, with_memory=True)
     _null_stdio()
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     if os.fork() == 0:
-        os.close(cfg["tok_fd"])
         _untrusted(program, cfg, req_r, rep_w)
         _exit(3)
     try:
         _not_dumpable()
     except OSError:
         pass  # best effort here: the mode is documented as not isolating the program
-    _trusted(tests, cfg, req_w, rep_r)
+    _trusted(cfg, req_w, rep_r)
 
 
 def main():
     mode = sys.argv[1]
     cfg = eval(sys.argv[2], {"__builtins__": {}})  # noqa: S307 - a dict literal written by the harness (repr)
     program = _read_all(cfg["prog_fd"]).decode("utf-8", "replace")
-    tests = _read_all(cfg["test_fd"]).decode("utf-8", "replace")
-    (_namespaces if mode == "namespaces" else _process)(cfg, program, tests)
+    (_namespaces if mode == "namespaces" else _process)(cfg, program)
 
 
 if __name__ == "__main__":
