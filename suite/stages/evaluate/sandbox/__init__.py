@@ -49,7 +49,7 @@ the pipe) forges one. lm-eval's code_eval stays the reference for what a pass is
 under one timeout, any exception a failure.
 
 Why a split and its cost: 164 canonical HumanEval solutions on 2 shared cores, 3 runs, ran at
-17.1-20.3 programs/s with one process per program and at SEE_REPORT programs/s with two (the fork of a
+17.1-26.6 programs/s with one process per program and at 8.6-14.8 with two, on a host loaded 5-8 (the fork of a
 second process and a pipe round trip per call of the candidate).
 
 Not defended against: kernel exploits (the program shares the host kernel; the seccomp filter is a
