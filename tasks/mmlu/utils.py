@@ -1,3 +1,3 @@
-"""Loader for the CSV release files (see suite.local_data: keeps every cell as released)."""
+"""Loader for the CSV release files (see suite.stages.evaluate.local_data: keeps every cell as released)."""
 
-from suite.local_data import load_csv_splits  # noqa: F401  (referenced by the YAMLs)
+from suite.stages.evaluate.local_data import load_csv_splits  # noqa: F401  (referenced by the YAMLs)

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ROOT, SHARED_DATA
 from suite.stages.evaluate import sandbox
+from suite.stages.evaluate.sandbox import metric
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the namespaces sandbox needs root")
 
@@ -29,9 +30,12 @@ def humaneval_rows(path=ROOT / "tasks/data/humaneval/HumanEval.jsonl.gz"):
 
 
 def program(row, body):
-    return f"{row['prompt']}{body}\n{row['test']}\ncheck({row['entry_point']})"
+    """(the model-written program, the trusted tests) of one check."""
+    return row["prompt"] + body, f"{row['prompt']}\n{row['test']}\ncheck({row['entry_point']})"
 
 
+TRIVIAL = "def f():\n    return True\n"
+TRIVIAL_CHECK = "def check(c):\n    assert c() is True\n\ncheck(f)\n"
 ROW = humaneval_rows()[0]  # has_close_elements
 WRONG = "    return None\n"
 
@@ -100,11 +104,12 @@ def test_every_early_exit_fails_in_process_mode():
 @needs_root
 def test_reasons_name_the_early_exit():
     def reason(body):
-        return sandbox.run_program(program(ROW, body)).reason
+        return sandbox.run_program(*program(ROW, body)).reason
 
     assert reason(FAKE_PASSES["sys.exit(0)"]) == "failed: exited before the tests finished (SystemExit: 0)"
-    assert reason(FAKE_PASSES["os._exit(0)"]) == ("failed: exited with status 0 before the tests finished "
-                                                  "(no completion token)")
+    assert reason(FAKE_PASSES["SystemExit(0) inside the candidate"]) == \
+        "failed: exited before the tests finished (SystemExit: 0)"
+    assert reason(FAKE_PASSES["os._exit(0)"]) == "failed: the program's process ended before the tests began"
     assert reason(WRONG) == "failed: AssertionError"
     assert reason("    return undefined_name\n") == "failed: NameError: name 'undefined_name' is not defined"
     assert reason("    return (\n") .startswith("failed: SyntaxError")
@@ -118,7 +123,7 @@ def test_what_happens_after_the_tests_returned_does_not_matter():
     extra = ("import atexit, os, threading, time\natexit.register(lambda: os._exit(1))\n"
              "threading.Thread(target=lambda: time.sleep(3600)).start()\n")
     start = time.monotonic()
-    assert sandbox.run_program(program(ROW, good + extra), sandbox.Limits(timeout_s=5)) == \
+    assert sandbox.run_program(*program(ROW, good + extra), sandbox.Limits(timeout_s=5)) == \
         sandbox.Outcome(True, "passed")
     assert time.monotonic() - start < 4
 
@@ -126,11 +131,11 @@ def test_what_happens_after_the_tests_returned_does_not_matter():
 @needs_root
 def test_canonical_solutions_pass_and_wrong_ones_fail():
     rows = humaneval_rows()[:8]
-    refs = [f"{r['test']}\ncheck({r['entry_point']})" for r in rows]
+    refs = [program(r, "")[1] for r in rows]  # tasks/humaneval's target: prompt, test, check line
     good = [[r["prompt"] + r["canonical_solution"]] for r in rows]
     bad = [[r["prompt"] + WRONG] for r in rows]
-    assert sandbox.pass_at_k(refs, good, [1]) == {"pass@1": 1.0}
-    assert sandbox.pass_at_k(refs, bad, [1]) == {"pass@1": 0.0}
+    assert metric.pass_at_k(refs, good, [1]) == {"pass@1": 1.0}
+    assert metric.pass_at_k(refs, bad, [1]) == {"pass@1": 0.0}
     assert sandbox.used_modes() == ["namespaces"]
 
 
@@ -144,30 +149,37 @@ def test_all_164_canonical_solutions_pass():
     outs = sandbox.run_programs([program(r, r["canonical_solution"]) for r in rows])
     rate = len(rows) / (time.monotonic() - start)
     assert [(r["task_id"], o.reason) for r, o in zip(rows, outs) if not o.passed] == []
+    wrong = sandbox.run_programs([program(r, "    return None\n") for r in rows])  # and the tests do test
+    assert [r["task_id"] for r, o in zip(rows, wrong) if o.passed] == []
     print(f"\n164 canonical HumanEval solutions: {rate:.1f} programs/s on {os.cpu_count()} CPUs")
 
 
 @needs_root
 def test_a_long_program_is_delivered_whole():
     """Beyond a pipe's buffer: a 300 KB program (a long comment) still runs to its last line."""
-    out = sandbox.run_program("#" + "x" * 300_000 + "\nassert len(open('/proc/self/cmdline').read()) > 0\n")
+    check = "def check(c):\n    assert c() is True\ncheck(f)\n"
+    out = sandbox.run_program("#" + "x" * 300_000 + "\ndef f():\n    return len(open('/proc/self/cmdline').read()) > 0\n",
+                              check)
     assert out == sandbox.Outcome(True, "passed")
-    long_failing = "x = 1\n" * 50_000 + "assert x == 2\n"
-    assert sandbox.run_program(long_failing) == sandbox.Outcome(False, "failed: AssertionError")
+    long_failing = "x = 1\n" * 50_000 + "def f():\n    return x == 2\n"
+    assert sandbox.run_program(long_failing, check) == sandbox.Outcome(False, "failed: AssertionError")
+    long_tests = "#" + "y" * 300_000 + "\n" + check  # the trusted side's pipe too
+    assert sandbox.run_program("def f():\n    return True\n", long_tests) == sandbox.Outcome(True, "passed")
 
 
 @needs_root
 def test_infinite_loop_times_out():
     start = time.monotonic()
-    out = sandbox.run_program("while True:\n    pass\n", sandbox.Limits(timeout_s=1.5))
+    out = sandbox.run_program("while True:\n    pass\n", TRIVIAL_CHECK, sandbox.Limits(timeout_s=1.5))
     assert out == sandbox.Outcome(False, "timed out")
     assert time.monotonic() - start < 5
 
 
 def test_process_mode_still_limits_time_and_memory():
-    assert sandbox.run_program("while True:\n    pass\n", sandbox.Limits(timeout_s=1.5), mode="process") == \
+    assert sandbox.run_program("while True:\n    pass\n", TRIVIAL_CHECK, sandbox.Limits(timeout_s=1.5),
+                               mode="process") == \
         sandbox.Outcome(False, "timed out")
-    out = sandbox.run_program("x = []\nwhile True:\n    x.append(b'x' * 10**7)\n",
+    out = sandbox.run_program("x = []\nwhile True:\n    x.append(b'x' * 10**7)\n", TRIVIAL_CHECK,
                               sandbox.Limits(timeout_s=20, memory_bytes=256 << 20), mode="process")
     assert not out.passed and "MemoryError" in out.reason
     assert sandbox.used_modes() == ["process"]
@@ -176,7 +188,7 @@ def test_process_mode_still_limits_time_and_memory():
 def test_nothing_runs_without_opt_in(monkeypatch):
     monkeypatch.delenv(sandbox.ALLOW_ENV)
     with pytest.raises(PermissionError, match="allow_code_execution"):
-        sandbox.run_program("print(1)")
+        sandbox.run_program("print(1)", TRIVIAL_CHECK)
 
 
 def test_refuses_where_namespaces_are_not_allowed(monkeypatch):
@@ -185,12 +197,12 @@ def test_refuses_where_namespaces_are_not_allowed(monkeypatch):
     monkeypatch.setattr(sandbox, "_probe_result", {})
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
     with pytest.raises(sandbox.SandboxError, match=r"not running as root.*eval\.code_sandbox: process"):
-        sandbox.run_program("pass")
+        sandbox.run_program(TRIVIAL, TRIVIAL_CHECK)
     monkeypatch.setenv(sandbox.MODE_ENV, "process")
-    assert sandbox.run_program("pass") == sandbox.Outcome(True, "passed")
+    assert sandbox.run_program(TRIVIAL, TRIVIAL_CHECK) == sandbox.Outcome(True, "passed")
     monkeypatch.setenv(sandbox.MODE_ENV, "docker")
     with pytest.raises(sandbox.SandboxError, match="expected one of namespaces, process"):
-        sandbox.run_program("pass")
+        sandbox.run_program(TRIVIAL, TRIVIAL_CHECK)
 
 
 def test_recipe_and_plan_carry_the_mode(demo_recipe_copy, tmp_path):
@@ -206,10 +218,10 @@ def test_recipe_and_plan_carry_the_mode(demo_recipe_copy, tmp_path):
 
 
 def test_pass_at_k_estimator():
-    assert sandbox.estimate_pass_at_k(10, 0, 1) == 0.0
-    assert sandbox.estimate_pass_at_k(10, 10, 1) == 1.0
-    assert sandbox.estimate_pass_at_k(10, 5, 1) == pytest.approx(0.5)
-    assert sandbox.estimate_pass_at_k(5, 1, 2) == pytest.approx(0.4)
+    assert metric.estimate_pass_at_k(10, 0, 1) == 0.0
+    assert metric.estimate_pass_at_k(10, 10, 1) == 1.0
+    assert metric.estimate_pass_at_k(10, 5, 1) == pytest.approx(0.5)
+    assert metric.estimate_pass_at_k(5, 1, 2) == pytest.approx(0.4)
 
 
 @needs_root

@@ -82,3 +82,58 @@ def test_bad_input_exits_2_with_the_cause(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "suite", "score-code", str(tmp_path / "nope.jsonl"),
                               "--allow-code-execution"], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suite", "score-code", *args, "--allow-code-execution"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_only_regular_files_are_read(tmp_path):
+    """A link to /dev/zero, a FIFO with no writer and a directory: exit 2 at once, one line naming the
+    file and the fix, nothing read (without the stat check the first grows without bound, the second blocks)."""
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    (tmp_path / "dir.jsonl").mkdir()
+    for name, kind in (("zero.jsonl", "a device"), ("fifo.jsonl", "a FIFO"), ("dir.jsonl", "a directory")):
+        run = _cli(str(tmp_path / name))
+        assert run.returncode == 2 and run.stdout == "" and "Traceback" not in run.stderr, (name, run.stderr)
+        assert name in run.stderr and f"{kind}, not a regular file" in run.stderr and "give a JSONL file" in run.stderr
+    run = _cli(str(tmp_path / "x.jsonl"), "--problems", str(tmp_path / "zero.jsonl"))
+    assert run.returncode == 2 and "zero.jsonl" in run.stderr and "a device" in run.stderr
+
+
+def test_file_size_and_line_length_are_bounded(tmp_path):
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as fh:
+        fh.truncate((64 << 20) + 1)  # sparse: no disk used
+    run = _cli(str(big))
+    assert run.returncode == 2 and "larger than the 64 MiB limit" in run.stderr and "Traceback" not in run.stderr
+    long = tmp_path / "long.jsonl"
+    long.write_text('{"task_id": "' + "x" * (2 << 20) + '"}\n')
+    run = _cli(str(long))
+    assert run.returncode == 2 and "a line longer than 1 MiB" in run.stderr
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(bomb, "wb") as fh:
+        for _ in range(65):
+            fh.write(b"\n" * (1 << 20))  # 65 MiB of blank lines, ~65 KB compressed
+    run = _cli(str(bomb))
+    assert run.returncode == 2 and "more than 64 MiB once decompressed" in run.stderr
+
+
+@pytest.mark.parametrize("option,value", [("--timeout", v) for v in ("nan", "inf", "-1", "0", "abc", "1e9")]
+                         + [("--k", v) for v in ("abc", "0", "-1", "1.5", "nan", "1,,2")] + [("--workers", "0")])
+def test_numeric_options_are_checked_with_a_fix(tmp_path, option, value):
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"task_id": "HumanEval/0", "completion": "    pass\n"}) + "\n")
+    run = _cli(str(samples), option, value)
+    assert run.returncode == 2 and run.stdout == "" and "Traceback" not in run.stderr, run.stderr
+    assert option in run.stderr and "e.g." in run.stderr
+
+
+def test_help_has_an_example_and_the_real_module_path():
+    run = subprocess.run([sys.executable, "-m", "suite", "score-code", "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    text = " ".join(run.stdout.split())
+    assert run.returncode == 0 and "example: suite score-code samples.jsonl" in text
+    assert "suite/stages/evaluate/sandbox/__init__.py" in text and (ROOT / "suite/stages/evaluate/sandbox/__init__.py").is_file()

