@@ -141,6 +141,20 @@ class LoadPoint(Record):
     repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures")
     output_tok_s_min: Optional[float] = None
     output_tok_s_max: Optional[float] = None
+    output_tok_s_reps: Optional[int] = Field(None, description="repetitions behind the interval (None: a point from "
+                                             "before intervals were kept; the summary derives them from its rows)")
+    output_tok_s_ci_low: Optional[float] = Field(None, description="interval of output tok/s over the repetitions "
+                                                 "(suite.stages.benchmark.spread)")
+    output_tok_s_ci_high: Optional[float] = None
+    ci_method: Optional[str] = Field(None, description="'t': 95% t interval over >= 3 repetitions (log scale); "
+                                     "'range': min-max of 2 repetitions, no confidence interval; None: 1 repetition")
+    ttft_p99_ms_ci_low: Optional[float] = None
+    ttft_p99_ms_ci_high: Optional[float] = None
+    tpot_p99_ms_ci_low: Optional[float] = None
+    tpot_p99_ms_ci_high: Optional[float] = None
+    stable: Optional[bool] = Field(None, description="the stability rule (suite.stages.benchmark.spread): False when "
+                                   "max/min of the repetitions > 1.25 or the interval is wider than +-10% of the "
+                                   "median; None: fewer than 2 repetitions, not judged")
     server: Optional[ServerStats] = None
     bottleneck: Optional[str] = None
     bottleneck_reason: Optional[str] = None

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from suite.runtime import procs
 from suite.runtime.engine.parallel import parallel_size
-from suite.stages.benchmark import server
+from suite.stages.benchmark import server, spread
 from suite.stages.benchmark.bottleneck import ServerMonitor
 from suite.stages.benchmark.host import host_cpu
 from suite.stages.benchmark.labels import classify_point
@@ -120,7 +120,8 @@ def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
         if vals:
             update[f] = statistics.median(vals)
     update["completed"] = sum(p.completed for p, _ in reps) // len(reps)
-    return point.model_copy(update=update)
+    combined = point.model_copy(update=update)
+    return combined.model_copy(update=spread.point_update(combined))  # intervals and the stability rule
 
 
 class LoadRunner:

@@ -1,0 +1,53 @@
+"""The throughput figures' uncertainty as summary metrics: the headline point's intervals and stability, the ratio's.
+
+The statistics are suite.stages.benchmark.spread's (its docstring says which interval and why); this module reads
+them off recorded load points (deriving them from the repetition rows of points recorded before they were kept).
+"""
+
+from __future__ import annotations
+
+from suite.records.benchmark import LoadPoint
+from suite.records.summary import VariantSummary
+
+
+def point_spread(p: LoadPoint) -> dict:
+    """A point's interval fields (suite.stages.benchmark.spread) as recorded, or derived from its repetition rows for
+    a point recorded before intervals were kept."""
+    from suite.stages.benchmark import spread
+
+    return p.model_dump(include=set(spread.point_update(p))) if p.output_tok_s_reps is not None else spread.point_update(p)
+
+
+def spread_metrics(p: LoadPoint) -> dict[str, float]:
+    """tput.repetitions, tput.stable and the headline point's intervals (none where a figure has none)."""
+    s = point_spread(p)
+    m = {"tput.repetitions": float(s["output_tok_s_reps"])}
+    if s["stable"] is not None:
+        m["tput.stable"] = float(s["stable"])
+    for key in ("output_tok_s", "ttft_p99_ms", "tpot_p99_ms"):
+        if s[f"{key}_ci_low"] is not None:
+            m[f"tput.{key}.ci_low"], m[f"tput.{key}.ci_high"] = s[f"{key}_ci_low"], s[f"{key}_ci_high"]
+    return m
+
+
+def add_ratio_spread(v: VariantSummary, base: VariantSummary, rule: str) -> None:
+    """The headline ratio's interval (best against best: each variant's headline point) and the ratio at equal
+    rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any."""
+    from suite.analysis import summary
+    from suite.stages.benchmark.spread import rep_values, ratio_interval
+
+    if v.benchmark is None or base.benchmark is None:
+        return
+    pv, pb = summary.headline_point(v.benchmark, rule), summary.headline_point(base.benchmark, rule)
+    if pv is None or pb is None or not pb.output_tok_s:
+        return
+    low, high, _ = ratio_interval(rep_values(pv), rep_values(pb))
+    if low is not None:
+        v.metrics["tput.output_tok_s.ratio.ci_low"], v.metrics["tput.output_tok_s.ratio.ci_high"] = low, high
+    same = next((q for q in base.benchmark.points if q.ok and q.label == pv.label and q.workload == pv.workload), None)
+    if same is not None and same.output_tok_s:
+        v.metrics["tput.output_tok_s.ratio_equal_rate"] = pv.output_tok_s / same.output_tok_s
+        low, high, _ = ratio_interval(rep_values(pv), rep_values(same))
+        if low is not None:
+            v.metrics["tput.output_tok_s.ratio_equal_rate.ci_low"] = low
+            v.metrics["tput.output_tok_s.ratio_equal_rate.ci_high"] = high
