@@ -51,3 +51,18 @@ def add_ratio_spread(v: VariantSummary, base: VariantSummary, rule: str) -> None
         if low is not None:
             v.metrics["tput.output_tok_s.ratio_equal_rate.ci_low"] = low
             v.metrics["tput.output_tok_s.ratio_equal_rate.ci_high"] = high
+
+
+def ceiling_note(b) -> str:
+    """What makes a variant's offline figure no ceiling (a ``BenchmarkResult``): the offline engine preempted requests
+    (its KV cache overflowed: the all-at-once batch paid for recomputation a served point at a lower rate does not), or
+    a served point beat it. '' when neither, or without an offline figure."""
+    if b is None or b.offline_tok_s is None:
+        return ""
+    notes = []
+    if b.offline_preemptions:
+        notes.append(f"preempted {b.offline_preemptions:,.0f} times")
+    above = [p.label for p in b.points if p.ok and p.ceiling_fraction is not None and p.ceiling_fraction > 1]
+    if above:
+        notes.append(f"below served point(s) {', '.join(above)}")
+    return "not a ceiling: " + "; ".join(notes) if notes else ""

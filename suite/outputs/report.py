@@ -161,7 +161,11 @@ def context(s: RunSummary, gate) -> dict:
 
     # each load point's bound by the current rule (the label as run beside it when they differ), in the points' order
     bounds = {v.name: point_bounds(v) for v in s.variants if v.benchmark}
-    return {"s": s, "gate": gate, "bounds": bounds, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
+    from suite.analysis.tput_spread import ceiling_note, point_spread
+
+    spreads = {v.name: [point_spread(p) for p in v.benchmark.points] for v in s.variants if v.benchmark}
+    ceiling_notes = {v.name: ceiling_note(v.benchmark) for v in s.variants if v.benchmark}
+    return {"s": s, "gate": gate, "bounds": bounds, "spreads": spreads, "ceiling_notes": ceiling_notes, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
             "span": span, "sandboxes": sandboxes, "stage_wall": [[k, f"{v:.1f}", f"{s.stage_elapsed_s[k]:.1f}" if k in s.stage_elapsed_s else "-"]
                            for k, v in s.stage_wall_s.items()],
             "frontier_png": png_data, "frontier_chart": frontier_chart(s), "has_points": has_points,

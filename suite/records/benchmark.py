@@ -184,6 +184,8 @@ class BenchmarkResult(Record):
     peak_concurrency: Optional[float] = Field(None, description="KV tokens / (input_len + output_len)")
     offline_tok_s: Optional[float] = Field(None, description="offline LLM.generate on the same workload")
     offline_s: Optional[float] = None
+    offline_preemptions: Optional[float] = Field(
+        None, description="vllm:num_preemptions of the offline run (its KV cache overflowed); None: not recorded")
     offline_batch_limits: Optional[dict[str, int]] = Field(
         None, description="the batch limits the offline engine ran with, the server's (suite.runtime.engine.batching."
         "serve_engine_limits); None: a ceiling measured before the suite gave it them (LLM's own defaults)")

@@ -215,3 +215,18 @@ def test_ratio_equal_rate_beside_best_against_best_and_the_renamed_capacity():
     assert m["tput.stable"] == 1.0 and m["tput.point.100.stable"] == 1.0
     assert m["tput.peak_concurrency"] == 1024 and bf16.metrics["tput.peak_concurrency"] == 825  # measured maxima
     assert m["tput.kv_capacity_requests"] == 100.0  # the KV-derived figure, under its own name
+
+
+def test_run_table_marks_the_unstable_baseline_and_prints_the_ratio_interval(capsys):
+    from suite.cli.render import print_summary
+
+    s = make_summary({"bf16": {}, "fp8": {}})
+    bf16, fp8 = s.variants
+    bf16.benchmark, fp8.benchmark = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
+    for v in s.variants:
+        v.metrics = variant_metrics(v, "max")
+    add_deltas(s.variants)
+    print_summary(s)
+    out = capsys.readouterr().out
+    assert "UNSTABLE" in out and "27-361 (range)" in out  # the load-point table
+    assert re.search(r"1\.74 \[0\.91-12\.78\] unstable", out)  # the ratio, its range, the baseline's instability

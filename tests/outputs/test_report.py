@@ -213,3 +213,19 @@ def test_report_shows_cost_with_its_price_and_source(tmp_path):
     assert "b" not in p.tags  # the source is text, escaped
     plain = report.run(report.ReportConfig(summary_with_everything(tmp_path), tmp_path / "r.html")).html.read_text()
     assert "Cost per 1M" not in plain and "per GPU hour" not in plain and "/1M output tokens" not in plain
+
+
+def test_report_marks_an_unstable_point_its_interval_and_an_offline_figure_that_is_no_ceiling(tmp_path):
+    s = summary_with_everything(tmp_path)
+    bf16 = s.variants[0].benchmark
+    bf16.points[0] = bf16.points[0].model_copy(update={  # the 13x pair of repetitions
+        "output_tok_s": 194.0, "repetitions": [{"output_tok_s": 27.0}, {"output_tok_s": 361.0}]})
+    bf16.points[1] = bf16.points[1].model_copy(update={  # three tight repetitions, 111% of the offline figure
+        "repetitions": [{"output_tok_s": 9000.0}, {"output_tok_s": 9050.0}, {"output_tok_s": 8950.0}],
+        "ceiling_fraction": 1.11})
+    bf16.offline_tok_s, bf16.offline_preemptions = 8100.0, 412.0
+    page = report.run(report.ReportConfig(s, tmp_path / "report.html")).html.read_text()
+    assert "27–361 (range)" in page and '<span class="fail">unstable</span>' in page
+    assert re.search(r"8,8\d\d–9,\d\d\d \(t\)", page)
+    assert "not a ceiling: preempted 412 times; below served point(s) rate-100" in page
+    assert "KV capacity (requests)" in page and "peak running (measured)" in page
