@@ -27,6 +27,7 @@ from pathlib import Path
 from suite.runtime import procs
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark import server, spread
+from suite.stages.evaluate import determinism
 from suite.stages.benchmark.bottleneck import ServerMonitor
 from suite.stages.benchmark.host import host_cpu
 from suite.stages.benchmark.labels import classify_point
@@ -250,6 +251,7 @@ def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
 
 def run(config: BenchmarkConfig) -> BenchmarkResult:
     start = time.perf_counter()
+    determinism.apply(config.engine)  # eval.deterministic: the server and the offline ceiling inherit it
     out_dir = Path(config.output_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     # NVML readings of the engine's GPUs in every load point (none without NVIDIA GPUs)
