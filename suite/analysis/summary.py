@@ -334,6 +334,9 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         add_deltas(summary.variants, headline_rule(recipe))
         add_paired(summary.variants, seed=recipe.eval.seed)
         summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
+    from suite.analysis.engine_spread import add_engine_spread
+
+    summary.warnings += add_engine_spread(summary.variants)  # eval.engine_check: each variant against itself
     summary.stage_wall_s = stage_wall_s
 
 
