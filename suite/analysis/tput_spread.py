@@ -36,7 +36,7 @@ def add_ratio_spread(v: VariantSummary, base: VariantSummary, rule: str) -> None
     from suite.analysis import summary
     from suite.stages.benchmark.spread import rep_values, ratio_interval
 
-    if v.benchmark is None or base.benchmark is None:
+    if v is base or v.benchmark is None or base.benchmark is None:
         return
     pv, pb = summary.headline_point(v.benchmark, rule), summary.headline_point(base.benchmark, rule)
     if pv is None or pb is None or not pb.output_tok_s:

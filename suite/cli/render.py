@@ -66,9 +66,9 @@ def print_load_points(summary) -> None:
     from suite.analysis.summary import point_bounds
     from suite.analysis.tput_spread import point_spread
 
-    table = Table(title="load points (median of repetitions; interval: 95% t over >= 3 repetitions, min-max over 2; "
-                        "bound = what limited the point)")
-    for head in ("variant", "point", "out tok/s", "min-max", "interval", "stable", "req/s", "TTFT p99 ms", "TPOT p99 ms",
+    table = Table(title="load points (median of repetitions; 95% CI: t interval over >= 3 repetitions, none with 2; unstable: "
+                        "max/min > 1.25 or CI beyond ±10%; bound = what limited the point)")
+    for head in ("variant", "point", "out tok/s", "min-max", "95% CI", "req/s", "TTFT p99 ms", "TPOT p99 ms",
                  "of offline", "bound"):
         table.add_column(head, justify="left" if head in ("variant", "point", "bound") else "right")
     rows = 0
@@ -77,11 +77,11 @@ def print_load_points(summary) -> None:
             spread = f"{p.output_tok_s_min:.0f}-{p.output_tok_s_max:.0f}" if p.output_tok_s_min is not None else "-"
             ceiling = f"{p.ceiling_fraction:.0%}" if p.ceiling_fraction is not None else "-"
             sp = point_spread(p)
-            ci = (f"{sp['output_tok_s_ci_low']:.0f}-{sp['output_tok_s_ci_high']:.0f} ({sp['ci_method']})"
-                  if sp["output_tok_s_ci_low"] is not None else "-")
-            stable = {True: "yes", False: "UNSTABLE", None: "-"}[sp["stable"]]
-            table.add_row(v.name, p.label, f"{p.output_tok_s:.1f}" if p.ok else "failed", spread, ci, stable,
-                          f"{p.req_s:.2f}",
+            ci = f"{sp['output_tok_s_ci_low']:.0f}-{sp['output_tok_s_ci_high']:.0f}" if sp["ci_method"] == "t" else "-"
+            if sp["ci_method"] == "range":  # 2 repetitions: their range is all there is (no CI)
+                spread = f"{sp['output_tok_s_ci_low']:.0f}-{sp['output_tok_s_ci_high']:.0f}"
+            tok = (f"{p.output_tok_s:.1f}" + (" UNSTABLE" if sp["stable"] is False else "")) if p.ok else "failed"
+            table.add_row(v.name, p.label, tok, spread, ci, f"{p.req_s:.2f}",
                           f"{p.ttft_p99_ms:.0f}", f"{p.tpot_p99_ms:.1f}", ceiling, bound)
             rows += 1
     if rows:

@@ -220,10 +220,10 @@ def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, 
         input_len = point.mean_input_len or config.input_len
         input_tok_s = point.input_tok_s if point.input_tok_s is not None else point.req_s * input_len
         update["roofline"] = implied(cost, peak, point.output_tok_s, input_tok_s, running, input_len + config.output_len / 2)
+    if point.ok and offline_tok_s:  # before the label: a point at the offline ceiling is the engine's own pace
+        update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     update["bottleneck"], update["bottleneck_reason"] = classify_point(point.model_copy(update=update),
                                                                        config.engine.engine_args)
-    if point.ok and offline_tok_s:
-        update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     return point.model_copy(update=update)
 
 
