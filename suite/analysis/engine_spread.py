@@ -80,11 +80,10 @@ def spread_metrics(spreads: list[EngineSpread], metric_name) -> dict[str, float]
     return m
 
 
-def add_engine_spread(variants) -> list[str]:
+def add_engine_spread(variants, metric_name) -> list[str]:
     """Per task, how much each variant's score moves with the engine configuration: its main evaluation ('as run')
-    beside each of its ``engine_checks`` (``VariantSummary``s), as records and metrics. Returns the warnings."""
-    from suite.analysis.summary import metric_name
-
+    beside each of its ``engine_checks`` (``VariantSummary``s), as records and metrics (``metric_name``: the
+    summary's). Returns the warnings."""
     warnings = []
     for v in variants:
         v.engine_spread = []

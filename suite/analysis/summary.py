@@ -13,7 +13,7 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)
   tput.output_tok_s.min/.max  spread of the headline point over its repetitions
   tput.output_tok_s.ci_low/.ci_high, tput.ttft_p99_ms.ci_low/.ci_high, tput.tpot_p99_ms.ci_low/.ci_high
-                              the headline point's interval over its repetitions (suite.stages.benchmark.spread: a 95%
+                              the headline point's interval over its repetitions (suite.runtime.spread: a 95%
                               t interval with >= 3 repetitions, the min-max range with 2, none with 1)
   tput.repetitions, tput.stable   the headline point's repetitions and its stability rule (1.0 stable, 0.0 unstable:
                               max/min > 1.25 or an interval beyond +-10% of the median; absent with 1 repetition)
@@ -157,7 +157,7 @@ def add_deltas(variants: list[VariantSummary], rule: str = "max") -> None:
                 continue  # a resumed run's older ceiling (LLM's own batch limits) beside one with the server's
             if base.metrics.get(key) and key in v.metrics:
                 v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
-        tput_spread.add_ratio_spread(v, base, rule)
+        tput_spread.add_ratio_spread(v, base, lambda b: headline_point(b, rule))
 
 
 def _ceiling_kind(v: VariantSummary) -> bool | None:
@@ -336,7 +336,7 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
     from suite.analysis.engine_spread import add_engine_spread
 
-    summary.warnings += add_engine_spread(summary.variants)  # eval.engine_check: each variant against itself
+    summary.warnings += add_engine_spread(summary.variants, metric_name)  # eval.engine_check: each variant against itself
     summary.stage_wall_s = stage_wall_s
 
 

@@ -1,6 +1,6 @@
 """The throughput figures' uncertainty as summary metrics: the headline point's intervals and stability, the ratio's.
 
-The statistics are suite.stages.benchmark.spread's (its docstring says which interval and why); this module reads
+The statistics are suite.runtime.spread's (its docstring says which interval and why); this module reads
 them off recorded load points (deriving them from the repetition rows of points recorded before they were kept).
 """
 
@@ -11,9 +11,9 @@ from suite.records.summary import VariantSummary
 
 
 def point_spread(p: LoadPoint) -> dict:
-    """A point's interval fields (suite.stages.benchmark.spread) as recorded, or derived from its repetition rows for
+    """A point's interval fields (suite.runtime.spread) as recorded, or derived from its repetition rows for
     a point recorded before intervals were kept."""
-    from suite.stages.benchmark import spread
+    from suite.runtime import spread
 
     return p.model_dump(include=set(spread.point_update(p))) if p.output_tok_s_reps is not None else spread.point_update(p)
 
@@ -30,15 +30,14 @@ def spread_metrics(p: LoadPoint) -> dict[str, float]:
     return m
 
 
-def add_ratio_spread(v: VariantSummary, base: VariantSummary, rule: str) -> None:
+def add_ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> None:
     """The headline ratio's interval (best against best: each variant's headline point) and the ratio at equal
     rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any."""
-    from suite.analysis import summary
-    from suite.stages.benchmark.spread import rep_values, ratio_interval
+    from suite.runtime.spread import rep_values, ratio_interval
 
     if v is base or v.benchmark is None or base.benchmark is None:
         return
-    pv, pb = summary.headline_point(v.benchmark, rule), summary.headline_point(base.benchmark, rule)
+    pv, pb = headline(v.benchmark), headline(base.benchmark)  # summary.headline_point under the recipe's rule
     if pv is None or pb is None or not pb.output_tok_s:
         return
     low, high, _ = ratio_interval(rep_values(pv), rep_values(pb))

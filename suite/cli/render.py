@@ -48,7 +48,7 @@ def print_summary(summary) -> None:
 
 def ratio_note(m: dict, base: dict) -> str:
     """The headline ratio's interval, and 'unstable' where the variant's or the baseline's headline point failed the
-    stability rule (suite.stages.benchmark.spread): a ratio without them reads as more certain than it is."""
+    stability rule (suite.runtime.spread): a ratio without them reads as more certain than it is."""
     note = ""
     if "tput.output_tok_s.ratio.ci_low" in m:
         note += f" [{m['tput.output_tok_s.ratio.ci_low']:.2f}-{m['tput.output_tok_s.ratio.ci_high']:.2f}]"

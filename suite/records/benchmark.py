@@ -144,7 +144,7 @@ class LoadPoint(Record):
     output_tok_s_reps: Optional[int] = Field(None, description="repetitions behind the interval (None: a point from "
                                              "before intervals were kept; the summary derives them from its rows)")
     output_tok_s_ci_low: Optional[float] = Field(None, description="interval of output tok/s over the repetitions "
-                                                 "(suite.stages.benchmark.spread)")
+                                                 "(suite.runtime.spread)")
     output_tok_s_ci_high: Optional[float] = None
     ci_method: Optional[str] = Field(None, description="'t': 95% t interval over >= 3 repetitions (log scale); "
                                      "'range': min-max of 2 repetitions, no confidence interval; None: 1 repetition")
@@ -152,7 +152,7 @@ class LoadPoint(Record):
     ttft_p99_ms_ci_high: Optional[float] = None
     tpot_p99_ms_ci_low: Optional[float] = None
     tpot_p99_ms_ci_high: Optional[float] = None
-    stable: Optional[bool] = Field(None, description="the stability rule (suite.stages.benchmark.spread): False when "
+    stable: Optional[bool] = Field(None, description="the stability rule (suite.runtime.spread): False when "
                                    "max/min of the repetitions > 1.25 or the interval is wider than +-10% of the "
                                    "median; None: fewer than 2 repetitions, not judged")
     server: Optional[ServerStats] = None

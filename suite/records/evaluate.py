@@ -25,7 +25,7 @@ class EngineConfig(Record):
     kv_cache_dtype: str = "auto"
     engine_args: dict[str, Any] = Field(default_factory=dict)
     batch_invariant: bool = Field(False, description="eval.deterministic: the engine runs with VLLM_BATCH_INVARIANT=1 "
-                                  "(suite.stages.evaluate.determinism)")
+                                  "(suite.runtime.engine.determinism)")
     gpu_share: Optional[float] = Field(
         None, description="the share of one GPU this engine's job was given (executor.gpu_fraction); on CUDA its "
         "KV cache is then a fixed size (suite.runtime.engine.gpushare), not what vLLM's memory profiling finds")

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import make_summary
 from suite.analysis.engine_spread import add_engine_spread, engine_spreads
+from suite.analysis.summary import metric_name
 from suite.records.evaluate import EvaluateResult, TaskScore
 
 STUDY = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-fp8kv-batch-20261202"
@@ -40,7 +41,7 @@ def test_the_summary_gets_spread_and_flip_rate_metrics_for_each_variant_with_che
     bf16, fp8 = s.variants
     fp8.evaluate, fp8.engine_checks = recorded("fp8kv-default", tmp_path), {"max_num_seqs=64": recorded("fp8kv-seqs64",
                                                                                                         tmp_path)}
-    assert add_engine_spread(s.variants) == []
+    assert add_engine_spread(s.variants, metric_name) == []
     m = fp8.metrics
     assert m["acc.suite_gsm8k.flip_rate"] == pytest.approx(85 / 1319)
     assert m["acc.suite_gsm8k.engine_spread"] == pytest.approx(0.1114 - 0.1061, abs=1e-4)

@@ -26,8 +26,9 @@ from pathlib import Path
 
 from suite.runtime import procs
 from suite.runtime.engine.parallel import parallel_size
-from suite.stages.benchmark import server, spread
-from suite.stages.evaluate import determinism
+from suite.stages.benchmark import server
+from suite.runtime import spread
+from suite.runtime.engine import determinism
 from suite.stages.benchmark.bottleneck import ServerMonitor
 from suite.stages.benchmark.host import host_cpu
 from suite.stages.benchmark.labels import classify_point

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
 from suite.runtime.engine.batching import serve_batch_limits
-from suite.stages.evaluate import determinism
+from suite.runtime.engine import determinism
 from suite.records.evaluate import SAMPLER_ENV, EngineConfig
 from suite.records.evaluate import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
 

@@ -1,11 +1,11 @@
-"""Throughput intervals and the stability rule (suite.stages.benchmark.spread) on recorded repetition figures."""
+"""Throughput intervals and the stability rule (suite.runtime.spread) on recorded repetition figures."""
 
 from __future__ import annotations
 
 import pytest
 
 from suite.records.benchmark import LoadPoint, ServerStats
-from suite.stages.benchmark import spread
+from suite.runtime import spread
 from suite.stages.benchmark.stage import combine_repetitions
 
 

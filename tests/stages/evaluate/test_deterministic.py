@@ -8,7 +8,8 @@ import os
 import pytest
 
 from conftest import run_cli
-from suite.stages.evaluate import determinism, stage
+from suite.runtime.engine import determinism
+from suite.stages.evaluate import stage
 from suite.records.evaluate import EngineConfig
 
 from test_sampler_env import _config, _Seen
