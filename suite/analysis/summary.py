@@ -12,11 +12,23 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   acc.<task>.items_paired     items both the variant and the baseline scored (the n of the paired delta)
   acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)
   tput.output_tok_s.min/.max  spread of the headline point over its repetitions
+  tput.output_tok_s.ci_low/.ci_high, tput.ttft_p99_ms.ci_low/.ci_high, tput.tpot_p99_ms.ci_low/.ci_high
+                              the headline point's interval over its repetitions (suite.runtime.spread: a 95%
+                              t interval with >= 3 repetitions, the min-max range with 2, none with 1)
+  tput.repetitions, tput.stable   the headline point's repetitions and its stability rule (1.0 stable, 0.0 unstable:
+                              max/min > 1.25 or an interval beyond +-10% of the median; absent with 1 repetition)
+  tput.output_tok_s.ratio.ci_low/.ci_high   interval of the headline ratio (best point against best point)
+  tput.output_tok_s.ratio_equal_rate[.ci_low/.ci_high]   the ratio at the variant's headline point's rate, against
+                              the baseline's point of the same label (absent where the baseline has none)
+  tput.point.<label>.stable   each point's stability rule (1.0 / 0.0)
   tput.hbm_tb_s, tput.hbm_frac, tput.tensor_tflops, tput.tensor_frac   roofline of the headline point
   tput.ceiling_fraction       headline output tok/s / the offline engine's on the same workload
   tput.point.<label>.<k>      output_tok_s, req_s, ttft_p99_ms, tpot_p99_ms of every load point
   tput.kv_cache_tokens        KV-cache capacity that vLLM reported at start-up
-  tput.peak_concurrency       KV tokens / (input_len + output_len): requests that fit at once
+  tput.peak_concurrency       measured: the most requests running at once during the headline point (the server's
+                              vllm:num_requests_running, max over the point's samples); before 2026-12 this name held
+                              the KV-derived figure now called tput.kv_capacity_requests
+  tput.kv_capacity_requests   KV tokens / (input_len + output_len): requests whose KV fits at once (a capacity)
   tput.offline_tok_s          offline LLM.generate output tok/s (throughput.offline_ceiling)
   tput.sustainable_rate, tput.sustainable_output_tok_s   highest Poisson rate meeting the SLO
   tput.<k>.ratio              variant / baseline (output_tok_s, sustainable_rate, kv_cache_tokens, offline_tok_s)
@@ -44,6 +56,7 @@ import re
 from suite.analysis.paired import is_perplexity_metric
 from suite.records.summary import CostBasis, RunSummary, VariantSummary
 from suite.records.benchmark import BenchmarkResult, LoadPoint
+from suite.analysis import tput_spread
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -89,6 +102,9 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
                       "tput.tpot_p50_ms": p.tpot_p50_ms, "tput.tpot_p99_ms": p.tpot_p99_ms})
             if p.output_tok_s_min is not None:
                 m["tput.output_tok_s.min"], m["tput.output_tok_s.max"] = p.output_tok_s_min, p.output_tok_s_max
+            m.update(tput_spread.spread_metrics(p))
+            if p.server is not None and p.server.running_max is not None:
+                m["tput.peak_concurrency"] = p.server.running_max  # measured: vllm:num_requests_running's max
             for k in ("hbm_tb_s", "hbm_frac", "tensor_tflops", "tensor_frac"):
                 if k in p.roofline:
                     m[f"tput.{k}"] = p.roofline[k]
@@ -101,8 +117,10 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
             if q.ok:
                 for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms"):
                     m[metric_name("tput.point", q.label, k)] = getattr(q, k)
+                if (stable := tput_spread.point_spread(q)["stable"]) is not None:
+                    m[metric_name("tput.point", q.label, "stable")] = float(stable)
         b = v.benchmark
-        for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.peak_concurrency", b.peak_concurrency),
+        for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.kv_capacity_requests", b.peak_concurrency),
                            ("tput.offline_tok_s", b.offline_tok_s)):
             if value is not None:
                 m[key] = float(value)
@@ -126,7 +144,7 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
     return m
 
 
-def add_deltas(variants: list[VariantSummary]) -> None:
+def add_deltas(variants: list[VariantSummary], rule: str = "max") -> None:
     """acc.*.delta (variant minus baseline) for every accuracy metric, and the throughput ratio."""
     base = next(v for v in variants if v.is_baseline)
     acc_keys = [k for k in base.metrics if k.startswith("acc.") and not k.endswith(".delta")]
@@ -139,6 +157,7 @@ def add_deltas(variants: list[VariantSummary]) -> None:
                 continue  # a resumed run's older ceiling (LLM's own batch limits) beside one with the server's
             if base.metrics.get(key) and key in v.metrics:
                 v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
+        tput_spread.add_ratio_spread(v, base, lambda b: headline_point(b, rule))
 
 
 def _ceiling_kind(v: VariantSummary) -> bool | None:
@@ -314,9 +333,12 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         v.metrics = variant_metrics(v, headline_rule(recipe))
     add_cost(summary, recipe.throughput.gpu_hour_cost if recipe.throughput else None)
     if any(v.is_baseline and v.metrics for v in summary.variants):
-        add_deltas(summary.variants)
+        add_deltas(summary.variants, headline_rule(recipe))
         add_paired(summary.variants, seed=recipe.eval.seed)
         summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
+    from suite.analysis.engine_spread import add_engine_spread
+
+    summary.warnings += add_engine_spread(summary.variants, metric_name)  # eval.engine_check: each variant against itself
     summary.stage_wall_s = stage_wall_s
 
 

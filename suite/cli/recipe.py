@@ -15,10 +15,15 @@ def cmd_validate(args) -> int:
     r = loaded.recipe
     print(f"{args.recipe}: ok — {r.name}: {len(r.variants) + 1} variants "
           f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
-    if any(v.engine_args for v in r.all_variants()):
-        from suite.runtime.envs import engine_args_facts, serve_python
+    if any(v.engine_args for v in r.all_variants()) or r.eval.engine_args:
+        from suite.runtime.envs import engine_args_facts, serve_python, vllm_distribution, vllm_platform
 
-        print(f"engine arguments checked against vLLM {engine_args_facts()['vllm']}'s EngineArgs ({serve_python()})")
+        dist = vllm_distribution()
+        name = f"{dist[0]} {dist[1]}" if dist else f"vLLM {engine_args_facts()['vllm']}"
+        print(f"engine arguments checked against {name}'s EngineArgs ({serve_python()})")
+        if vllm_platform() == "cpu":  # a GPU machine runs the CUDA build, whose arguments and defaults differ
+            print("  this machine's vLLM is the CPU build: the CUDA build a GPU machine runs was not consulted "
+                  "(its EngineArgs, defaults and kernels may differ); validate there before a GPU run")
     return EXIT_OK
 
 

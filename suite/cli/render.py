@@ -31,6 +31,9 @@ def print_summary(summary) -> None:
         row = [v.name + (" (base)" if v.is_baseline else "")]
         row += [f"{v.metrics[k]:.4f}" if (k := f"acc.{t}") in v.metrics else "-" for t in summary.tasks]
         row += [fmt.format(v.metrics[k]) if k in v.metrics else "-" for k, _, fmt in cols]
+        ratio = cols.index(next(c for c in cols if c[0] == "tput.output_tok_s.ratio")) + 1 + len(summary.tasks)
+        base = next((b for b in summary.variants if b.is_baseline), v)
+        row[ratio] += ratio_note(v.metrics, base.metrics) if "tput.output_tok_s.ratio" in v.metrics else ""
         table.add_row(*row)
     _wide_console().print(table)
     if summary.cost is not None:
@@ -43,6 +46,17 @@ def print_summary(summary) -> None:
 
 
 
+def ratio_note(m: dict, base: dict) -> str:
+    """The headline ratio's interval, and 'unstable' where the variant's or the baseline's headline point failed the
+    stability rule (suite.runtime.spread): a ratio without them reads as more certain than it is."""
+    note = ""
+    if "tput.output_tok_s.ratio.ci_low" in m:
+        note += f" [{m['tput.output_tok_s.ratio.ci_low']:.2f}-{m['tput.output_tok_s.ratio.ci_high']:.2f}]"
+    if m.get("tput.stable") == 0.0 or base.get("tput.stable") == 0.0:
+        note += " unstable"
+    return note
+
+
 def print_load_points(summary) -> None:
     """Every load point of every variant: median output tok/s and its spread, p99 latencies, and what
     bounded the point (suite.stages.benchmark.bottleneck: by the current rule, the label as run beside it when the
@@ -50,17 +64,24 @@ def print_load_points(summary) -> None:
     from rich.table import Table
 
     from suite.analysis.summary import point_bounds
+    from suite.analysis.tput_spread import point_spread
 
-    table = Table(title="load points (median of repetitions; bound = what limited the point)")
-    for head in ("variant", "point", "out tok/s", "min-max", "req/s", "TTFT p99 ms", "TPOT p99 ms", "of offline",
-                 "bound"):
+    table = Table(title="load points (median of repetitions; 95% CI: t interval over >= 3 repetitions, none with 2; unstable: "
+                        "max/min > 1.25 or CI beyond ±10%; bound = what limited the point)")
+    for head in ("variant", "point", "out tok/s", "min-max", "95% CI", "req/s", "TTFT p99 ms", "TPOT p99 ms",
+                 "of offline", "bound"):
         table.add_column(head, justify="left" if head in ("variant", "point", "bound") else "right")
     rows = 0
     for v in summary.variants:
         for p, (bound, _) in zip(v.benchmark.points if v.benchmark else [], point_bounds(v)):
             spread = f"{p.output_tok_s_min:.0f}-{p.output_tok_s_max:.0f}" if p.output_tok_s_min is not None else "-"
             ceiling = f"{p.ceiling_fraction:.0%}" if p.ceiling_fraction is not None else "-"
-            table.add_row(v.name, p.label, f"{p.output_tok_s:.1f}" if p.ok else "failed", spread, f"{p.req_s:.2f}",
+            sp = point_spread(p)
+            ci = f"{sp['output_tok_s_ci_low']:.0f}-{sp['output_tok_s_ci_high']:.0f}" if sp["ci_method"] == "t" else "-"
+            if sp["ci_method"] == "range":  # 2 repetitions: their range is all there is (no CI)
+                spread = f"{sp['output_tok_s_ci_low']:.0f}-{sp['output_tok_s_ci_high']:.0f}"
+            tok = (f"{p.output_tok_s:.1f}" + (" UNSTABLE" if sp["stable"] is False else "")) if p.ok else "failed"
+            table.add_row(v.name, p.label, tok, spread, ci, f"{p.req_s:.2f}",
                           f"{p.ttft_p99_ms:.0f}", f"{p.tpot_p99_ms:.1f}", ceiling, bound)
             rows += 1
     if rows:

@@ -51,9 +51,13 @@ def render(template: str, **context) -> str:
     return environment().get_template(template).render(**context)
 
 
-def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: int = 640, h: int = 320) -> Markup:
+def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: int = 640, h: int = 320,
+                errors: dict | None = None, labels: bool = False, min_y_span: float | None = None) -> Markup:
     """An inline SVG chart of ``series`` (name -> points ``(x, y, tooltip)``), one colour per series, the
-    points of a series joined by a line when ``line``; ``w`` x ``h`` CSS pixels, the legend underneath."""
+    points of a series joined by a line when ``line``; ``w`` x ``h`` CSS pixels, the legend underneath.
+    ``errors``: tooltip -> ((x_low, x_high) | None, (y_low, y_high) | None), drawn as error bars (SVG group ids
+    ``<prefix>-errbar-<n>``); ``labels``: each point labelled with its series name; ``min_y_span``: the y axis spans
+    at least this much (so one item of a small task does not read as a cliff), noted under the chart."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return Markup('<p class="muted">(no data)</p>')
@@ -78,9 +82,19 @@ def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: 
                 gid = f"{prefix}-{len(tips)}"
                 tips[gid] = tip
                 ax.scatter([a], [b], color=color, s=30, zorder=3, gid=gid)
+                _error_bar(ax, a, b, (errors or {}).get(tip), color, f"{prefix}-errbar-{len(tips)}")
+                if labels:
+                    ax.annotate(name, (a, b), textcoords="offset points", xytext=(5, 5), fontsize=7, color=color)
         xs = [p[0] for p in pts]
         ax.set_xlim(left=min(0.0, min(xs)), right=max(xs) * 1.05 or 1.0)
         ax.margins(y=0.1)
+        if min_y_span:
+            low, high = ax.get_ylim()
+            if high - low < min_y_span:
+                mid = (low + high) / 2
+                ax.set_ylim(mid - min_y_span / 2, mid + min_y_span / 2)
+            low, high = ax.get_ylim()
+            xlabel += f"   (y axis {low:.3f} to {high:.3f})"
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
@@ -97,3 +111,15 @@ def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: 
     svg = re.sub(r'<g id="(%s-\d+)">' % prefix,
                  lambda m: f'{m.group(0)}<title>{escape(tips[m.group(1)])}</title>', svg)
     return Markup(svg.replace('<svg ', '<svg role="img" ', 1))
+
+
+def _error_bar(ax, x: float, y: float, err, color: str, gid: str) -> None:
+    """Error bars of one point: ``err`` = ((x_low, x_high) | None, (y_low, y_high) | None), absolute bounds."""
+    if not err or not any(err):
+        return
+    xe, ye = err
+    xerr = [[max(0.0, x - xe[0])], [max(0.0, xe[1] - x)]] if xe else None
+    yerr = [[max(0.0, y - ye[0])], [max(0.0, ye[1] - y)]] if ye else None
+    bars = ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="none", ecolor=color, elinewidth=1.2, capsize=3, zorder=2)
+    for k, artist in enumerate(bars.lines[2]):  # the bar collections: ids the page (and its test) can find
+        artist.set_gid(f"{gid}-{k}")

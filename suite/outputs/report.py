@@ -36,11 +36,29 @@ class ReportResult:
 
 
 def frontier_chart(s: RunSummary):
-    """The variants' mean accuracy against their headline throughput (one series each), or None."""
-    series = {v.name + (" (baseline)" if v.is_baseline else ""): [(v.metrics["tput.output_tok_s"], v.metrics["acc.mean"],
-                                                                     f"{v.name}: {v.metrics['tput.output_tok_s']:.0f} tok/s, acc {v.metrics['acc.mean']:.4f}")]
-              for v in s.variants if "tput.output_tok_s" in v.metrics and "acc.mean" in v.metrics}
-    return scatter_svg(series, "output tok/s (headline point)", "mean accuracy", line=False) if series else None
+    """The variants' mean accuracy against their headline throughput (one series each, labelled), or None. Error
+    bars: throughput, the headline point's interval over its repetitions (suite.runtime.spread); accuracy, with one
+    accuracy task, the paired 95% CI of the variant's delta placed on its score (the baseline's own score has none).
+    The y axis spans at least 0.02 (two points of accuracy), its range written under the chart."""
+    from suite.analysis.summary import metric_name
+
+    series, errors = {}, {}
+    for v in s.variants:
+        m = v.metrics
+        if "tput.output_tok_s" not in m or "acc.mean" not in m:
+            continue
+        tip = f"{v.name}: {m['tput.output_tok_s']:.0f} tok/s, acc {m['acc.mean']:.4f}"
+        series[v.name + (" (baseline)" if v.is_baseline else "")] = [(m["tput.output_tok_s"], m["acc.mean"], tip)]
+        x = (m["tput.output_tok_s.ci_low"], m["tput.output_tok_s.ci_high"]) if "tput.output_tok_s.ci_low" in m else None
+        tasks = [t for t in s.tasks if f"acc.{t}.delta_ci_low" in m]
+        y = None
+        if len(s.tasks) == 1 and tasks:
+            key = metric_name("acc", tasks[0])
+            delta = m.get(f"{key}.delta", 0.0)
+            y = (m["acc.mean"] + m[f"{key}.delta_ci_low"] - delta, m["acc.mean"] + m[f"{key}.delta_ci_high"] - delta)
+        errors[tip] = (x, y)
+    return scatter_svg(series, "output tokens per second (headline load point)", "mean accuracy (share correct)",
+                       line=False, errors=errors, labels=True, min_y_span=0.02) if series else None
 
 
 def cost_rows(s: RunSummary) -> list[dict]:
@@ -161,7 +179,11 @@ def context(s: RunSummary, gate) -> dict:
 
     # each load point's bound by the current rule (the label as run beside it when they differ), in the points' order
     bounds = {v.name: point_bounds(v) for v in s.variants if v.benchmark}
-    return {"s": s, "gate": gate, "bounds": bounds, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
+    from suite.analysis.tput_spread import ceiling_note, point_spread
+
+    spreads = {v.name: [point_spread(p) for p in v.benchmark.points] for v in s.variants if v.benchmark}
+    ceiling_notes = {v.name: ceiling_note(v.benchmark) for v in s.variants if v.benchmark}
+    return {"s": s, "gate": gate, "bounds": bounds, "spreads": spreads, "ceiling_notes": ceiling_notes, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
             "span": span, "sandboxes": sandboxes, "stage_wall": [[k, f"{v:.1f}", f"{s.stage_elapsed_s[k]:.1f}" if k in s.stage_elapsed_s else "-"]
                            for k, v in s.stage_wall_s.items()],
             "frontier_png": png_data, "frontier_chart": frontier_chart(s), "has_points": has_points,

@@ -183,6 +183,8 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     cfg["engine"].pop("model")  # the path is replaced by the model's content identity
     if cfg.get("batch_limits") == "llm":  # the default: keys made before the field existed stay valid
         cfg.pop("batch_limits")
+    if not cfg["engine"].get("batch_invariant", False):  # likewise; on (eval.deterministic): in the key
+        cfg["engine"].pop("batch_invariant", None)
     if cfg.get("loglikelihood") == "per_request":  # likewise
         cfg.pop("loglikelihood")
     elif cfg.get("loglikelihood") == "grouped":  # the suite's own scoring code: a change to it is a new key

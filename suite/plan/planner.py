@@ -138,7 +138,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         own_dtype = q is not None or bool(checkpoint and checkpoint.get("quant_method"))
         engine = EngineConfig(model=model_path, dtype="auto" if own_dtype else r.model.dtype,
                               max_model_len=r.model.max_model_len, kv_cache_dtype=variant.kv_cache_dtype,
-                              engine_args=engine_args)
+                              engine_args=engine_args, batch_invariant=r.eval.deterministic)
         vdir = run_dir / "variants" / variant.name
         eval_engine = engine if not eval_only_args else engine.model_copy(
             update={"engine_args": {**engine.engine_args, **eval_only_args}})

@@ -194,6 +194,10 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
     problems = [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(loaded.recipe)]
     r = loaded.recipe
     from suite.runtime.envs import vllm_platform
+    from suite.runtime.engine.determinism import platform_problem
+
+    if r.eval.deterministic and (why := platform_problem(vllm_platform())):
+        problems.append(Problem(f, "eval.deterministic", *why))
     from suite.recipe import kv
 
     try:

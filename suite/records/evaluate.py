@@ -24,6 +24,8 @@ class EngineConfig(Record):
     max_model_len: int = 4096
     kv_cache_dtype: str = "auto"
     engine_args: dict[str, Any] = Field(default_factory=dict)
+    batch_invariant: bool = Field(False, description="eval.deterministic: the engine runs with VLLM_BATCH_INVARIANT=1 "
+                                  "(suite.runtime.engine.determinism)")
     gpu_share: Optional[float] = Field(
         None, description="the share of one GPU this engine's job was given (executor.gpu_fraction); on CUDA its "
         "KV cache is then a fixed size (suite.runtime.engine.gpushare), not what vLLM's memory profiling finds")
@@ -123,6 +125,9 @@ class EvaluateResult(Record):
         default_factory=dict, description="what EvaluateConfig.batch_limits 'serve' added to the engine arguments "
         "(max_num_batched_tokens, max_num_seqs as vLLM's serve defaults on this machine; empty: vLLM's own); "
         "served: requests_in_flight, the requests lm-eval kept at the server at once")
+    batch_invariant: Optional[bool] = Field(
+        None, description="whether the engine scored with VLLM_BATCH_INVARIANT set (eval.deterministic); None: a "
+        "result from before it was recorded")
     flashinfer_sampler: str | None = Field(
         None, description="VLLM_USE_FLASHINFER_SAMPLER as the evaluation engine ran: '0' (EvaluateConfig."
         "flashinfer_sampler False, or the stage's environment), another value the environment set, or None: unset "

@@ -27,6 +27,11 @@ class VariantSummary(Record):
     benchmark: Optional[BenchmarkResult] = None
     metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
     paired: list[dict[str, Any]] = Field(default_factory=list, description="per-task paired comparison with the baseline")
+    engine_checks: dict[str, EvaluateResult] = Field(
+        default_factory=dict, description="eval.engine_check: the variant scored again under other engine "
+        "configurations, by label (e.g. 'max_num_seqs=64'); with the main evaluation, the engine spread's inputs")
+    engine_spread: list[dict[str, Any]] = Field(default_factory=list, description="per task, the score range and "
+                                                "flip rate across engine configurations (suite.analysis.engine_spread)")
     perplexity: list[dict[str, Any]] = Field(default_factory=list, description="per perplexity task, the paired "
                                              "per-document comparison with the baseline (suite.analysis.perplexity)")
     kv_scales: Optional[str] = Field(None, description="FP8 KV-cache scale option served with (suite.recipe.kv)")

@@ -169,3 +169,64 @@ def test_frontier_across_runs_and_recipes(tmp_path):
     assert slo.returncode == 0 and "120.0 tok/s" in slo.stdout and "fp8-bad" not in slo.stdout
     none = run_cli("frontier", str(tmp_path / "b"), "--throughput", "slo", "--out", str(tmp_path / "h"))
     assert none.returncode == 2
+
+
+def _bench(*points):
+    from suite.records.benchmark import BenchmarkResult, LoadPoint, ServerStats
+
+    pts = [LoadPoint(label=label, request_rate=label, output_tok_s=sorted(reps)[len(reps) // 2] if len(reps) % 2
+                     else sum(sorted(reps)[len(reps) // 2 - 1:len(reps) // 2 + 1]) / 2,
+                     repetitions=[{"output_tok_s": r, "ttft_p99_ms": 100.0 + i, "tpot_p99_ms": 10.0 + i}
+                                  for i, r in enumerate(reps)],
+                     server=ServerStats(running_max=running)) for label, reps, running in points]
+    return BenchmarkResult(points=pts, kv_cache_tokens=76800, peak_concurrency=100.0, server_start_s=1, wall_s=1,
+                           server_log="s")
+
+
+def test_the_issues_13x_baseline_is_unstable_and_its_ratio_interval_spans_one():
+    """Recorded as the issue's fresh clone had it (points from before intervals were kept: derived from the rows)."""
+    s = make_summary({"bf16": {}, "fp8": {}})
+    bf16, fp8 = s.variants
+    bf16.benchmark, fp8.benchmark = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
+    for v in s.variants:
+        v.metrics = variant_metrics(v, "max")
+    add_deltas(s.variants)
+    assert bf16.metrics["tput.stable"] == 0.0 and bf16.metrics["tput.repetitions"] == 2.0
+    assert fp8.metrics["tput.stable"] == 1.0
+    m = fp8.metrics
+    assert m["tput.output_tok_s.ratio.ci_low"] < 1.0 < m["tput.output_tok_s.ratio"] < m["tput.output_tok_s.ratio.ci_high"]
+    assert bf16.metrics["tput.ttft_p99_ms.ci_low"] == 100.0 and bf16.metrics["tput.ttft_p99_ms.ci_high"] == 101.0
+
+
+def test_ratio_equal_rate_beside_best_against_best_and_the_renamed_capacity():
+    """The issue's H100 case: BF16 peaks at rate 50, FP8 at rate 100; best vs best 1.45x, at equal rate more."""
+    s = make_summary({"bf16": {}, "fp8": {}})
+    bf16, fp8 = s.variants
+    bf16.benchmark = _bench(("50", [1000.0, 990.0, 1010.0], 825), ("100", [890.0, 900.0, 880.0], 830))
+    fp8.benchmark = _bench(("50", [1020.0, 1000.0, 1010.0], 300), ("100", [1450.0, 1440.0, 1460.0], 1024))
+    for v in s.variants:
+        v.metrics = variant_metrics(v, "max")
+    add_deltas(s.variants)
+    m = fp8.metrics
+    assert m["tput.output_tok_s.ratio"] == pytest.approx(1.45)
+    assert m["tput.output_tok_s.ratio_equal_rate"] == pytest.approx(1450 / 890)
+    assert m["tput.output_tok_s.ratio_equal_rate.ci_low"] < 1450 / 890 < m["tput.output_tok_s.ratio_equal_rate.ci_high"]
+    assert m["tput.output_tok_s.ratio.ci_low"] < 1.45 < m["tput.output_tok_s.ratio.ci_high"]
+    assert m["tput.stable"] == 1.0 and m["tput.point.100.stable"] == 1.0
+    assert m["tput.peak_concurrency"] == 1024 and bf16.metrics["tput.peak_concurrency"] == 825  # measured maxima
+    assert m["tput.kv_capacity_requests"] == 100.0  # the KV-derived figure, under its own name
+
+
+def test_run_table_marks_the_unstable_baseline_and_prints_the_ratio_interval(capsys):
+    from suite.cli.render import print_summary
+
+    s = make_summary({"bf16": {}, "fp8": {}})
+    bf16, fp8 = s.variants
+    bf16.benchmark, fp8.benchmark = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
+    for v in s.variants:
+        v.metrics = variant_metrics(v, "max")
+    add_deltas(s.variants)
+    print_summary(s)
+    out = capsys.readouterr().out
+    assert "194.0 UNSTABLE" in out and "27-361" in out  # the load-point table
+    assert re.search(r"1\.74 \[0\.91-12\.78\] unstable", out)  # the ratio, its range, the baseline's instability

@@ -213,3 +213,62 @@ def test_report_shows_cost_with_its_price_and_source(tmp_path):
     assert "b" not in p.tags  # the source is text, escaped
     plain = report.run(report.ReportConfig(summary_with_everything(tmp_path), tmp_path / "r.html")).html.read_text()
     assert "Cost per 1M" not in plain and "per GPU hour" not in plain and "/1M output tokens" not in plain
+
+
+def test_report_marks_an_unstable_point_its_interval_and_an_offline_figure_that_is_no_ceiling(tmp_path):
+    s = summary_with_everything(tmp_path)
+    bf16 = s.variants[0].benchmark
+    bf16.points[0] = bf16.points[0].model_copy(update={  # the issue's 13x pair of repetitions
+        "output_tok_s": 194.0, "repetitions": [{"output_tok_s": 27.0}, {"output_tok_s": 361.0}]})
+    bf16.points[1] = bf16.points[1].model_copy(update={  # three tight repetitions, 111% of the offline figure
+        "repetitions": [{"output_tok_s": 9000.0}, {"output_tok_s": 9050.0}, {"output_tok_s": 8950.0}],
+        "ceiling_fraction": 1.11})
+    bf16.offline_tok_s, bf16.offline_preemptions = 8100.0, 412.0
+    page = report.run(report.ReportConfig(s, tmp_path / "report.html")).html.read_text()
+    assert "27–361 (range)" in page and '<span class="fail">unstable</span>' in page
+    assert re.search(r"8,8\d\d–9,\d\d\d \(t\)", page)
+    assert "not a ceiling: preempted 412 times; below served point(s) rate-100" in page
+    assert "KV capacity (requests)" in page and "peak running (measured)" in page
+
+
+def _one_task_run(tmp_path, with_intervals: bool):
+    """bf16 and fp8 on one task (the C-Eval case of issue 41: 52 items, scores 0.115 / 0.1154), fp8's paired CI and
+    both variants' throughput intervals recorded, or none of them."""
+    fp8 = {"acc.suite_gsm8k": 0.1154, "acc.mean": 0.1154, "tput.output_tok_s": 330.0}
+    base = {"acc.suite_gsm8k": 0.115, "acc.mean": 0.115, "tput.output_tok_s": 194.0}
+    if with_intervals:
+        fp8.update({"acc.suite_gsm8k.delta_ci_low": -0.04, "acc.suite_gsm8k.delta_ci_high": 0.04,
+                    "tput.output_tok_s.ci_low": 300.0, "tput.output_tok_s.ci_high": 360.0})
+        base.update({"tput.output_tok_s.ci_low": 27.0, "tput.output_tok_s.ci_high": 361.0})
+    s = make_summary({"bf16": base, "fp8": fp8}, tasks=("suite_gsm8k",), run_dir=str(tmp_path))
+    add_deltas(s.variants)
+    return s
+
+
+def test_the_frontier_chart_draws_error_bars_labels_and_a_y_axis_of_at_least_two_points(tmp_path):
+    svg = str(report.frontier_chart(_one_task_run(tmp_path, True)))
+    assert len(re.findall(r'<g id="pt[0-9a-f]{8}-errbar-\d+-\d+">', svg)) >= 3  # x bars of both, fp8's y bar
+    assert "output tokens per second (headline load point)" in svg and "mean accuracy (share correct)" in svg
+    assert re.search(r'fill: #d62728"[^>]*>fp8</text>', svg) and re.search(r'fill: #1f77b4"[^>]*>bf16 \(baseline\)<', svg)
+    low, high = map(float, re.search(r"y axis (\d\.\d+) to (\d\.\d+)", svg).groups())
+    assert high - low >= 0.0799  # fp8's CI (+-0.04) fits; at least 0.02 wide in any case
+    assert "errbar" not in str(report.frontier_chart(_one_task_run(tmp_path, False)))
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                    reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_frontier_error_bars_are_drawn_in_headless_chromium(tmp_path):
+    from PIL import Image
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+
+    def painted(with_intervals: bool) -> int:
+        page = tmp_path / f"chart-{with_intervals}.html"
+        page.write_text(f"<html><body>{report.frontier_chart(_one_task_run(tmp_path, with_intervals))}</body></html>")
+        shot = tmp_path / f"shot-{with_intervals}.png"
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                        "--window-size=700,500", page.as_uri()], check=True, capture_output=True, timeout=120)
+        colors = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20)
+        return sum(n for n, c in colors if all(abs(a - b) <= 40 for a, b in zip(c, (214, 39, 40))))  # fp8's red
+
+    assert painted(True) > painted(False) + 40  # the red error bars add pixels beyond fp8's dot and label

@@ -18,6 +18,7 @@ NEAR_ROOF = 0.5
 LOW_POWER = 0.6
 BUSY_CORE = 90.0
 HOST_SHARE = 0.5  # of the GPU's idle time, the share in host-bound samples at which an undecided point is engine-cpu
+CEILING_REACHED = 0.95  # a served point at this share of the offline engine's figure or more ran at the engine's pace
 DRAIN_NOTE = 0.03  # a front-end drain this share of the point's duration or more is named in the reason
 
 
@@ -25,7 +26,8 @@ MIN_SAMPLES = 3  # fewer loaded samples with GPU readings than this: no GPU verd
 PHASE_SAMPLES = 3  # host-bound samples in a row that make a phase (``bottleneck.host_phases``)
 
 
-def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tuple[str, str] | None:
+def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1,
+                 ceiling_fraction: float | None = None) -> tuple[str, str] | None:
     """(label, reason) splitting ``engine`` by the GPU samples (see the module docstring), or None without them.
     Utilisation, power and the engine core's CPU are read over the same loaded samples (``bottleneck.summarize``)."""
     util = getattr(stats, "gpu_util_mean", None)
@@ -76,6 +78,14 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1) -> tu
                               f"process was at {core:.0f}% of a core: the host side of its loop (scheduling, input "
                               "preparation, output processing, kernel launches) set the pace. The idle GPU is the "
                               "evidence; a full core alone is not (a CUDA sync spin-waits at 100% too)")
+    if util >= IDLE_UTIL and ceiling_fraction is not None and ceiling_fraction >= CEILING_REACHED:
+        # the H100 run of issue 41: FP8 at rate 100 reached 99.75% of its offline figure with the GPU 90% busy and was
+        # labelled engine-cpu by its host-bound phases; the served point ran at the engine's own pace, and a mostly
+        # busy GPU does not make that pace the serving host's
+        return "engine", (f"the engine had a queue ({queue}) and the point reached {100 * ceiling_fraction:.1f}% of "
+                          f"the offline engine's output on the same workload with the GPU mostly busy ({figures}"
+                          f"{phases}): the engine's own ceiling, not the server's host side; the GPU evidence does not "
+                          "split it further")
     if util >= IDLE_UTIL and host is not None and host >= HOST_SHARE and host_n >= PHASE_SAMPLES:
         return "engine-cpu", (f"the engine had a queue ({queue}); over the point the GPU evidence does not decide "
                               f"({figures}){phases}: most of the GPU's idle time fell in host-bound phases, where the "
@@ -147,7 +157,7 @@ def _classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | N
         cap, source = int(running_max), "not set by the recipe: the engine's default"
     at_cap = bool(cap) and running_max >= cap
     queued = (stats.waiting_mean or 0) >= 1 or at_cap
-    split = gpu_evidence(stats, roofline, pipeline_parallel) if queued else None
+    split = gpu_evidence(stats, roofline, pipeline_parallel, point.ceiling_fraction) if queued else None
     if at_cap and (stats.waiting_max or 0) >= 1:
         held = (f"up to {stats.waiting_max:.0f} requests waited while {running_max:.0f} ran, KV cache at most "
                 f"{100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} ({source}) held the batch")

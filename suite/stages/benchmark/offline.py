@@ -61,6 +61,12 @@ def measure(config: BenchmarkConfig) -> dict:
     outs = llm.generate(prompts, params, use_tqdm=False)
     gen_s = time.perf_counter() - t1
     out_tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    preemptions = None
+    try:  # an overflowing KV cache preempts: the figure is then no ceiling (the report says so)
+        preemptions = sum(float(getattr(m, "value", 0) or 0) for m in llm.get_metrics()
+                          if m.name == "vllm:num_preemptions")
+    except Exception:  # noqa: BLE001 - an engine without the metrics API: not recorded
+        pass
     try:  # what the engine ran with, not what it was given
         sched = llm.llm_engine.vllm_config.scheduler_config
         limits = {"max_num_batched_tokens": int(sched.max_num_batched_tokens), "max_num_seqs": int(sched.max_num_seqs)}
@@ -68,7 +74,7 @@ def measure(config: BenchmarkConfig) -> dict:
         pass
     return {"output_tok_s": out_tokens / gen_s, "req_s": len(outs) / gen_s, "generate_s": gen_s,
             "load_s": load_s, "num_prompts": len(outs), "output_tokens": out_tokens, "batch_limits": limits,
-            "log_stats": not args["disable_log_stats"]}
+            "log_stats": not args["disable_log_stats"], "preemptions": preemptions}
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from pathlib import Path
 from suite.runtime import procs, progress
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark import server
+from suite.runtime import spread
+from suite.runtime.engine import determinism
 from suite.stages.benchmark.bottleneck import ServerMonitor
 from suite.stages.benchmark.host import host_cpu
 from suite.stages.benchmark.labels import classify_point
@@ -144,7 +146,8 @@ def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
         if vals:
             update[f] = statistics.median(vals)
     update["completed"] = sum(p.completed for p, _ in reps) // len(reps)
-    return point.model_copy(update=update)
+    combined = point.model_copy(update=update)
+    return combined.model_copy(update=spread.point_update(combined))  # intervals and the stability rule
 
 
 class LoadRunner:
@@ -253,10 +256,10 @@ def annotate(point: LoadPoint, config: BenchmarkConfig, cost: ModelCost | None, 
         input_len = point.mean_input_len or config.input_len
         input_tok_s = point.input_tok_s if point.input_tok_s is not None else point.req_s * input_len
         update["roofline"] = implied(cost, peak, point.output_tok_s, input_tok_s, running, input_len + config.output_len / 2)
+    if point.ok and offline_tok_s:  # before the label: a point at the offline ceiling is the engine's own pace
+        update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     update["bottleneck"], update["bottleneck_reason"] = classify_point(point.model_copy(update=update),
                                                                        config.engine.engine_args)
-    if point.ok and offline_tok_s:
-        update["ceiling_fraction"] = point.output_tok_s / offline_tok_s
     return point.model_copy(update=update)
 
 
@@ -284,6 +287,7 @@ def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
 
 def run(config: BenchmarkConfig) -> BenchmarkResult:
     start = time.perf_counter()
+    determinism.apply(config.engine)  # eval.deterministic: the server and the offline ceiling inherit it
     out_dir = Path(config.output_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     # NVML readings of the engine's GPUs in every load point (none without NVIDIA GPUs)
@@ -362,6 +366,7 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
         max_concurrency_at_max_len=max_conc,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None,
+        offline_preemptions=offline.get("preemptions") if offline else None,
         offline_batch_limits=offline.get("batch_limits") if offline else None, slo=slo, gpu=gpu, host_cpu=host_cpu(),
         gpu_sampling=gpu_sampling, workload=config.workloads[0] if len(config.workloads) > 1 else None,
         api_server_count=count, scaled_from=earlier, client_s=client_s,

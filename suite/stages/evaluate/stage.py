@@ -21,6 +21,7 @@ from pathlib import Path
 
 from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
 from suite.runtime.engine.batching import serve_batch_limits
+from suite.runtime.engine import determinism
 from suite.records.evaluate import SAMPLER_ENV, EngineConfig
 from suite.records.evaluate import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
 
@@ -150,6 +151,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         code_sandbox=_code_sandbox(), batch_limits=batch_limits,
         loglikelihood_counts=dict(getattr(lm, "counts", {})),
         flashinfer_sampler=os.environ.get(SAMPLER_ENV) if config.backend != "served" else None,
+        batch_invariant=determinism.apply(config.engine),
     )
 
 
@@ -185,6 +187,7 @@ def build_lm(config: EvaluateConfig):
     else:
         from lm_eval.models.vllm_causallms import VLLM
 
+    determinism.apply(config.engine)  # eval.deterministic: VLLM_BATCH_INVARIANT=1 before the engine starts
     if not config.flashinfer_sampler:  # no server follows (EvaluateConfig.flashinfer_sampler); the environment wins
         os.environ.setdefault(SAMPLER_ENV, "0")
     window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own

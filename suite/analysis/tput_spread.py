@@ -1,0 +1,67 @@
+"""The throughput figures' uncertainty as summary metrics: the headline point's intervals and stability, the ratio's.
+
+The statistics are suite.runtime.spread's (its docstring says which interval and why); this module reads
+them off recorded load points (deriving them from the repetition rows of points recorded before they were kept).
+"""
+
+from __future__ import annotations
+
+from suite.records.benchmark import LoadPoint
+from suite.records.summary import VariantSummary
+
+
+def point_spread(p: LoadPoint) -> dict:
+    """A point's interval fields (suite.runtime.spread) as recorded, or derived from its repetition rows for
+    a point recorded before intervals were kept."""
+    from suite.runtime import spread
+
+    return p.model_dump(include=set(spread.point_update(p))) if p.output_tok_s_reps is not None else spread.point_update(p)
+
+
+def spread_metrics(p: LoadPoint) -> dict[str, float]:
+    """tput.repetitions, tput.stable and the headline point's intervals (none where a figure has none)."""
+    s = point_spread(p)
+    m = {"tput.repetitions": float(s["output_tok_s_reps"])}
+    if s["stable"] is not None:
+        m["tput.stable"] = float(s["stable"])
+    for key in ("output_tok_s", "ttft_p99_ms", "tpot_p99_ms"):
+        if s[f"{key}_ci_low"] is not None:
+            m[f"tput.{key}.ci_low"], m[f"tput.{key}.ci_high"] = s[f"{key}_ci_low"], s[f"{key}_ci_high"]
+    return m
+
+
+def add_ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> None:
+    """The headline ratio's interval (best against best: each variant's headline point) and the ratio at equal
+    rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any."""
+    from suite.runtime.spread import rep_values, ratio_interval
+
+    if v is base or v.benchmark is None or base.benchmark is None:
+        return
+    pv, pb = headline(v.benchmark), headline(base.benchmark)  # summary.headline_point under the recipe's rule
+    if pv is None or pb is None or not pb.output_tok_s:
+        return
+    low, high, _ = ratio_interval(rep_values(pv), rep_values(pb))
+    if low is not None:
+        v.metrics["tput.output_tok_s.ratio.ci_low"], v.metrics["tput.output_tok_s.ratio.ci_high"] = low, high
+    same = next((q for q in base.benchmark.points if q.ok and q.label == pv.label and q.workload == pv.workload), None)
+    if same is not None and same.output_tok_s:
+        v.metrics["tput.output_tok_s.ratio_equal_rate"] = pv.output_tok_s / same.output_tok_s
+        low, high, _ = ratio_interval(rep_values(pv), rep_values(same))
+        if low is not None:
+            v.metrics["tput.output_tok_s.ratio_equal_rate.ci_low"] = low
+            v.metrics["tput.output_tok_s.ratio_equal_rate.ci_high"] = high
+
+
+def ceiling_note(b) -> str:
+    """What makes a variant's offline figure no ceiling (a ``BenchmarkResult``): the offline engine preempted requests
+    (its KV cache overflowed: the all-at-once batch paid for recomputation a served point at a lower rate does not), or
+    a served point beat it. '' when neither, or without an offline figure."""
+    if b is None or b.offline_tok_s is None:
+        return ""
+    notes = []
+    if b.offline_preemptions:
+        notes.append(f"preempted {b.offline_preemptions:,.0f} times")
+    above = [p.label for p in b.points if p.ok and p.ceiling_fraction is not None and p.ceiling_fraction > 1]
+    if above:
+        notes.append(f"below served point(s) {', '.join(above)}")
+    return "not a ceiling: " + "; ".join(notes) if notes else ""

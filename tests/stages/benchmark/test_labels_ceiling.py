@@ -1,0 +1,29 @@
+"""A served point that reached its offline ceiling with the GPU mostly busy is not labelled engine-cpu (issue 41: the
+8B shape's FP8 at rate 100 on an H100 reached 99.75% of its offline figure with the GPU 90% busy and was)."""
+
+from __future__ import annotations
+
+from suite.stages.benchmark import bottleneck
+from suite.stages.benchmark.labels import classify_point
+
+from test_gpumon import LOW_ROOF, samples
+
+
+def _point(ceiling_fraction):
+    # ~90% busy in the 70-90% band (89.5 mean), the engine core at a full core: host-bound phases hold the idle time
+    st = bottleneck.summarize(samples([[85], [85], [85], [95], [95], [87]], engine_core=99.0, power=520.0))
+    assert 70 <= st.gpu_util_mean < 90 and st.host_bound_samples >= 3
+    from suite.records.benchmark import LoadPoint
+
+    return LoadPoint(label="rate-100", request_rate=100, completed=1500, output_tok_s=20_000.0, req_s=78.0,
+                     server=st, roofline=LOW_ROOF, ceiling_fraction=ceiling_fraction)
+
+
+def test_at_the_offline_ceiling_with_a_busy_gpu_the_point_is_the_engines_not_engine_cpu():
+    label, reason = classify_point(_point(0.9975), {})
+    assert label == "engine" and "99.8% of the offline engine's output" in reason
+
+
+def test_the_same_evidence_well_below_the_ceiling_or_without_one_stays_engine_cpu():
+    assert classify_point(_point(0.60), {})[0] == "engine-cpu"
+    assert classify_point(_point(None), {})[0] == "engine-cpu"
