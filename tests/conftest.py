@@ -213,3 +213,15 @@ def add_serving_intervals(summary, keys=("tput.output_tok_s.ratio", "tput.ttft_p
                 v.metrics.setdefault(key + ".ci_low", v.metrics[key])
                 v.metrics.setdefault(key + ".ci_high", v.metrics[key])
     return summary
+
+
+def write_run_recipe(run_dir, summary: dict) -> dict:
+    """As the runner does: the run folder's recipe.yaml (from the summary's recipe copy) and its recorded sha256."""
+    import hashlib
+
+    import yaml
+
+    text = yaml.safe_dump(summary["recipe"], sort_keys=False)
+    (run_dir / "recipe.yaml").write_text(text)
+    summary["recipe_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    return summary

@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from conftest import add_serving_intervals, make_summary, needs_demo_model, run_cli
+from conftest import add_serving_intervals, write_run_recipe, make_summary, needs_demo_model, run_cli
 from suite import cli
 from suite.runtime.errors import SuiteError
 from suite.recipe import Recipe
@@ -58,6 +58,8 @@ def good_run() -> dict:
 def gate(tmp_path, capsys, summary: dict | str | bytes, policy: str | bytes | None = POLICY):
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
+    if isinstance(summary, dict) and isinstance(summary.get("recipe"), dict):
+        summary = write_run_recipe(run, summary)
     data = summary if isinstance(summary, (str, bytes)) else json.dumps(summary)  # NaN/Infinity as Python writes
     (run / "summary.json").write_bytes(data if isinstance(data, bytes) else data.encode())
     argv = ["gate", str(run), "--no-record"]
