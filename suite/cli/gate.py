@@ -21,7 +21,7 @@ def cmd_gate(args) -> int:
     summary = load_summary(args.run)
     source = str(Path(args.run) / "summary.json" if Path(args.run).is_dir() else Path(args.run))
     policy, policy_label, policy_sha = trusted.choose(summary, args.run, source, args.policy,
-                                                      getattr(args, "recipe", None))
+                                                      getattr(args, "recipe", None), gate.load_policy)
     try:
         result = gate.run(gate.GateConfig(summary, policy, source, args.policy or getattr(args, "recipe", None) or ""))
     except Exception as e:  # noqa: BLE001 - a crash must not exit 1 ("gate failed") with a traceback

@@ -29,10 +29,9 @@ def _recipe_gates(path: Path, recorded: str, what: str):
         raise SuiteError(validation_problems(str(path), e)) from None
 
 
-def choose(summary, run: str, source: str, policy_file: str | None, recipe_file: str | None):
-    """(GateSpec, label for the table, the policy file's sha256 or None)."""
-    from suite.analysis.gate import load_policy
-
+def choose(summary, run: str, source: str, policy_file: str | None, recipe_file: str | None, load_policy):
+    """(GateSpec, label for the table, the policy file's sha256 or None); ``load_policy``: reads a --policy file
+    (``suite.analysis.gate.load_policy``)."""
     if policy_file and recipe_file:
         raise SuiteError(Problem("--policy/--recipe", "", "both given: the gates come from one place",
                                  "give --recipe (the recipe's gates) or --policy (a gates: block), not both"))
