@@ -202,3 +202,26 @@ def no_busy_leftover_thread():
     if busy:
         pytest.fail(f"a thread an earlier test left running was busy during this {wall:.0f}-s test: "
                     f"{', '.join(busy)}; find the test that started it and stop the thread there", pytrace=False)
+
+
+def add_serving_intervals(summary, keys=("tput.output_tok_s.ratio", "tput.ttft_p99_ms", "tput.tpot_p99_ms")):
+    """The interval over repetitions each gated serving figure has (``suite gate`` judges throughput and latency on
+    it, and calls a figure without one inconclusive): [value, value], as identical repetitions give."""
+    for v in summary.variants:
+        for key in keys:
+            if isinstance(v.metrics.get(key), (int, float)) and not v.is_baseline:
+                v.metrics.setdefault(key + ".ci_low", v.metrics[key])
+                v.metrics.setdefault(key + ".ci_high", v.metrics[key])
+    return summary
+
+
+def write_run_recipe(run_dir, summary: dict) -> dict:
+    """As the runner does: the run folder's recipe.yaml (from the summary's recipe copy) and its recorded sha256."""
+    import hashlib
+
+    import yaml
+
+    text = yaml.safe_dump(summary["recipe"], sort_keys=False)
+    (run_dir / "recipe.yaml").write_text(text)
+    summary["recipe_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    return summary

@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "'candidate'.")
     gate.add_argument("run", help="run folder made by `suite run` (or its summary.json)")
     gate.add_argument("--policy", help="YAML gate policy (the recipe's `gates:` block) to use instead")
+    gate.add_argument("--recipe", help="the team's own copy of the recipe (e.g. from its repository): its sha256 must "
+                      "be the one the run recorded, and its gates are used (default: the run folder's recipe.yaml, "
+                      "checked the same way); exit 3 = inconclusive")
     gate.add_argument("--no-record", action="store_true", help="do not tag the MLflow runs or register anything")
     gate.set_defaults(func=cmd_gate)
 

@@ -1,28 +1,32 @@
-"""`suite gate`: the release gate on a run's summary, exit 1 when it fails."""
+"""`suite gate`: the release gate on a run's summary; exit 0 pass, 1 fail, 2 bad input, 3 inconclusive."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_GATE_FAILED, EXIT_OK, Problem, SuiteError
+from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError
 from suite.cli.render import _wide_console
 from suite.analysis.load import load_summary
+
+SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yellow]INCONCLUSIVE[/]"}
 
 
 def cmd_gate(args) -> int:
     from rich.table import Table
 
     from suite.analysis import gate
+    from suite.analysis.gates import policy as trusted
 
     summary = load_summary(args.run)
     if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "
               f"{', '.join(summary.recipe_changed_on_resume)}", file=sys.stderr)
     source = str(Path(args.run) / "summary.json" if Path(args.run).is_dir() else Path(args.run))
-    policy = gate.load_policy(args.policy) if args.policy else gate.recipe_gates(summary, source)
+    policy, policy_label, policy_sha = trusted.choose(summary, args.run, source, args.policy,
+                                                      getattr(args, "recipe", None), gate.load_policy)
     try:
-        result = gate.run(gate.GateConfig(summary, policy, source, args.policy or ""))
+        result = gate.run(gate.GateConfig(summary, policy, source, args.policy or getattr(args, "recipe", None) or ""))
     except Exception as e:  # noqa: BLE001 - a crash must not exit 1 ("gate failed") with a traceback
         raise SuiteError(Problem(source, "", f"the gate could not read this run: {type(e).__name__}: {e}",
                                  "a bug in `suite gate`: report it with this summary.json")) from None
@@ -31,43 +35,38 @@ def cmd_gate(args) -> int:
             print(f"error: {problem}", file=sys.stderr)
         print(f"gate: NO VERDICT ({len(result.problems)} problem(s) with the run or the policy)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.policy:  # it replaces the recipe's gates: say so, and what it lets through that they did not
-        import hashlib
-
-        policy_sha = hashlib.sha256(Path(args.policy).read_bytes()).hexdigest()
+    looser = []
+    if args.policy:  # it replaces the recipe's gates: say what it lets through that they did not
         looser = gate.weaker_than(policy, gate.recipe_gates(summary, source))
-        policy_label = f"policy {args.policy} (sha256 {policy_sha[:12]}), instead of the recipe's gates"
         for line in looser:
             print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
-    else:
-        policy_sha, looser, policy_label = None, [], "the recipe's gates"
     table = Table(title=f"gates: {summary.recipe_name} ({Path(summary.run_dir).name}) — {policy_label}")
     for col in ("variant", "gate", "n", "measured", "threshold", "margin", "result"):
         table.add_column(col, justify="left" if col in ("variant", "gate", "result") else "right")
     for c in result.checks:
         table.add_row(c.variant, c.gate, "" if c.n is None else str(c.n), f"{c.measured:.4f}", f"{c.threshold:.4f}",
-                      f"{c.margin:+.4f}", "[green]pass[/]" if c.passed else "[red]FAIL[/]")
+                      f"{c.margin:+.4f}", SHOWN[c.outcome])
     _wide_console().print(table)
     if not result.checks:
         print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    failed = [c for c in result.checks if not c.passed]
     if summary.tracking and not args.no_record:
         from suite.outputs.mlflow import record_gate
 
         try:
-            rec = record_gate(summary, result, policy=args.policy or "recipe", policy_sha256=policy_sha,
-                              looser=looser)
+            rec = record_gate(summary, result, policy=args.policy or getattr(args, "recipe", None) or "recipe",
+                              policy_sha256=policy_sha, looser=looser)
             for name, version in rec.registered:
                 print(f"registered {name} version {version} as 'candidate' ({summary.tracking.uri})")
         except Exception as e:  # noqa: BLE001 - the verdict stands even when MLflow is unreachable
             print(f"warning: gate verdict not recorded in MLflow: {type(e).__name__}: {e}", file=sys.stderr)
-    for c in failed:
-        if c.detail:
-            print(f"FAILED {c.variant}: {c.gate}: {c.detail}")
-        else:
-            print(f"FAILED {c.variant}: {c.gate} = {c.measured:.4f}, threshold {c.threshold:.4f} "
+    for c in result.checks:
+        if c.outcome == "fail":
+            print(f"FAILED {c.variant}: {c.gate}: {c.detail}" if c.detail else
+                  f"FAILED {c.variant}: {c.gate} = {c.measured:.4f}, threshold {c.threshold:.4f} "
                   f"(off by {-c.margin:.4f})" + ("" if c.n is None else f", n = {c.n}"))
-    print("gate: " + ("PASS" if not failed else "FAIL"))
-    return EXIT_GATE_FAILED if failed else EXIT_OK
+        elif c.outcome == "inconclusive":
+            print(f"INCONCLUSIVE {c.variant}: {c.gate}: {c.reason}" + (f"; to decide: {c.decide}" if c.decide else ""))
+    print("gate: " + result.outcome.upper())
+    return result.exit_code

@@ -191,9 +191,31 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_DEPTH = 64  # nested mappings/sequences a recipe or policy may hold (a real recipe needs fewer than 8)
+
+
+def _nesting_depth_problem(text: str, file: str) -> Problem | None:
+    """The first place the YAML nests deeper than MAX_DEPTH, read from PyYAML's event stream (its parser is a
+    loop, its composer recursive: 20,000 levels would end in a RecursionError), or None."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return Problem(file, f"line {event.start_mark.line + 1}",
+                               f"nested more than {MAX_DEPTH} levels deep: no recipe or gate policy needs that",
+                               "flatten the YAML (a recipe nests fewer than 8 levels; `suite schema` shows its shape)")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    return None
+
+
 def load_yaml(text: str, file: str):
-    """YAML text -> data, refusing duplicate keys; a SuiteError naming the file and line otherwise."""
+    """YAML text -> data, refusing duplicate keys and nesting deeper than MAX_DEPTH; a SuiteError naming the file
+    and line otherwise."""
     try:
+        if (problem := _nesting_depth_problem(text, file)) is not None:
+            raise SuiteError(problem)
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)

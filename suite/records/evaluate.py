@@ -112,6 +112,9 @@ class EvaluateResult(Record):
     cache_key: Optional[str] = None
     results_file: str
     samples_files: dict[str, str] = Field(default_factory=dict)
+    samples_sha256: dict[str, str] = Field(
+        default_factory=dict, description="task -> sha256 of its samples file as the stage wrote it (`suite gate` "
+        "checks it before recomputing from the file; empty: a result written before the field existed)")
     wall_s: float
     engine_load_s: float
     engine_start: Optional[EngineStart] = Field(None, description="where the engine start went (None: no engine "

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
+# `suite gate`: the data cannot decide (an interval straddles a threshold, an unstable throughput point, an
+# engine-induced spread larger than the margin). Precedence when several apply: 2 > 1 > 3 > 0.
+EXIT_INCONCLUSIVE = 3
 
 
 @dataclass

@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from conftest import make_summary, needs_demo_model, run_cli
+from conftest import add_serving_intervals, write_run_recipe, make_summary, needs_demo_model, run_cli
 from suite import cli
 from suite.runtime.errors import SuiteError
 from suite.recipe import Recipe
@@ -44,7 +44,7 @@ max_tpot_p99_ms: 25
 
 def good_run() -> dict:
     """A run that passes every gate of POLICY, as the dict summary.json holds."""
-    s = make_summary({"bf16": BASE, "fp8": FP8}, tasks=TASKS)
+    s = add_serving_intervals(make_summary({"bf16": BASE, "fp8": FP8}, tasks=TASKS))
     s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")  # as the runner writes it
     for v in s.variants:
         v.evaluate = EvaluateResult(scores=[TaskScore(task=t, metric="acc,none", value=v.metrics[f"acc.{t}"], n=N[t])
@@ -58,6 +58,8 @@ def good_run() -> dict:
 def gate(tmp_path, capsys, summary: dict | str | bytes, policy: str | bytes | None = POLICY):
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
+    if isinstance(summary, dict) and isinstance(summary.get("recipe"), dict):
+        summary = write_run_recipe(run, summary)
     data = summary if isinstance(summary, (str, bytes)) else json.dumps(summary)  # NaN/Infinity as Python writes
     (run / "summary.json").write_bytes(data if isinstance(data, bytes) else data.encode())
     argv = ["gate", str(run), "--no-record"]
@@ -367,7 +369,7 @@ def built_run(tmp_path, base_ids, var_ids, var_tok_s=130.0) -> dict:
         v.metrics = variant_metrics(v, "max")
     add_deltas(s.variants)
     add_paired(s.variants)
-    return s.model_dump(mode="json")
+    return add_serving_intervals(s).model_dump(mode="json")
 
 
 BUILT_POLICY = ("max_drop: {suite_gsm8k: 0.02}\nnon_inferiority_margin: {suite_gsm8k: 0.05}\n"

@@ -12,6 +12,7 @@ the files written are the same.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -139,10 +140,11 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                 for s in samples.get(sub, []):
                     fh.write(json.dumps({"task": sub, **s}, default=handle_non_serializable, ensure_ascii=False) + "\n")
         samples_files[t.name] = str(path)
+    samples_sha256 = {t: hashlib.sha256(Path(f).read_bytes()).hexdigest() for t, f in samples_files.items()}
     end = time.perf_counter()
     time_split_s = {"setup": t_engine - start, "engine": t_lm_eval - t_engine, **lm_eval_split, "write": end - t_write}
     return EvaluateResult(
-        scores=scores, results_file=str(results_file), samples_files=samples_files,
+        scores=scores, results_file=str(results_file), samples_files=samples_files, samples_sha256=samples_sha256,
         wall_s=end - start, engine_load_s=engine_load_s, engine_start=engine_start,
         time_split_s={k: round(v, 3) for k, v in time_split_s.items()},
         backend=config.backend, versions=package_versions(),

@@ -1,0 +1,39 @@
+"""Shared by the throughput and latency gates: the stability and interval rules.
+
+A throughput or latency gate is judged on the conservative bound of its interval over repetitions
+(``<key>.ci_low`` / ``<key>.ci_high``): a minimum passes when ci_low reaches it and fails when ci_high falls short;
+a maximum passes when ci_high is within it and fails when ci_low is beyond; otherwise inconclusive. A point marked
+unstable (``tput.stable`` 0.0, the variant's or the baseline's) is inconclusive whatever its numbers; a figure with no
+interval (one repetition, or an older run) is inconclusive: "no interval: N repetition(s)"."""
+
+from __future__ import annotations
+
+from suite.analysis.gates.base import GateCheck, judge
+from suite.analysis.summary import headline_point
+
+
+def repetitions(ctx) -> int:
+    counts = []
+    for w in (ctx.v, ctx.base):
+        point = headline_point(w.benchmark, ctx.headline) if w.benchmark else None
+        counts.append(len(point.repetitions) if point is not None and point.repetitions else 1)
+    return min(counts)
+
+
+def judged(ctx, key: str, gate: str, point: float, limit: float, upper: bool, interval_of=None) -> GateCheck:
+    """The check of a serving figure ``point`` (its key ``key``) against ``limit``, by the rules above."""
+    unstable = [w.name for w in (ctx.v, ctx.base) if w.metrics.get("tput.stable") == 0.0]
+    interval = ctx.r.interval(interval_of or ctx.v, key, point, gate)
+    low, high = interval if interval is not None else (point, point)
+    c = judge(ctx.v.name, gate, point, low, high, limit, upper, None, measured=point)
+    if unstable:
+        return c.make_inconclusive(f"unstable throughput point ({', '.join(unstable)}: tput.stable = 0, the "
+                                   "repetitions disagree beyond the stability rule)",
+                                   "rerun the benchmark on a quiet machine, with more repetitions")
+    if interval is None:
+        n = repetitions(ctx)
+        return c.make_inconclusive(f"no interval: {n} repetition(s)",
+                                   "measure at least 3 repetitions (throughput.repetitions) so the interval can decide")
+    if c.inconclusive:
+        c.decide = "more repetitions (throughput.repetitions), or a quieter machine, to narrow the interval"
+    return c
