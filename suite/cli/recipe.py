@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_OK
@@ -19,7 +20,15 @@ def cmd_validate(args) -> int:
         from suite.runtime.envs import engine_args_facts, serve_python
 
         print(f"engine arguments checked against vLLM {engine_args_facts()['vllm']}'s EngineArgs ({serve_python()})")
+    print(_tracking_line(loaded, loaded.resolve(r.output_dir)))
     return EXIT_OK
+
+
+def _tracking_line(loaded, out_root: Path) -> str:
+    """Where a run of the recipe would be logged (recipe, then MLflow's environment, then the local default)."""
+    from suite.outputs.tracking_target import target
+
+    return target(loaded.recipe, out_root).describe()
 
 
 
@@ -33,6 +42,7 @@ def cmd_plan(args) -> int:
         loaded = with_executor(loaded, args.executor)
     out = Path(args.out) if args.out else loaded.resolve(loaded.recipe.output_dir)
     plan = make_plan(loaded, out / "<run>", out / "checkpoints")
+    print(_tracking_line(loaded, out), file=sys.stderr)  # stdout stays the plan's JSON (or the DAG)
     if getattr(args, "jobs", False):
         from suite.cli.render import print_dag
 

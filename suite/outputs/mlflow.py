@@ -31,6 +31,7 @@ from suite.records.summary import RunSummary, TrackingInfo, VariantSummary
 from suite.analysis.summary import metric_name
 from suite.outputs.gpu_series import gpu_series, monitor_files
 from suite.outputs.mlflow_files import OUTPUT_PNGS, variant_artifacts
+from suite.outputs import tracking_target
 from suite.outputs.mlflow_http import bound_http_calls, refusal_status, unreachable
 
 MAX_PARAMS_PER_BATCH = 100
@@ -100,7 +101,7 @@ def find_logged(client, config: "TrackConfig", exp_id: str) -> TrackingInfo | No
 
 
 def default_uri(out_root: Path) -> str:
-    return f"sqlite:///{(out_root / 'mlflow.db').resolve()}"
+    return tracking_target.default_uri(out_root)
 
 
 def _params(d: dict, prefix: str = "") -> dict[str, str]:
@@ -351,12 +352,13 @@ def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: s
 
 def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
                  resumed: bool = False) -> TrackConfig:
-    """Where and as what a run is logged: the recipe's tracking section, else the run root's own store."""
+    """Where and as what a run is logged (``suite.outputs.tracking_target``: ``uri``, the recipe's tracking section,
+    MLflow's environment, then the run root's own store)."""
     from suite.recipe import Recipe
 
-    r = Recipe.model_validate(summary.recipe)
-    uri = uri or r.tracking.uri or default_uri(out_root)
-    return TrackConfig(summary, summary_path, uri, r.tracking.experiment or r.name,
+    t = tracking_target.target(Recipe.model_validate(summary.recipe), out_root, uri)
+    uri = t.uri
+    return TrackConfig(summary, summary_path, uri, t.experiment,
                        artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None, resumed=resumed)
 
 
