@@ -51,7 +51,7 @@ def cmd_gate(args) -> int:
         return EXIT_BAD_INPUT
     failed = [c for c in result.checks if not c.passed]
     if summary.tracking and not args.no_record:
-        from suite.outputs.mlflow import record_gate
+        from suite.outputs.mlflow_registry import record_gate
 
         try:
             rec = record_gate(summary, result, policy=args.policy or "recipe", policy_sha256=policy_sha,

@@ -149,18 +149,25 @@ def create_child(client, exp_id: str, parent_id: str, s: RunSummary, v: VariantS
 def task_params(recipe: dict) -> dict[str, object]:
     """Each task's shots and row limit as the recipe sets them (the task's own default: "default")."""
     ev = recipe.get("eval") or {}
-    return {f"eval.{t['name']}.{k}": t.get(k, ev.get(k)) if t.get(k, ev.get(k)) is not None else "default"
-            for t in ev.get("tasks") or [] for k in ("num_fewshot", "limit")}
+
+    def shown(v):  # a row count is stored as a float (8.0): written 8; a fraction stays 0.5
+        return "default" if v is None else int(v) if isinstance(v, float) and v.is_integer() and v >= 1 else v
+    return {f"eval.{t['name']}.{k}": shown(t.get(k, ev.get(k))) for t in ev.get("tasks") or []
+            for k in ("num_fewshot", "limit")}
 
 
 def log_datasets(client, run_id: str, datasets: list[tuple[str, str, str]]) -> None:
     """(name, source folder, digest) of each task's data as MLflow datasets of ``run_id`` (context "eval")."""
-    from mlflow.data.filesystem_dataset_source import FileSystemDatasetSource
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.entities import DatasetInput, InputTag
 
-    inputs = [DatasetInput(MetaDataset(FileSystemDatasetSource(src), name=name, digest=digest)._to_mlflow_entity(),
-                           tags=[InputTag("mlflow.data.context", "eval")]) for name, src, digest in datasets]
+    import warnings
+
+    with warnings.catch_warnings():  # a local folder "can be interpreted" as two equal LocalArtifactDatasetSources
+        warnings.simplefilter("ignore", UserWarning)
+        inputs = [DatasetInput(MetaDataset(resolve_dataset_source(src), name=name, digest=digest)._to_mlflow_entity(),
+                               tags=[InputTag("mlflow.data.context", "eval")]) for name, src, digest in datasets]
     if inputs:
         client.log_inputs(run_id, datasets=inputs)
 
@@ -362,7 +369,3 @@ def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: 
         summary.tracking, summary.tracking_pending = result.info, None
     summary.write(summary_path)
     return error
-
-
-# the gate's registrations (suite.outputs.mlflow_registry), where `suite gate` has always found them
-from suite.outputs.mlflow_registry import GateRecord, record_gate, registered_model_name  # noqa: E402,F401
