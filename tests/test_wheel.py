@@ -87,6 +87,9 @@ def test_the_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
     plan = _run([suite, "plan", "demo.yaml"], cwd=work, env=env).stdout
     assert "quantize" in plan and "evaluate" in plan
 
+    no_tools = subprocess.run([suite, "data", "check", work], cwd=work, env=env, capture_output=True, text=True)
+    assert no_tools.returncode == 2 and "needs a checkout" in no_tools.stderr  # tools/ stays out of the wheel
+
     samples = work / "samples.jsonl"
     samples.write_text("\n".join(json.dumps(s) for s in (
         {"task_id": "HumanEval/0", "completion": "    return any(abs(a - b) < threshold for i, a in enumerate(numbers)"
