@@ -91,8 +91,14 @@ def test_runs_are_live_in_the_environments_mlflow_and_a_second_gate_adds_no_vers
     assert runs["fp8-kv"].data.params["quantization.calibration"] == "chat-demo"
     assert parent.data.params["eval.suite_mmlu.num_fewshot"] == "0" and parent.data.params["eval.suite_mmlu.limit"] == "1"
 
+    ckpt = Path(summary.variants[1].quantize.checkpoint)  # the stand-in quantize stage wrote no folder: one here
+    ckpt.mkdir(exist_ok=True)
+    (ckpt / "model.safetensors").write_bytes(b"\0" * 4096)
     assert cli.main(["gate", summary.run_dir]) == 0
     assert cli.main(["gate", summary.run_dir]) == 0
     versions = client.search_model_versions("name='demo-cpu-fp8-kv'")
     assert len(versions) == 1 and versions[0].tags["checkpoint_key"] == summary.variants[1].quantize.key
+    assert versions[0].tags["weights"] == "artifact"  # the version's source holds the weights, not only the config
+    logged = [f.path for f in client.list_artifacts(runs["fp8-kv"].info.run_id, "checkpoint")]
+    assert "checkpoint/model.safetensors" in logged
     assert client.get_model_version_by_alias("demo-cpu-fp8-kv", "candidate").version == versions[0].version
