@@ -102,3 +102,19 @@ def test_runs_are_live_in_the_environments_mlflow_and_a_second_gate_adds_no_vers
     logged = [f.path for f in client.list_artifacts(runs["fp8-kv"].info.run_id, "checkpoint")]
     assert "checkpoint/model.safetensors" in logged
     assert client.get_model_version_by_alias("demo-cpu-fp8-kv", "candidate").version == versions[0].version
+
+
+def test_a_server_that_is_down_at_the_start_leaves_the_run_to_suite_sync(demo_recipe_copy, tmp_path, monkeypatch):
+    """Offline first with the live hook: nothing answers at MLFLOW_TRACKING_URI, the run completes and keeps its
+    results for `suite sync` (summary.json says why), with no error from the live logging."""
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    timed_stages(tmp_path, monkeypatch, seconds=0.1)
+    tasks = [{"name": "suite_mmlu", "limit": 1, "num_fewshot": 0}]
+    summary = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None, eval__tasks=tasks)),
+                      track=True)
+    assert summary.tracking is None and "unreachable" in summary.tracking_pending
+    assert all(v.evaluate is not None for v in summary.variants)
+    assert not [w for w in summary.warnings if "MLflow live logging" in w]
