@@ -1,5 +1,9 @@
 """Track stage: a finished run's summary -> MLflow (one parent run, one nested run per variant).
 
+A run that tracks opens these runs when it starts (``suite.outputs.mlflow_live``: RUNNING, each stage's metrics as
+it ends); this module then finds them by their run folder tag, logs the summary into them and closes them. Where
+they go: ``suite.outputs.tracking_target`` (the recipe, then MLflow's environment, then the local default).
+
 Uses ``MlflowClient`` with explicit run ids (never the fluent "active run"). Params are written once,
 at creation; metrics go through ``log_batch`` within MLflow's limits; every run is closed with
 ``set_terminated`` (FAILED if logging broke half-way). The default store is a SQLite file in the
