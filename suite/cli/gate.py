@@ -52,13 +52,15 @@ def cmd_gate(args) -> int:
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
         return EXIT_BAD_INPUT
     if summary.tracking and not args.no_record:
-        from suite.outputs.mlflow import record_gate
+        from suite.outputs.mlflow_registry import record_gate
 
         try:
             rec = record_gate(summary, result, policy=args.policy or getattr(args, "recipe", None) or "recipe",
                               policy_sha256=policy_sha, looser=looser)
             for name, version in rec.registered:
-                print(f"registered {name} version {version} as 'candidate' ({summary.tracking.uri})")
+                again = (name, version) in (rec.reused or [])  # the same checkpoint key: no new version
+                print(f"{'already registered' if again else 'registered'} {name} version {version} as 'candidate' "
+                      f"({summary.tracking.uri})")
         except Exception as e:  # noqa: BLE001 - the verdict stands even when MLflow is unreachable
             print(f"warning: gate verdict not recorded in MLflow: {type(e).__name__}: {e}", file=sys.stderr)
     for c in result.checks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_OK
@@ -24,7 +25,15 @@ def cmd_validate(args) -> int:
         if vllm_platform() == "cpu":  # a GPU machine runs the CUDA build, whose arguments and defaults differ
             print("  this machine's vLLM is the CPU build: the CUDA build a GPU machine runs was not consulted "
                   "(its EngineArgs, defaults and kernels may differ); validate there before a GPU run")
+    print(_tracking_line(loaded, loaded.resolve(r.output_dir)))
     return EXIT_OK
+
+
+def _tracking_line(loaded, out_root: Path) -> str:
+    """Where a run of the recipe would be logged (recipe, then MLflow's environment, then the local default)."""
+    from suite.outputs.tracking_target import target
+
+    return target(loaded.recipe, out_root).describe()
 
 
 
@@ -38,6 +47,7 @@ def cmd_plan(args) -> int:
         loaded = with_executor(loaded, args.executor)
     out = Path(args.out) if args.out else loaded.resolve(loaded.recipe.output_dir)
     plan = make_plan(loaded, out / "<run>", out / "checkpoints")
+    print(_tracking_line(loaded, out), file=sys.stderr)  # stdout stays the plan's JSON (or the DAG)
     if getattr(args, "jobs", False):
         from suite.cli.render import print_dag
 

@@ -26,12 +26,10 @@ def start_lines(run_dir: Path, recipe, track: bool) -> list[str]:
     if logs:
         lines += ["logs (tail -f to follow):", *logs]
     if track and recipe is not None:
-        # MLflow's run is made when the run ends today; a ("run", "", "tracking", URL) event prints its URL
-        from suite.outputs.mlflow import default_uri
+        # the runs are created next (RUNNING); a ("run", "", "tracking", URL) event then prints the parent run's URL
+        from suite.outputs.tracking_target import target
 
-        uri = recipe.tracking.uri or default_uri(run_dir.parent)
-        lines.append(f"mlflow: {uri} experiment {recipe.tracking.experiment or recipe.name!r} "
-                     "(logged as the run ends)")
+        lines.append("mlflow: " + target(recipe, run_dir.parent).describe().removeprefix("tracking: "))
     return lines
 
 

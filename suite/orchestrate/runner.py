@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable
 
 from suite.analysis import summary as summaries
 from suite.runtime import envs
-from suite.orchestrate import jobs, rundir
+from suite.orchestrate import jobs, rundir, tracking
 from suite.outputs.publish import now, publish
 from suite.stages.evaluate import preflight
 
@@ -107,11 +107,18 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
                                 "(no longer running here); results its stages may still write are refused")
     from suite.orchestrate.progress import watching
 
-    with watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
-        totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock, report,
-                          watch)
-    summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
-    publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report)
+    live = tracking.live(summary, loaded, run_dir, out_root, on=track and resume is None)  # MLflow runs RUNNING now
+    if live.url:
+        report("run", "", "tracking", live.url)
+    try:
+        with watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
+            totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock,
+                              live.hear(report), watch)
+        summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
+        publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report, end_times=live.end_ms)
+    except BaseException:
+        live.abort()
+        raise
     return summary
 
 

@@ -1,5 +1,9 @@
 """Track stage: a finished run's summary -> MLflow (one parent run, one nested run per variant).
 
+A run that tracks opens these runs when it starts (``suite.outputs.mlflow_live``: RUNNING, each stage's metrics as
+it ends); this module then finds them by their run folder tag, logs the summary into them and closes them. Where
+they go: ``suite.outputs.tracking_target`` (the recipe, then MLflow's environment, then the local default).
+
 Uses ``MlflowClient`` with explicit run ids (never the fluent "active run"). Params are written once,
 at creation; metrics go through ``log_batch`` within MLflow's limits; every run is closed with
 ``set_terminated`` (FAILED if logging broke half-way). The default store is a SQLite file in the
@@ -22,15 +26,15 @@ parent is closed FINISHED.
 from __future__ import annotations
 
 import json
-import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.records.summary import RunSummary, TrackingInfo, VariantSummary
 from suite.analysis.summary import metric_name
 from suite.outputs.gpu_series import gpu_series, monitor_files
 from suite.outputs.mlflow_files import OUTPUT_PNGS, variant_artifacts
+from suite.outputs import tracking_target
 from suite.outputs.mlflow_http import bound_http_calls, refusal_status, unreachable
 
 MAX_PARAMS_PER_BATCH = 100
@@ -44,6 +48,7 @@ class TrackConfig:
     experiment: str
     artifact_root: Path | None = None  # for a local store: where artifacts go
     resumed: bool = False  # a `suite run --resume`: variants whose runs FAILED before are logged again
+    end_times: dict[str, int] = field(default_factory=dict)  # variant -> its last stage's end (ms): its run's end_time
 
 
 @dataclass
@@ -100,7 +105,7 @@ def find_logged(client, config: "TrackConfig", exp_id: str) -> TrackingInfo | No
 
 
 def default_uri(out_root: Path) -> str:
-    return f"sqlite:///{(out_root / 'mlflow.db').resolve()}"
+    return tracking_target.default_uri(out_root)
 
 
 def _params(d: dict, prefix: str = "") -> dict[str, str]:
@@ -115,7 +120,73 @@ def _params(d: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str]:
+def client_for(uri: str):
+    """An ``MlflowClient`` of ``uri``, its HTTP calls bounded."""
+    from mlflow.tracking import MlflowClient
+
+    bound_http_calls()
+    return MlflowClient(tracking_uri=uri)
+
+
+def open_store(config: "TrackConfig"):
+    """(MlflowClient, experiment id) of ``config``'s store, the experiment created when missing."""
+    client = client_for(config.uri)
+    exp = client.get_experiment_by_name(config.experiment)
+    if exp is not None:
+        return client, exp.experiment_id
+    location = config.artifact_root.resolve().as_uri() if config.artifact_root else None
+    return client, client.create_experiment(config.experiment, artifact_location=location)
+
+
+def create_parent(client, exp_id: str, s: RunSummary, start_time: int | None = None) -> str:
+    return client.create_run(exp_id, run_name=Path(s.run_dir).name, start_time=start_time,
+                             tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
+                                   "suite.version": s.suite_version, "suite.platform": s.platform}).info.run_id
+
+
+def create_child(client, exp_id: str, parent_id: str, s: RunSummary, v: VariantSummary, start_time: int | None = None) -> str:
+    return client.create_run(exp_id, run_name=v.name, start_time=start_time, tags={
+        "mlflow.parentRunId": parent_id, "suite.recipe": s.recipe_name, "suite.variant": v.name,
+        "suite.baseline": str(v.is_baseline).lower()}).info.run_id
+
+
+def task_params(recipe: dict) -> dict[str, object]:
+    """Each task's shots and row limit as the recipe sets them (the task's own default: "default")."""
+    ev = recipe.get("eval") or {}
+
+    def shown(v):  # a row count is stored as a float (8.0): written 8; a fraction stays 0.5
+        return "default" if v is None else int(v) if isinstance(v, float) and v.is_integer() and v >= 1 else v
+    return {f"eval.{t['name']}.{k}": shown(t.get(k, ev.get(k))) for t in ev.get("tasks") or []
+            for k in ("num_fewshot", "limit")}
+
+
+def log_datasets(client, run_id: str, datasets: list[tuple[str, str, str]]) -> None:
+    """(name, source folder, digest) of each task's data as MLflow datasets of ``run_id`` (context "eval")."""
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    import warnings
+
+    with warnings.catch_warnings():  # a local folder "can be interpreted" as two equal LocalArtifactDatasetSources
+        warnings.simplefilter("ignore", UserWarning)
+        inputs = [DatasetInput(MetaDataset(resolve_dataset_source(src), name=name, digest=digest)._to_mlflow_entity(),
+                               tags=[InputTag("mlflow.data.context", "eval")]) for name, src, digest in datasets]
+    if inputs:
+        client.log_inputs(run_id, datasets=inputs)
+
+
+def log_now(client, run_id: str, metrics: dict[str, float], tags: dict[str, str], ts_ms: int) -> None:
+    from mlflow.entities import Metric, RunTag
+
+    items = [Metric(k, float(v), ts_ms, 0) for k, v in metrics.items()]
+    for i in range(0, len(items), MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=items[i:i + MAX_METRICS_PER_BATCH])
+    if tags:
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def variant_params(v: VariantSummary, versions: dict[str, str], recipe: dict | None = None) -> dict[str, str]:
     p = {"variant": v.name, "baseline": v.is_baseline, "scheme": v.scheme or "none",
          "kv_cache": v.kv_cache or "none", "kv_cache_dtype": v.kv_cache_dtype, "model_path": v.model_path}
     p.update({f"engine.{k}": val for k, val in v.engine_args.items()})
@@ -132,6 +203,9 @@ def variant_params(v: VariantSummary, versions: dict[str, str]) -> dict[str, str
         if v.kv_scales_auto:
             p["kv.scales_auto"] = True
     p.update({f"version.{k}": val for k, val in versions.items()})
+    spec = next((x for x in [(recipe or {}).get("baseline") or {}, *((recipe or {}).get("variants") or [])]
+                 if x.get("name") == v.name), {})
+    p.update({f"quantization.{k}": val for k, val in (spec.get("quantization") or {}).items()})  # calibration settings
     p.update({f"tokenizer.{k}": val for k, val in v.tokenizer.items() if k in
               ("bos_token", "encodes_bos", "add_bos_token", "chat_template_sha256")})
     return _params(p)
@@ -192,17 +266,8 @@ def variant_tags(v: VariantSummary) -> dict[str, str]:
 
 def run(config: TrackConfig) -> TrackResult:
     start = time.perf_counter()
-    from mlflow.tracking import MlflowClient
-
     s = config.summary
-    bound_http_calls()
-    client = MlflowClient(tracking_uri=config.uri)
-    exp = client.get_experiment_by_name(config.experiment)
-    if exp is None:
-        location = config.artifact_root.resolve().as_uri() if config.artifact_root else None
-        exp_id = client.create_experiment(config.experiment, artifact_location=location)
-    else:
-        exp_id = exp.experiment_id
+    client, exp_id = open_store(config)
     logged = find_logged(client, config, exp_id)
     relog = config.resumed
     if logged is not None:
@@ -227,15 +292,12 @@ def run(config: TrackConfig) -> TrackResult:
                 client.set_tag(r.info.run_id, "suite.superseded", "true")
         resumable = {k: r for k, r in kids.items() if k not in done and r.info.status != "FAILED"}
     else:
-        parent = client.create_run(exp_id, run_name=Path(s.run_dir).name,
-                                   tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
-                                         "suite.version": s.suite_version, "suite.platform": s.platform})
-        pid, done, resumable = parent.info.run_id, {}, {}
+        pid, done, resumable = create_parent(client, exp_id, s), {}, {}
     child_ids: dict[str, str] = {k: r.info.run_id for k, r in done.items()}
     status = "FAILED"
     try:
         params = _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
-                          "tasks": s.tasks, **{f"version.{k}": v for k, v in s.versions.items()},
+                          "tasks": s.tasks, **task_params(s.recipe), **{f"version.{k}": v for k, v in s.versions.items()},
                           **(s.cost.params() if s.cost else {})})
         had = client.get_run(pid).data.params if earlier else {}
         # MLflow params cannot change: a resumed run whose environment moved keeps the first values and
@@ -252,18 +314,18 @@ def run(config: TrackConfig) -> TrackResult:
             if v.name in resumable:
                 child_id = resumable[v.name].info.run_id
             else:
-                child_id = client.create_run(exp_id, run_name=v.name, tags={
-                    "mlflow.parentRunId": pid, "suite.recipe": s.recipe_name, "suite.variant": v.name,
-                    "suite.baseline": str(v.is_baseline).lower()}).info.run_id
+                child_id = create_child(client, exp_id, pid, s, v)
             child_ids[v.name] = child_id
-            _log(client, child_id, variant_params(v, s.versions), v.metrics, variant_tags(v))
+            had = client.get_run(child_id).data.params if v.name in resumable else {}  # a live run: same values
+            _log(client, child_id, {k: val for k, val in variant_params(v, s.versions, s.recipe).items() if k not in had},
+                 v.metrics, variant_tags(v))
             if s.cost is not None:  # the price behind its cost.* metrics, beside them
                 _log(client, child_id, s.cost.params(), {}, {})
             # the folder being logged, wherever it is now (a run folder copied from the GPU machine is synced here)
             _artifacts(client, child_id, variant_artifacts(v, config.summary_path.parent / "variants" / v.name))
             _tables(client, child_id, v)
             _system_metrics(client, child_id, v)
-            client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED")
+            client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED", end_time=config.end_times.get(v.name))
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
                             parent_run_id=pid, variant_run_ids=child_ids)
         import tempfile
@@ -287,84 +349,24 @@ def run(config: TrackConfig) -> TrackResult:
     return TrackResult(info=info, wall_s=time.perf_counter() - start)
 
 
-_NOT_IN_MODEL_NAMES = re.compile(r"[^A-Za-z0-9_\-./ ]")
-
-
-def registered_model_name(recipe: str, variant: str) -> str:
-    """The MLflow registered model of a recipe's variant: ``<recipe>-<variant>``, any character outside
-    letters, digits and ``_ - . / `` (and space) written as ``_`` (the names it has had since the first release)."""
-    return _NOT_IN_MODEL_NAMES.sub("_", f"{recipe}-{variant}".replace(",", ".").replace("@", "_at_"))
-
-
-@dataclass
-class GateRecord:
-    tagged_runs: list[str]
-    registered: list[tuple[str, str]]  # (registered model name, version) given the 'candidate' alias
-
-
-def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: str = "recipe",
-                policy_sha256: str | None = None, looser: list[str] | None = None) -> GateRecord:
-    """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` / ``gate.failed`` on the parent
-    and each variant run; when every gate passed, each quantized variant's checkpoint (its run's
-    ``checkpoint`` artifacts: config.json and provenance.json) becomes a new version of the registered
-    model ``<recipe>-<variant>`` with the alias ``candidate`` and the gate results as tags."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    info = summary.tracking
-    bound_http_calls()
-    client = MlflowClient(tracking_uri=info.uri)
-    verdict = "pass" if result.passed else "fail"
-    tagged, registered = [], []
-    policy_tags = {"gate.policy": policy, **({"gate.policy_sha256": policy_sha256} if policy_sha256 else {}),
-                   **({"gate.policy_looser_than_recipe": "; ".join(looser)[:5000]} if looser else {})}
-    client.set_tag(info.parent_run_id, "gate.result", verdict)
-    for k, val in policy_tags.items():  # which gates gave this verdict (a --policy replaces the recipe's)
-        client.set_tag(info.parent_run_id, k, val)
-    tagged.append(info.parent_run_id)
-    for v in summary.variants:
-        run_id = info.variant_run_ids.get(v.name)
-        checks = [c for c in result.checks if c.variant == v.name]
-        if not run_id or not checks:
-            continue
-        failed = [f"{c.gate}: {c.measured:.4g} vs {c.threshold:.4g}" for c in checks if not c.passed]
-        client.set_tag(run_id, "gate.result", "fail" if failed else "pass")
-        if failed:
-            client.set_tag(run_id, "gate.failed", "; ".join(failed)[:5000])
-        tagged.append(run_id)
-        if not result.passed or v.is_baseline or not v.quantize:
-            continue
-        name = registered_model_name(summary.recipe_name, v.name)
-        try:
-            client.create_registered_model(name, description=f"FP8 checkpoints of {summary.recipe_name} / {v.name}")
-        except MlflowException as e:
-            if "RESOURCE_ALREADY_EXISTS" not in str(e.error_code if hasattr(e, "error_code") else e):
-                raise
-        tags = {metric_name("gate", c.gate): f"{c.measured:.6g} (threshold {c.threshold:.6g})" for c in checks}
-        tags.update({"checkpoint_path": v.quantize.checkpoint, "checkpoint_key": v.quantize.key,
-                     "suite.run_dir": summary.run_dir, **policy_tags})
-        mv = client.create_model_version(name, f"runs:/{run_id}/checkpoint", run_id=run_id, tags=tags)
-        client.set_registered_model_alias(name, alias, mv.version)
-        registered.append((name, str(mv.version)))
-    return GateRecord(tagged, registered)
-
-
 def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
-                 resumed: bool = False) -> TrackConfig:
-    """Where and as what a run is logged: the recipe's tracking section, else the run root's own store."""
+                 resumed: bool = False, end_times: dict[str, int] | None = None) -> TrackConfig:
+    """Where and as what a run is logged (``suite.outputs.tracking_target``: ``uri``, the recipe's tracking section,
+    MLflow's environment, then the run root's own store)."""
     from suite.recipe import Recipe
 
-    r = Recipe.model_validate(summary.recipe)
-    uri = uri or r.tracking.uri or default_uri(out_root)
-    return TrackConfig(summary, summary_path, uri, r.tracking.experiment or r.name,
-                       artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None, resumed=resumed)
+    t = tracking_target.target(Recipe.model_validate(summary.recipe), out_root, uri)
+    uri = t.uri
+    return TrackConfig(summary, summary_path, uri, t.experiment,
+                       artifact_root=out_root / "mlartifacts" if uri.startswith("sqlite") else None, resumed=resumed,
+                       end_times=end_times or {})
 
 
 def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
-                  resumed: bool = False) -> str | None:
+                  resumed: bool = False, end_times: dict[str, int] | None = None) -> str | None:
     """Log the run to MLflow, or keep it pending in summary.json (``suite sync`` logs it later);
     ``resumed``: a ``suite run --resume``, whose variants that failed before are logged again."""
-    result, error = log_or_defer(track_config(summary, summary_path, out_root, uri, resumed))
+    result, error = log_or_defer(track_config(summary, summary_path, out_root, uri, resumed, end_times))
     if error:
         summary.tracking_pending = error
     elif result is not None:

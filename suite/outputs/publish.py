@@ -11,9 +11,11 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, report) -> None:
+def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, report,
+            end_times: dict[str, int] | None = None) -> None:
     """Write the run's outputs into ``run_dir`` and, with ``track``, log it to MLflow (or keep it pending
-    for ``suite sync``); ``report(stage, variant, event)`` hears about the tracking step."""
+    for ``suite sync``); ``report(stage, variant, event)`` hears about the tracking step; ``end_times``: each
+    variant's last stage's end (ms), its MLflow run's end_time."""
     from suite.outputs import frontier, mlflow
     from suite.outputs import report as reporting
 
@@ -33,7 +35,7 @@ def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, 
     if track:
         report("track", "mlflow", "start")
         t0 = time.perf_counter()
-        error = mlflow.track_summary(summary, summary_path, out_root, resumed=resumed)
+        error = mlflow.track_summary(summary, summary_path, out_root, resumed=resumed, end_times=end_times)
         summary.stage_wall_s["track"] = time.perf_counter() - t0
         summary.write(summary_path)
         report("track", "mlflow", "failed" if error else "ok")

@@ -171,10 +171,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "suite"
 
 
-def _probe_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+def with_suite_on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout first on PYTHONPATH, so another environment's interpreter runs this suite. An
+    installed wheel adds nothing: its "root" is a site-packages folder, which would put every package of this
+    environment ahead of the other one's own (the quantize environment pins another compressed-tensors); each
+    stage environment then has the suite installed itself."""
+    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "suite").is_dir():
+        env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def _probe_env() -> dict[str, str]:
+    return with_suite_on_path(dict(os.environ))
 
 
 def run_probe(python: str, kind: str, timeout_s: float = 300) -> object:
@@ -350,7 +358,6 @@ def stage_env(recipe_env: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k in _STAGE_CREDENTIALS_KEPT or not (_CREDENTIAL.search(k) or URL_PASSWORD.search(v))}
     env.update(recipe_env)
-    repo = str(REPO_ROOT)
-    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    with_suite_on_path(env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import yaml
 
-TASKS_DIR = Path(__file__).resolve().parents[3] / "tasks"
+from suite._data import folder as data_folder
+
+TASKS_DIR = data_folder("tasks")  # package data in a wheel, the top-level tasks/ in a checkout
 
 # Headline ("primary") metric per task family, as lm-eval reports it ("metric,filter").
 # Local tasks declare theirs in `metadata.suite_primary_metric`; standard lm-eval names use this table.

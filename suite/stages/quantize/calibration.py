@@ -25,7 +25,9 @@ from typing import Iterator, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-CALIBRATION_DIR = Path(__file__).resolve().parents[3] / "calibration"
+from suite._data import folder as data_folder
+
+CALIBRATION_DIR = data_folder("calibration")  # package data in a wheel, the top-level calibration/ in a checkout
 
 
 class CalibrationSet(BaseModel):
