@@ -57,8 +57,8 @@ def store(cache_dir: Path, key: str, result: EvaluateResult) -> EvaluateResult:
 def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], force: bool, lock=None,
                     python: str | None = None):
     """The evaluate stage through the cache: reuse a finished evaluation of the same thing (``vp``: its
-    ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``jobs.StageOutcome``."""
-    from suite.orchestrate.jobs import StageOutcome, run_stage
+    ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``stageproc.StageOutcome``."""
+    from suite.orchestrate.stageproc import StageOutcome, run_stage
     from suite.plan.keys import weights_fingerprint
 
     # a checkpoint is named by what made it (its key); its content hash says what it holds: a rebuild that

@@ -1,7 +1,7 @@
 """The kvcheck stage: per-layer FP8 KV scale check, KL per scale option, and the greedy kv_skip_layers: auto choice.
 
 Everything is a fake quant (quantize-dequantize to E4M3) in Hugging Face attention
-(``suite.stages.quantize.kvcheck``), on held-out text the calibration mixes do not contain (the first
+(``suite.stages.kvcheck.measure``), on held-out text the calibration mixes do not contain (the first
 ``max_tokens`` tokens of the first ``num_texts`` documents of ``tasks/data/longtext/docs.jsonl``).
 
 The flags are kvcheck's (its docstring states each threshold and why): clipping > 1e-4 of values,
@@ -69,7 +69,7 @@ def _kl_row(r) -> dict[str, float]:
 
 def sweep(model, model_dir: str, texts, option: str, num_layers: int, reference, max_tokens: int) -> list[dict]:
     """One layer's KV in FP8 at a time (every other layer BF16): {layer, kl, ppl, ppl_delta}, most harmful first."""
-    from suite.stages.quantize import kvcheck as kc
+    from suite.stages.kvcheck import measure as kc
 
     rows = []
     for layer in range(num_layers):
@@ -84,7 +84,7 @@ def greedy_skip(model, model_dir: str, texts, option: str, ranked: list[dict], k
                 max_layers: int, reference, max_tokens: int) -> tuple[list[int], float]:
     """The fewest top-ranked layers whose KV kept in BF16 brings the all-layer KL to ``target`` or below
     (at most ``max_layers``; the best reached when the target is not). Each step's KL is written into its row."""
-    from suite.stages.quantize import kvcheck as kc
+    from suite.stages.kvcheck import measure as kc
 
     kept: list[int] = []
     kl = kl_all
@@ -101,7 +101,7 @@ def greedy_skip(model, model_dir: str, texts, option: str, ranked: list[dict], k
 def run(config: KVCheckConfig) -> KVCheckResult:
     start = time.perf_counter()
     from suite.runtime.envs import package_versions
-    from suite.stages.quantize import kvcheck as kc
+    from suite.stages.kvcheck import measure as kc
 
     texts = read_texts(config.texts_file, config.num_texts)
     calibrated = kc.read_kv_scales(config.model)
