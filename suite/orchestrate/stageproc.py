@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from suite.runtime import envs, procs
 from suite.records.base import Record
-from suite.stages.registry import STAGES
+from suite.stages.registry import QUANTIZE_ENV, STAGES
 
 
 class StageOutcome(NamedTuple):
@@ -21,7 +21,7 @@ class StageOutcome(NamedTuple):
 
 def interpreter(stage: str) -> str:
     """The Python that runs ``stage``: its environment's (registry ``environment``)."""
-    return envs.quantize_python() if STAGES[stage].environment == "quantize" else envs.serve_python()
+    return envs.quantize_python() if STAGES[stage].environment == QUANTIZE_ENV else envs.serve_python()
 
 
 def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=None,
