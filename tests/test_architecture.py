@@ -82,7 +82,6 @@ STAGE_LITERALS_ALLOWED = {
     "plan/planner.py": (11, "per-stage config builders: to become a StageSpec config builder"),
     "orchestrate/runner.py": (5, "checkpoint reuse and resume branches: to use builds_checkpoint / constants"),
     "orchestrate/rundir.py": (3, "resume reconciliation: to use the registry's constants"),
-    "cli/sensitivity.py": (1, "the kvcheck config for `suite sensitivity --kv`: to use KVCHECK"),
 }
 
 

@@ -17,9 +17,12 @@ stops the greedy from chasing rounding noise when unit's KL is itself tiny.
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
+
+log = logging.getLogger(__name__)
 
 KVCHECK_OPTION = {"calibrated": "calibrated", "unit": "unit", "dynamic": "vllm-calc", "per-head": "per-head"}
 CHECKED_TENSORS = ("k", "v", "attn")  # Q is FP8 only on FlashAttention-3, at scale 1.0 for every option
@@ -135,6 +138,7 @@ def run(config: KVCheckConfig) -> KVCheckResult:
         raise ValueError(f"{config.model}: kv_scales auto has no option to choose from (candidates "
                          f"{config.candidates})")
     in_use = KVCHECK_OPTION[scales]
+    log.info("%s: KV scales %s%s; %s", config.model, scales, " (auto)" if auto else "", reason or "no candidates")
     skip = sorted(set(config.skip_layers))
     flagged = [r for r in rows if r.option == in_use and r.tensor in CHECKED_TENSORS and r.flags]
     tokens = int(kl[scales]["tokens"])
@@ -154,6 +158,7 @@ def run(config: KVCheckConfig) -> KVCheckResult:
         kl_with_skip = kc.kv_fake_quant_kl(config.model, texts, in_use, skip_layers=skip, model=model,
                                            reference=reference, max_tokens=config.max_tokens).kl
     flagged_layers = sorted({r.layer for r in flagged} - set(skip))
+    log.info("layers kept in BF16: %s; flagged: %s", skip or "none", flagged_layers or "none")
     return KVCheckResult(
         kv_scales=scales, kv_scales_auto=auto, option=in_use, options=options, num_layers=num_layers,
         num_texts=len(texts),
