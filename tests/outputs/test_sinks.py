@@ -51,3 +51,23 @@ def test_register_replaces_a_sink_of_the_same_name(toy_sink):
     n = len(sinks.SINKS)
     sinks.register(sinks.Sink("toy", lambda *a: None))
     assert len(sinks.SINKS) == n
+
+
+def test_tracked_publish_runs_the_mlflow_sink_after_summary_json(tmp_path, monkeypatch):
+    from suite.outputs import mlflow
+
+    calls = []
+
+    def fake_track(summary, summary_path, out_root, resumed=False):
+        calls.append((summary_path.is_file(), out_root, resumed))
+        summary.tracking_pending = "server down"
+        return "server down"
+
+    monkeypatch.setattr(mlflow, "track_summary", fake_track)
+    summary = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5}}, run_dir=str(tmp_path))
+    events = []
+    publish(summary, tmp_path, tmp_path / "out", track=True, resumed=True, report=lambda *e: events.append(e))
+    assert calls == [(True, tmp_path / "out", True)]  # summary.json was there when MLflow was asked
+    assert events == [("track", "mlflow", "start"), ("track", "mlflow", "failed")]
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert "track" in written["stage_wall_s"] and written["tracking_pending"] == "server down"
