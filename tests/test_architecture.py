@@ -63,3 +63,48 @@ def test_every_module_opens_with_a_line_that_says_what_it_is():
             blank_first_line.append(rel)
     assert not missing, f"modules without a docstring: {missing}"
     assert not blank_first_line, f"docstrings whose first line is blank: {blank_first_line}"
+
+
+# Issue 38: the stage registry (suite/stages/registry.py) is the only place a stage is described. Outside
+# suite/stages/, a stage is named by the registry's constants (QUANTIZE, EVALUATE, ...) and its properties are
+# read from its StageSpec, never by a string literal. What is left is listed here with its reason; this list
+# only shrinks (a file's count may not grow, and an entry that no longer matches must be removed).
+STAGE_NAMES = {"quantize", "kvcheck", "evaluate", "benchmark"}
+STAGE_LITERALS_ALLOWED = {
+    # runtime is below the stages: "quantize" names the llmcompressor environment in a Problem's field
+    "runtime/envs.py": (1, "the environment's name in a refusal; runtime cannot import the registry"),
+    # outputs may not import suite.stages (contract outputs-no-stages): the colours and the MLflow artifact
+    # folders are keyed by the stage names written in jobs.json and the run folder
+    "outputs/timeline.py": (4, "colour per stage; outputs may not import the registry (outputs-no-stages)"),
+    "outputs/mlflow_files.py": (7, "the benchmark folder's files in the MLflow layout (kept unchanged)"),
+    "plan/keys.py": (1, "the path of stages/evaluate/grouped.py, whose content is in the evaluation key"),
+    # files other engineers were rewriting at the time (issue 38 was split): constants to come
+    "plan/planner.py": (11, "per-stage config builders: to become a StageSpec config builder"),
+    "orchestrate/runner.py": (5, "checkpoint reuse and resume branches: to use builds_checkpoint / constants"),
+    "orchestrate/rundir.py": (3, "resume reconciliation: to use the registry's constants"),
+}
+
+
+def _stage_literals() -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for path in _modules():
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith("stages/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in STAGE_NAMES:
+                found.setdefault(rel, []).append(node.lineno)
+    return found
+
+
+def test_no_stage_name_literal_outside_the_stages():
+    found = _stage_literals()
+    problems = []
+    for rel, lines in sorted(found.items()):
+        allowed, _why = STAGE_LITERALS_ALLOWED.get(rel, (0, ""))
+        if len(lines) > allowed:
+            problems.append(f"suite/{rel}: {len(lines)} stage-name literal(s) (allowed {allowed}) at lines "
+                            f"{sorted(set(lines))}: use suite.stages.registry's constants or a StageSpec property")
+    problems += [f"suite/{rel}: listed in STAGE_LITERALS_ALLOWED but has none: remove the entry"
+                 for rel in STAGE_LITERALS_ALLOWED if rel not in found]
+    assert not problems, "\n".join(problems)

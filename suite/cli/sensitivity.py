@@ -8,6 +8,7 @@ from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 from suite.cli.render import _console, _wide_console
+from suite.stages.registry import KVCHECK
 
 
 def first_calibration_set(loaded, calib) -> str:
@@ -104,7 +105,7 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
     cfg = kvcheck_config(loaded, variant, vp.model_path, auto_skip=variant.kv_scales != "auto", sweep=True,
                          max_tokens=r.eval.kv_check_tokens if args.max_seq_length is None else args.max_seq_length,
                          num_texts=r.eval.kv_check_texts if args.samples is None else min(args.samples, 30))
-    res, wall = _run(f"KV sensitivity sweep of {variant.name} ({cfg.kv_scales}) in the quantize environment", "kvcheck",
+    res, wall = _run(f"KV sensitivity sweep of {variant.name} ({cfg.kv_scales}) in the quantize environment", KVCHECK,
                      cfg, out, r)
     if res is None:
         return EXIT_BAD_INPUT

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from suite.plan.keys import cache_key
 from suite.records.evaluate import EvaluateResult
+from suite.stages.registry import EVALUATE
 
 RESULT = "evaluate.result.json"
 
@@ -57,8 +58,8 @@ def store(cache_dir: Path, key: str, result: EvaluateResult) -> EvaluateResult:
 def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], force: bool, lock=None,
                     python: str | None = None):
     """The evaluate stage through the cache: reuse a finished evaluation of the same thing (``vp``: its
-    ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``jobs.StageOutcome``."""
-    from suite.orchestrate.jobs import StageOutcome, run_stage
+    ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``stageproc.StageOutcome``."""
+    from suite.orchestrate.stageproc import StageOutcome, run_stage
     from suite.plan.keys import weights_fingerprint
 
     # a checkpoint is named by what made it (its key); its content hash says what it holds: a rebuild that
@@ -68,7 +69,7 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     key = cache_key(vp.evaluate, identity, env=env)
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
-    outcome = run_stage("evaluate", vp.evaluate, vdir, env, lock, python)
+    outcome = run_stage(EVALUATE, vp.evaluate, vdir, env, lock, python)
     if outcome.result is not None:
         outcome = outcome._replace(result=store(cache_dir, key, outcome.result.model_copy(update={"cache_key": key})))
     return outcome

@@ -1,10 +1,12 @@
-"""After a run's last stage: frontier.png, report.html (with the gate's verdict), summary.json, then MLflow."""
+"""After a run's last stage: the registered output sinks (suite.outputs.sinks: timeline, frontier, report),
+summary.json, then the sinks that need it (MLflow)."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from suite.outputs.sinks import SINKS, PublishContext
 
 
 def now() -> str:
@@ -16,26 +18,14 @@ def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, 
     """Write the run's outputs into ``run_dir`` and, with ``track``, log it to MLflow (or keep it pending
     for ``suite sync``); ``report(stage, variant, event)`` hears about the tracking step; ``end_times``: each
     variant's last stage's end (ms), its MLflow run's end_time."""
-    from suite.outputs import frontier, mlflow
-    from suite.outputs import report as reporting
-
-    from suite.outputs import timeline
-
-    if timeline.write(run_dir / "jobs.json", run_dir / "timeline.png"):
-        summary.artifacts["timeline_png"] = str(run_dir / "timeline.png")
-    front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
-    if front.png:
-        summary.artifacts["frontier_png"] = str(front.png)
-    if getattr(front, "cost_png", None):
-        summary.artifacts["frontier_cost_png"] = str(front.cost_png)
-    summary.finished = now()
-    page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html", gate=reporting.recipe_verdict(summary)))
-    summary.artifacts["report_html"] = str(page.html)
-    summary_path = summary.write(run_dir / "summary.json")
-    if track:
-        report("track", "mlflow", "start")
-        t0 = time.perf_counter()
-        error = mlflow.track_summary(summary, summary_path, out_root, resumed=resumed, end_times=end_times)
-        summary.stage_wall_s["track"] = time.perf_counter() - t0
-        summary.write(summary_path)
-        report("track", "mlflow", "failed" if error else "ok")
+    ctx = PublishContext(out_root=out_root, track=track, resumed=resumed, report=report, end_times=end_times)
+    sinks = [s for s in SINKS if track or not s.tracking]
+    summary.finished = now()  # the report shows it
+    for sink in sinks:
+        if not sink.after_summary:
+            sink.write(summary, run_dir, ctx)
+    ctx.summary_path = summary.write(run_dir / "summary.json")
+    for sink in sinks:
+        if sink.after_summary:
+            sink.write(summary, run_dir, ctx)
+            summary.write(ctx.summary_path)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from suite.recipe.executor import ExecutorSpec
 from suite.runtime.engine.parallel import parallel_size
+from suite.stages.registry import EVALUATE, STAGES
 
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's EngineArgs default
 PUBLISH = "publish"
@@ -67,7 +68,7 @@ class Job:
 def resources(stage: str, config, executor: ExecutorSpec) -> Resources:
     gpus = parallel_size(config.engine.engine_args) if hasattr(config, "engine") else 1
     share = executor.gpu_fraction.get(stage, 1.0) if gpus == 1 else 1.0
-    return Resources(gpus=gpus, gpu_share=share, exclusive=stage == "benchmark", cpus=executor.cpus_per_job,
+    return Resources(gpus=gpus, gpu_share=share, exclusive=not STAGES[stage].shares_gpu, cpus=executor.cpus_per_job,
                      memory_gb=executor.memory_gb)
 
 
@@ -75,7 +76,7 @@ def share_gpus(plan, executor: ExecutorSpec) -> None:
     """Give each evaluation engine that shares a GPU the matching ``gpu_memory_utilization``: its share
     times the recipe's own value (vLLM's 0.9 when the recipe sets none), so that the engines on one GPU
     fit in it together. Changes the plan's configs in place."""
-    share = executor.gpu_fraction.get("evaluate")
+    share = executor.gpu_fraction.get(EVALUATE)
     if not share or share >= 1.0:
         return
     for vp in plan.variants:
@@ -102,11 +103,12 @@ def build(plan, executor: ExecutorSpec) -> list[Job]:
                 continue
             name = vp.variant.name
             deps: list[str] = []
-            if stage == "quantize":
-                if (other := first_builder.setdefault(vp.model_path, f"quantize:{name}")) != f"quantize:{name}":
+            if STAGES[stage].builds_checkpoint:
+                if (other := first_builder.setdefault(vp.model_path, f"{stage}:{name}")) != f"{stage}:{name}":
                     deps.append(other)
             else:
-                deps += [f"{s}:{name}" for s in ("quantize", "kvcheck") if s != stage and vp.config(s) is not None
+                deps += [f"{s}:{name}" for s in RUN_ORDER if STAGES[s].prerequisite and s != stage
+                         and vp.config(s) is not None
                          and RUN_ORDER.index(s) < RUN_ORDER.index(stage)]
             jobs.append(Job(stage, name, tuple(deps), resources(stage, cfg, executor)))
     jobs.append(Job(PUBLISH, "*", tuple(j.id for j in jobs), Resources(gpus=0, cpus=1)))

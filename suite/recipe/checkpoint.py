@@ -114,7 +114,7 @@ def model_path(loaded, spec) -> str:
     """A variant's ``model`` (CheckpointSpec) as the engine is given it: an absolute folder for a local checkpoint
     (a path by its form, or an org/name that is a folder beside the recipe, as for the recipe's model), else the
     hub id."""
-    from suite.recipe.load import is_local_model
+    from suite.recipe.loaded import is_local_model
 
     local = is_local_model(spec.id) or loaded.resolve(spec.id).is_dir()
     return str(loaded.resolve(spec.id)) if local else spec.id

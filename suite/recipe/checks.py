@@ -6,7 +6,7 @@ import math
 import tempfile
 
 from suite.runtime.errors import Problem, SuiteError
-from suite.recipe.load import LoadedRecipe
+from suite.recipe.loaded import LoadedRecipe
 
 
 PERPLEXITY_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")  # = suite.analysis.paired.PPL_METRICS

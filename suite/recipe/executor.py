@@ -17,8 +17,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import Strict, bad
+from suite.stages.registry import STAGES
 
-SHAREABLE_STAGES = ("quantize", "kvcheck", "evaluate")
+SHAREABLE_STAGES = tuple(name for name, s in STAGES.items() if s.in_run and s.shares_gpu)
 
 
 class ExecutorSpec(Strict):
@@ -50,8 +51,8 @@ class ExecutorSpec(Strict):
     @classmethod
     def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
         for stage, f in v.items():
-            if stage == "benchmark":
-                raise bad("executor.gpu_fraction.benchmark: the benchmark never shares a GPU (serving speed "
+            if stage in STAGES and STAGES[stage].in_run and not STAGES[stage].shares_gpu:
+                raise bad(f"executor.gpu_fraction.{stage}: the {stage} never shares a GPU (serving speed "
                           "measured beside another engine is not the GPU's speed)", "remove it")
             if stage not in SHAREABLE_STAGES:
                 raise bad(f"executor.gpu_fraction.{stage}: no such stage", f"use one of {', '.join(SHAREABLE_STAGES)}")

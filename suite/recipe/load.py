@@ -2,49 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Annotated, Any, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe.schema import GateSpec, Recipe
-
-
-class LoadedRecipe(BaseModel):
-    """A validated recipe and where it came from."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-    recipe: Recipe
-    path: Path
-    text: str
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
-
-    def resolve(self, rel: str) -> Path:
-        p = Path(rel).expanduser()
-        return p if p.is_absolute() else (self.path.parent / p).resolve()
-
-    def model_is_local(self) -> bool:
-        """A folder: a path by its form (./, /, ~, or not org/name), or an org/name that is a folder beside the
-        recipe (``models/my-finetune``: as transformers would, the folder wins over a hub id of that name; before,
-        it was keyed as a hub id, by its name alone, and a rewritten fine-tune kept its checkpoints)."""
-        m = self.recipe.model.id
-        return is_local_model(m) or self.resolve(m).is_dir()
-
-    def model_path(self) -> str:
-        """Local folder (absolute) for a local model; the hub id unchanged otherwise."""
-        m = self.recipe.model.id
-        return str(self.resolve(m)) if self.model_is_local() else m
-
-
-def is_local_model(model_id: str) -> bool:
-    return model_id.startswith((".", "/", "~")) or not re.fullmatch(r"[\w.-]+/[\w.-]+", model_id)
+from suite.recipe.loaded import LoadedRecipe, is_local_model  # noqa: F401  (re-exported)
 
 
 def _strip(t):

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from pydantic import Field
 
 from suite.records.base import Record
+
+# an E4M3 value's largest relative rounding error (half its 3-bit mantissa's ulp)
+FP8_E4M3_MAX_REL_ROUNDING = 2.0 ** -4
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_clipped_frac: float = 1e-4
+    max_rel_err: float = FP8_E4M3_MAX_REL_ROUNDING
+    max_rel_err_vs_median: float = 2.0
+    max_bias_vs_median: float = 8.0
+    max_attn_err_vs_dynamic: float = 1.5
 
 
 class KVCheckConfig(Record):
@@ -30,7 +43,7 @@ class KVCheckResult(Record):
     kv_scales: str = Field(description="the recipe scale option checked (the one the variant serves with; "
                            "with kv_scales: auto, the one chosen)")
     kv_scales_auto: bool = Field(False, description="kv_scales: auto: kv_scales is the choice (= recommended)")
-    option: str = Field(description="the kvcheck option that simulates it (suite.stages.quantize.kvcheck)")
+    option: str = Field(description="the kvcheck option that simulates it (suite.stages.kvcheck.measure)")
     options: list[str] = Field(description="kvcheck options measured (dynamic: the ideal per-tensor reference)")
     num_layers: int
     num_texts: int

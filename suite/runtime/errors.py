@@ -32,3 +32,19 @@ class SuiteError(Exception):
     def __init__(self, problems: list[Problem] | Problem):
         self.problems = problems if isinstance(problems, list) else [problems]
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+# What each exit code means, in one place: `suite --help` prints exit_codes_text(). A code defined above
+# (e.g. EXIT_INCONCLUSIVE) is listed once its meaning is added here.
+EXIT_MEANINGS: dict[str, str] = {
+    "EXIT_OK": "ok",
+    "EXIT_GATE_FAILED": "a gate failed",
+    "EXIT_BAD_INPUT": "bad input or environment",
+    "EXIT_INCONCLUSIVE": "a gate could not decide (inconclusive)",
+}
+
+
+def exit_codes_text() -> str:
+    codes = globals()
+    known = sorted((codes[name], meaning) for name, meaning in EXIT_MEANINGS.items() if name in codes)
+    return "exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning in known)

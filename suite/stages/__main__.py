@@ -6,8 +6,27 @@ quantize stage lives in a different environment). The parent never imports vLLM,
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
+
+LOG_FORMAT = "%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
+
+
+def setup_logging(stage: str, stream=None) -> logging.Handler:
+    """The stage process's one logging handler: the ``suite`` logger's records (a stage module logs through
+    ``logging.getLogger(__name__)``) go to stderr, which is the stage's log file, with the time and the stage's
+    name. Only the ``suite`` logger: vLLM's, lm-eval's and transformers' own logging is left as it is."""
+    logger = logging.getLogger("suite")
+    for old in [h for h in logger.handlers if getattr(h, "suite_stage_handler", False)]:
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT.format(stage=stage), datefmt="%H:%M:%S"))
+    handler.suite_stage_handler = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return handler
 
 
 def main(argv: list[str]) -> int:
@@ -18,6 +37,7 @@ def main(argv: list[str]) -> int:
         return 2
     name, cfg_path, out_path = argv
     spec = STAGES[name]
+    setup_logging(name)
     _start_sampling(stacks_path(Path(out_path)))
     _start_progress(Path(out_path))
     try:

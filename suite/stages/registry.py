@@ -20,6 +20,15 @@ from suite.records.quantize import QuantizeConfig, QuantizeResult, SensitivityCo
 from suite.records.base import Record
 
 Environment = Literal["quantize", "serve"]
+QUANTIZE_ENV: Environment = "quantize"  # llmcompressor
+SERVE_ENV: Environment = "serve"        # vLLM and lm-eval
+
+# the stages' names: code outside suite/stages/ names a stage by these constants (tests/test_architecture.py)
+QUANTIZE = "quantize"
+KVCHECK = "kvcheck"
+EVALUATE = "evaluate"
+BENCHMARK = "benchmark"
+SENSITIVITY = "sensitivity"
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,11 @@ class StageSpec:
     # the interpreter's teardown: on the H200 that teardown aborted every evaluate process (vLLM's engine threads,
     # 'terminate called without an active exception', exit -6) after its result was written. None: a normal exit.
     close: str | None = None
+    # properties the planner, DAG, executors and recipe checks read instead of branching on a stage's name:
+    builds_checkpoint: bool = False  # its job makes the variant's model folder (jobs on one folder wait for the first)
+    prerequisite: bool = False  # the variant's later stages wait for it (a checkpoint, a choice they read)
+    shares_gpu: bool = True  # executor.gpu_fraction may give its jobs part of a GPU (False: the GPU is its alone)
+    output_dirs: tuple[str, ...] = ()  # folders it writes in the variant folder, removed before it runs again
 
     def load_entry(self):
         """The stage's function (imports its module: call this only inside the stage's own process)."""
@@ -55,12 +69,15 @@ class StageSpec:
 
 
 STAGES: dict[str, StageSpec] = {s.name: s for s in (
-    StageSpec("quantize", QuantizeConfig, QuantizeResult, "quantize", "suite.stages.quantize.stage:run"),
-    StageSpec("kvcheck", KVCheckConfig, KVCheckResult, "quantize", "suite.stages.kvcheck.stage:run"),
-    StageSpec("evaluate", EvaluateConfig, EvaluateResult, "serve", "suite.stages.evaluate.stage:run",
-              close="suite.stages.evaluate.stage:close"),
-    StageSpec("benchmark", BenchmarkConfig, BenchmarkResult, "serve", "suite.stages.benchmark.stage:run"),
-    StageSpec("sensitivity", SensitivityConfig, SensitivityResult, "quantize", "suite.stages.quantize.sensitivity:run",
+    StageSpec(QUANTIZE, QuantizeConfig, QuantizeResult, QUANTIZE_ENV, "suite.stages.quantize.stage:run",
+              builds_checkpoint=True, prerequisite=True),
+    StageSpec(KVCHECK, KVCheckConfig, KVCheckResult, QUANTIZE_ENV, "suite.stages.kvcheck.stage:run",
+              prerequisite=True),
+    StageSpec(EVALUATE, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
+              close="suite.stages.evaluate.stage:close", output_dirs=("evaluate",)),
+    StageSpec(BENCHMARK, BenchmarkConfig, BenchmarkResult, SERVE_ENV, "suite.stages.benchmark.stage:run",
+              shares_gpu=False, output_dirs=("benchmark",)),
+    StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",
               in_run=False),
 )}
 # the order of a run's jobs: every quantize job first (all checkpoints exist before any is served), then the

@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from suite.stages.registry import STAGES
+
 if TYPE_CHECKING:
     from suite.orchestrate.jobs import StageOutcome
     from suite.plan.dag import Job
 
 # a stage's outputs in its variant folder, removed before a job runs again after a lost worker
-STAGE_OUTPUTS = {"evaluate": ("evaluate",), "benchmark": ("benchmark",), "kvcheck": (), "quantize": ()}
+STAGE_OUTPUTS = {name: s.output_dirs for name, s in STAGES.items() if s.in_run}  # the registry's output_dirs
 
 
 @dataclass

@@ -89,7 +89,7 @@ def _engine_args_answer() -> dict:
     import dataclasses
     import typing
 
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     from vllm.engine.arg_utils import EngineArgs

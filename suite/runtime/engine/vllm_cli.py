@@ -16,7 +16,7 @@ processes vLLM spawns from this module (API servers, the engine core) get them t
 
 import sys
 
-from suite.runtime.envs import install_vllm_version_alias
+from suite.runtime.vllm_alias import install_vllm_version_alias
 
 
 def keep_api_key_out_of_compile_cache_key() -> None:

@@ -69,7 +69,7 @@ def preflight_tokenizers(variants) -> list[str]:
 
 def run(variants) -> list[str]:
     """The whole pre-flight, once every checkpoint exists and before any evaluation: tokenizers against
-    the baseline's, then FP8 KV caches on models whose k/v biases stand out (suite.stages.quantize.kvbias)."""
-    from suite.stages.quantize.kvbias import preflight_kv
+    the baseline's, then FP8 KV caches on models whose k/v biases stand out (suite.runtime.kvbias)."""
+    from suite.runtime.kvbias import preflight_kv
 
     return preflight_tokenizers(variants) + preflight_kv(variants)

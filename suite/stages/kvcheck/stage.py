@@ -1,7 +1,7 @@
 """The kvcheck stage: per-layer FP8 KV scale check, KL per scale option, and the greedy kv_skip_layers: auto choice.
 
 Everything is a fake quant (quantize-dequantize to E4M3) in Hugging Face attention
-(``suite.stages.quantize.kvcheck``), on held-out text the calibration mixes do not contain (the first
+(``suite.stages.kvcheck.measure``), on held-out text the calibration mixes do not contain (the first
 ``max_tokens`` tokens of the first ``num_texts`` documents of ``tasks/data/longtext/docs.jsonl``).
 
 The flags are kvcheck's (its docstring states each threshold and why): clipping > 1e-4 of values,
@@ -17,9 +17,12 @@ stops the greedy from chasing rounding noise when unit's KL is itself tiny.
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
+
+log = logging.getLogger(__name__)
 
 KVCHECK_OPTION = {"calibrated": "calibrated", "unit": "unit", "dynamic": "vllm-calc", "per-head": "per-head"}
 CHECKED_TENSORS = ("k", "v", "attn")  # Q is FP8 only on FlashAttention-3, at scale 1.0 for every option
@@ -69,7 +72,7 @@ def _kl_row(r) -> dict[str, float]:
 
 def sweep(model, model_dir: str, texts, option: str, num_layers: int, reference, max_tokens: int) -> list[dict]:
     """One layer's KV in FP8 at a time (every other layer BF16): {layer, kl, ppl, ppl_delta}, most harmful first."""
-    from suite.stages.quantize import kvcheck as kc
+    from suite.stages.kvcheck import measure as kc
 
     rows = []
     for layer in range(num_layers):
@@ -84,7 +87,7 @@ def greedy_skip(model, model_dir: str, texts, option: str, ranked: list[dict], k
                 max_layers: int, reference, max_tokens: int) -> tuple[list[int], float]:
     """The fewest top-ranked layers whose KV kept in BF16 brings the all-layer KL to ``target`` or below
     (at most ``max_layers``; the best reached when the target is not). Each step's KL is written into its row."""
-    from suite.stages.quantize import kvcheck as kc
+    from suite.stages.kvcheck import measure as kc
 
     kept: list[int] = []
     kl = kl_all
@@ -101,7 +104,7 @@ def greedy_skip(model, model_dir: str, texts, option: str, ranked: list[dict], k
 def run(config: KVCheckConfig) -> KVCheckResult:
     start = time.perf_counter()
     from suite.runtime.envs import package_versions
-    from suite.stages.quantize import kvcheck as kc
+    from suite.stages.kvcheck import measure as kc
 
     texts = read_texts(config.texts_file, config.num_texts)
     calibrated = kc.read_kv_scales(config.model)
@@ -135,6 +138,7 @@ def run(config: KVCheckConfig) -> KVCheckResult:
         raise ValueError(f"{config.model}: kv_scales auto has no option to choose from (candidates "
                          f"{config.candidates})")
     in_use = KVCHECK_OPTION[scales]
+    log.info("%s: KV scales %s%s; %s", config.model, scales, " (auto)" if auto else "", reason or "no candidates")
     skip = sorted(set(config.skip_layers))
     flagged = [r for r in rows if r.option == in_use and r.tensor in CHECKED_TENSORS and r.flags]
     tokens = int(kl[scales]["tokens"])
@@ -154,6 +158,7 @@ def run(config: KVCheckConfig) -> KVCheckResult:
         kl_with_skip = kc.kv_fake_quant_kl(config.model, texts, in_use, skip_layers=skip, model=model,
                                            reference=reference, max_tokens=config.max_tokens).kl
     flagged_layers = sorted({r.layer for r in flagged} - set(skip))
+    log.info("layers kept in BF16: %s; flagged: %s", skip or "none", flagged_layers or "none")
     return KVCheckResult(
         kv_scales=scales, kv_scales_auto=auto, option=in_use, options=options, num_layers=num_layers,
         num_texts=len(texts),

@@ -11,6 +11,7 @@ uses scale 1.0 when they are missing).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import resource
@@ -23,6 +24,7 @@ from pathlib import Path
 from suite.records.quantize import QuantizeConfig, QuantizeResult
 
 COMPLETE_MARK = ".complete"
+log = logging.getLogger(__name__)
 KV_CACHE_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
 
 
@@ -30,6 +32,7 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     final = Path(config.checkpoint_dir)
     if is_complete(final):
         cached = QuantizeResult.read(final / "quantize_result.json")
+        log.info("checkpoint %s is complete: reused", final)
         return cached.model_copy(update={"cache_hit": True, "wall_s": 0.0, "calibration_s": 0.0})
 
     start = time.perf_counter()
@@ -118,7 +121,9 @@ def _write_and_finalize(model, tokenizer, tmp: Path, final: Path, config: Quanti
     (tmp / COMPLETE_MARK).write_text(config.key)
     if not finalize(tmp, final):  # another process finished the same checkpoint first: use it
         kept = QuantizeResult.read(final / "quantize_result.json")
+        log.info("checkpoint %s was finished by another process first: using it", final)
         return kept.model_copy(update={"cache_hit": True, "wall_s": result.wall_s, "calibration_s": calibration_s})
+    log.info("checkpoint %s written in %.1f s", final, result.wall_s)
     return result
 
 

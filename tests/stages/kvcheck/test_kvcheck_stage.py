@@ -12,13 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("_kvt", Path(__file__).parents[1] / "quantize" / "test_kvcheck.py")
+_spec = importlib.util.spec_from_file_location("_kvt", Path(__file__).with_name("test_kvcheck_measure.py"))
 _kvt = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_kvt)
 
 
 def _checkpoint(tmp_path):
-    from suite.stages.quantize import kvcheck
+    from suite.stages.kvcheck import measure as kvcheck
 
     model_dir = _kvt._tiny_qwen2(tmp_path / "tiny")
     rows = kvcheck.kv_scale_report(model_dir, _kvt.TEXTS, options=["dynamic"])

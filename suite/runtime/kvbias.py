@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.stages.quantize.kvcheck import Thresholds
+from suite.records.kvcheck import Thresholds
 
 
 @dataclass

@@ -56,19 +56,10 @@ FP8_E4M3_MAX = 448.0
 FP8_E4M3_MIN_NORMAL = 2.0 ** -6
 # |x / scale| above this is clipped: values in (448, 464] round to 448 anyway (448 + half its ulp of 32)
 FP8_E4M3_CLIP = 464.0
-FP8_E4M3_MAX_REL_ROUNDING = 2.0 ** -4
+from suite.records.kvcheck import FP8_E4M3_MAX_REL_ROUNDING, Thresholds  # noqa: E402,F401  (ground floor: the parent reads them)
 SCALE_OPTIONS = ("calibrated", "unit", "dynamic", "per-head", "vllm-calc")
 VLLM_CALC_RANGE = {"q": 200.0, "k": 200.0, "v": 100.0}  # vLLM's Q/K/V_SCALE_CONSTANT
 HOOK_NAME = "suite_kvcheck"
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    max_clipped_frac: float = 1e-4
-    max_rel_err: float = FP8_E4M3_MAX_REL_ROUNDING
-    max_rel_err_vs_median: float = 2.0
-    max_bias_vs_median: float = 8.0
-    max_attn_err_vs_dynamic: float = 1.5
 
 
 class ClipStats(NamedTuple):

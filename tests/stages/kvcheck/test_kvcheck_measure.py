@@ -1,4 +1,4 @@
-"""suite.stages.quantize.kvcheck: the FP8 E4M3 KV scale check on tensors with known clipping/underflow, the bias
+"""suite.stages.kvcheck.measure (and suite.runtime.kvbias): the FP8 E4M3 KV scale check on tensors with known clipping/underflow, the bias
 pre-flight on a constructed safetensors file with one outlier bias, and the attention hook on a tiny
 random Qwen2 model (K seen after bias and RoPE; KL 0 when every layer is kept in BF16)."""
 
@@ -11,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
 
-from suite.stages.quantize import kvbias, kvcheck  # noqa: E402
+from suite.runtime import kvbias  # noqa: E402
+from suite.stages.kvcheck import measure as kvcheck  # noqa: E402
 
 
 def test_qdq_saturates_and_keeps_representable_values():
@@ -215,7 +216,7 @@ def test_the_run_warns_about_fp8_kv_on_a_model_with_outlier_biases(tmp_path):
     import sys
 
     from suite.records.summary import VariantSummary
-    from suite.stages.quantize.kvbias import preflight_kv
+    from suite.runtime.kvbias import preflight_kv
 
     (tmp_path / "outlier").mkdir()
     (tmp_path / "plain").mkdir()
@@ -230,7 +231,7 @@ def test_the_run_warns_about_fp8_kv_on_a_model_with_outlier_biases(tmp_path):
     assert warnings[0].startswith("fp8kv-cal: FP8 KV cache") and "layer(s) 4 (k_proj bias 20x" in warnings[0]
     assert "calibrated per-tensor k/v scales are the riskiest" in warnings[0]
     assert warnings[1].startswith("fp8kv-unit:") and "calibrated" not in warnings[1]
-    probe = ("import sys; from suite.stages.quantize import kvbias; kvbias.preflight_warnings('v', sys.argv[1], True); "
+    probe = ("import sys; from suite.runtime import kvbias; kvbias.preflight_warnings('v', sys.argv[1], True); "
              "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe, str(ckpt)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,0 +1,23 @@
+"""`suite report RUN_DIR`."""
+
+from __future__ import annotations
+
+NAME = "report"
+HELP = ("write one self-contained HTML page for a run (gates, accuracy with "
+        "paired CIs, frontier, load points and bottlenecks, provenance)")
+DESCRIPTION = "Writes RUN_DIR/report.html (or --out): no scripts, no external files."
+EXAMPLES = (
+    "suite report runs/demo-cpu-20260101-120000",
+    "suite report runs/demo-cpu-20260101-120000 --out /tmp/report.html",
+)
+
+
+def add_arguments(rep) -> None:
+    rep.add_argument("run", help="run folder (with summary.json)")
+    rep.add_argument("--out", help="where to write the HTML (default: RUN_DIR/report.html)")
+
+
+def run(args) -> int:
+    from suite.cli.report import cmd_report
+
+    return cmd_report(args)

@@ -1,0 +1,24 @@
+"""`suite sync RUN_DIR`."""
+
+from __future__ import annotations
+
+NAME = "sync"
+HELP = "log a run to MLflow that was kept offline (server down at the time)"
+DESCRIPTION = ("Logs RUN_DIR's summary.json, metrics and artifacts to MLflow (the recipe's "
+               "tracking.uri, or --uri). A run folder already logged there is found by its tag "
+               "suite.run_dir and not logged twice.")
+EXAMPLES = (
+    "suite sync runs/demo-cpu-20260101-120000",
+    "suite sync runs/demo-cpu-20260101-120000 --uri http://mlflow:5000",
+)
+
+
+def add_arguments(sync) -> None:
+    sync.add_argument("run", help="run folder (with summary.json)")
+    sync.add_argument("--uri", help="tracking URI to use instead of the recipe's")
+
+
+def run(args) -> int:
+    from suite.cli.sync import cmd_sync
+
+    return cmd_sync(args)

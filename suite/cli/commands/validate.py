@@ -1,0 +1,19 @@
+"""`suite validate RECIPE`."""
+
+from __future__ import annotations
+
+NAME = "validate"
+HELP = "check a recipe without loading any model"
+DESCRIPTION = ("Validate a recipe: schema, files, calibration sets, task names, "
+               "and what the installed vLLM build can serve. Exit 2 with one line per problem.")
+EXAMPLES = ("suite validate recipes/demo-cpu.yaml",)
+
+
+def add_arguments(val) -> None:
+    val.add_argument("recipe")
+
+
+def run(args) -> int:
+    from suite.cli.recipe import cmd_validate
+
+    return cmd_validate(args)
