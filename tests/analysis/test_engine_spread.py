@@ -1,6 +1,6 @@
 """The engine spread (suite.analysis.engine_spread): one variant scored under two engine configurations, item by item,
 from recorded evaluations: the FP8-KV build of Qwen2.5-Coder-0.5B on full GSM8K at 1,024 and at 64 sequences on an
-H200 (docs/results/h200-fp8kv-batch-20261202, whose paired.txt counted 1,234 of 1,319 items identical, 39/46 flips)."""
+H200 (studies/2026-12-01-fp8-kv-cache/results/h200-fp8kv-batch-20261202, whose paired.txt counted 1,234 of 1,319 items identical, 39/46 flips)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from suite.analysis.engine_spread import add_engine_spread, engine_spreads
 from suite.analysis.summary import metric_name
 from suite.records.evaluate import EvaluateResult, TaskScore
 
-STUDY = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-fp8kv-batch-20261202"
+STUDY = (Path(__file__).resolve().parents[2] / "studies" / "2026-12-01-fp8-kv-cache" / "results"
+         / "h200-fp8kv-batch-20261202")
 
 
 def recorded(name: str, tmp_path: Path) -> EvaluateResult:
