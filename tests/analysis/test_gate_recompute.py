@@ -257,3 +257,74 @@ def test_a_gate_registered_from_a_test_module_runs(tmp_path):
         assert not result.problems and len(toys) == 1 and toys[0].measured == 45.0 and toys[0].passed
     finally:
         unregister_gate("toy-ttft")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# inconclusive is shown where pass and fail are: the report, the MLflow tags, `suite run`'s closing gate line
+
+
+def _inconclusive(tmp_path):
+    from suite.analysis import gate
+    from suite.records.summary import RunSummary
+
+    s = RunSummary.model_validate(build(tmp_path, base_reps=(27.0, 361.0), var_reps=(360.0, 366.0),
+                                        gates={"min_throughput_gain": 1.2}))
+    result = gate.run(gate.GateConfig(s, Recipe.model_validate(s.recipe).gates))
+    assert result.outcome == "inconclusive" and not result.passed
+    return s, result
+
+
+def test_the_report_shows_an_inconclusive_gate(tmp_path):
+    from suite.outputs import report
+
+    s, result = _inconclusive(tmp_path)
+    page = report.run(report.ReportConfig(s, tmp_path / "report.html", gate=result)).html.read_text()
+    gates = page[page.index("<h2>Gates</h2>"):page.index("<h2>Accuracy</h2>")]
+    assert '<p class="inconclusive">INCONCLUSIVE' in gates and '<span class="inconclusive">INCONCLUSIVE</span>' in gates
+    assert "unstable throughput point (bf16" in gates and "to decide: rerun the benchmark" in gates
+    assert '<p class="fail">FAIL</p>' not in gates and ">FAIL<" not in gates
+
+
+def test_mlflow_tags_an_inconclusive_gate_and_registers_nothing(tmp_path, monkeypatch):
+    from suite.outputs import mlflow as track
+    from suite.outputs import mlflow_registry
+    from suite.records.summary import TrackingInfo
+
+    class Client:
+        def __init__(self):
+            self.tags = {}
+
+        def set_tag(self, run_id, key, value):
+            self.tags[(run_id, key)] = value
+
+    client = Client()
+    monkeypatch.setattr(track, "client_for", lambda uri: client)
+    monkeypatch.setattr(mlflow_registry, "_register", lambda *a, **k: (_ for _ in ()).throw(AssertionError("registered")))
+    s, result = _inconclusive(tmp_path)
+    s.tracking = TrackingInfo(uri="file:x", experiment="e", experiment_id="1", parent_run_id="P",
+                              variant_run_ids={"bf16": "B", "fp8": "F"})
+    rec = mlflow_registry.record_gate(s, result)
+    assert client.tags[("P", "gate.result")] == "inconclusive" and client.tags[("F", "gate.result")] == "inconclusive"
+    assert "unstable throughput point" in client.tags[("F", "gate.inconclusive")] and ("F", "gate.failed") not in client.tags
+    assert rec.registered == []
+
+
+def test_the_closing_gate_line_says_inconclusive_and_no_verdict(tmp_path):
+    from suite.cli.talk import gate_line
+    from suite.analysis.gates.base import GateResult
+    from suite.runtime.errors import Problem
+
+    s, result = _inconclusive(tmp_path)
+
+    class Run:
+        run_dir = "RUN"
+
+        def __init__(self, r):
+            self.r = r
+
+        def gate(self):
+            return self.r
+
+    assert gate_line(Run(result)).startswith("gate: INCONCLUSIVE (suite gate RUN")
+    bad = GateResult(problems=[Problem("f", "x", "what", "fix")])
+    assert gate_line(Run(bad)).startswith("gate: NO VERDICT")  # bad input (exit 2) is not inconclusive (exit 3)
