@@ -59,13 +59,13 @@ class Talk:
 
 
 def gate_line(run) -> str | None:
-    """``gate: PASS|FAIL|INCONCLUSIVE ...`` for a run whose recipe has gates (``suite.api.Run.gate``: nothing is
+    """``gate: PASS|FAIL|INCONCLUSIVE|NO VERDICT ...`` (as ``suite gate``'s last line) for a run whose recipe has gates (``suite.api.Run.gate``: nothing is
     recorded in MLflow), else None."""
     try:
         result = run.gate()
     except Exception as e:  # noqa: BLE001 -- the run's own outcome stands; `suite gate` says more
-        return f"gate: INCONCLUSIVE ({type(e).__name__}: {e}; suite gate {run.run_dir} for the details)"
+        return f"gate: NO VERDICT ({type(e).__name__}: {e}; suite gate {run.run_dir} for the details)"
     if not result.checks and not result.problems:
         return None
-    verdict = "INCONCLUSIVE" if result.problems else ("PASS" if result.passed else "FAIL")
+    verdict = "NO VERDICT" if result.problems else result.outcome.upper()  # bad input is not "inconclusive" (exit 3)
     return f"gate: {verdict} (suite gate {run.run_dir} for the details)"

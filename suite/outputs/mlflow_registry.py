@@ -74,14 +74,15 @@ def _register(client, summary: RunSummary, v, run_id: str, tags: dict[str, str])
 
 def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: str = "recipe",
                 policy_sha256: str | None = None, looser: list[str] | None = None) -> GateRecord:
-    """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` / ``gate.failed`` on the parent
-    and each variant run; when every gate passed, each quantized variant's checkpoint becomes a version of the
+    """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` (pass, fail or inconclusive: the data
+    cannot decide) / ``gate.failed`` / ``gate.inconclusive`` (the reasons) on the parent and each variant run; when
+    every gate passed (never on an inconclusive verdict), each quantized variant's checkpoint becomes a version of the
     registered model ``<recipe>-<variant>`` (once per checkpoint key) with the alias ``alias``."""
     from suite.outputs.mlflow import client_for
 
     info = summary.tracking
     client = client_for(info.uri)
-    verdict = "pass" if result.passed else "fail"
+    verdict = result.outcome if result.outcome in ("pass", "fail", "inconclusive") else "fail"
     tagged, registered, reused = [], [], []
     policy_tags = {"gate.policy": policy, **({"gate.policy_sha256": policy_sha256} if policy_sha256 else {}),
                    **({"gate.policy_looser_than_recipe": "; ".join(looser)[:5000]} if looser else {})}
@@ -94,10 +95,14 @@ def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: s
         checks = [c for c in result.checks if c.variant == v.name]
         if not run_id or not checks:
             continue
-        failed = [f"{c.gate}: {c.measured:.4g} vs {c.threshold:.4g}" for c in checks if not c.passed]
-        client.set_tag(run_id, "gate.result", "fail" if failed else "pass")
+        failed = [f"{c.gate}: {c.measured:.4g} vs {c.threshold:.4g}" for c in checks if c.outcome == "fail"]
+        undecided = [f"{c.gate}: {c.reason}" + (f"; to decide: {c.decide}" if c.decide else "")
+                     for c in checks if c.outcome == "inconclusive"]
+        client.set_tag(run_id, "gate.result", "fail" if failed else "inconclusive" if undecided else "pass")
         if failed:
             client.set_tag(run_id, "gate.failed", "; ".join(failed)[:5000])
+        if undecided:
+            client.set_tag(run_id, "gate.inconclusive", "; ".join(undecided)[:5000])
         tagged.append(run_id)
         if not result.passed or v.is_baseline or not v.quantize:
             continue

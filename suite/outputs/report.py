@@ -125,7 +125,7 @@ def perplexity_rows(s: RunSummary, gate) -> list[dict]:
             rows.append({"variant": v.name, "baseline": v.is_baseline, "task": t, "ppl": v.metrics.get(metric_name("ppl", t)),
                          "p": p, "n": p["n"] if p else v.metrics.get(metric_name("ppl", t) + ".docs_paired"),
                          "threshold": c.threshold if c else (None if v.is_baseline else threshold),
-                         "passed": c.passed if c else None})
+                         "passed": c.passed if c else None, "outcome": c.outcome if c else None})
     return rows
 
 

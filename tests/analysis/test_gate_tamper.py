@@ -398,10 +398,11 @@ def test_no_traceback_from_the_real_command(tmp_path):
     run.mkdir()
     s = good_run()
     s["variants"][0]["is_baseline"] = False  # no baseline: the old code raised StopIteration
-    (run / "summary.json").write_text(json.dumps(s))
+    # the gate takes its gates from the run folder's recipe.yaml (hash-checked): the runner writes it
+    (run / "summary.json").write_text(json.dumps(write_run_recipe(run, s)))
     res = run_cli("gate", str(run), "--no-record")
     assert res.returncode == 2 and "Traceback" not in res.stderr and "no variant is the baseline" in res.stderr
-    (run / "summary.json").write_text(json.dumps(good_run()))
+    (run / "summary.json").write_text(json.dumps(write_run_recipe(run, good_run())))
     (tmp_path / "p.yaml").write_bytes(b"max_drop: {suite_gsm8k: 0.02\n\xff")
     res = run_cli("gate", str(run), "--policy", str(tmp_path / "p.yaml"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and res.stderr.startswith("error: ")

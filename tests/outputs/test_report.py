@@ -66,7 +66,8 @@ def test_report_is_self_contained_and_complete(tmp_path):
     text = " ".join(p.text)
     # nothing external: images are data, the charts' hrefs point inside the page (matplotlib's markers)
     assert "script" not in p.tags and p.srcs and all(src.startswith(("data:", "#")) for src in p.srcs)
-    for needle in ("Gates", "FAIL", "max drop suite_gsm8k", "Paired against the baseline", "[-0.0600, -0.0040]",
+    # the drop's interval [0.004, 0.06] straddles max_drop 0.02, the throughput ratio has no interval: inconclusive
+    for needle in ("Gates", "INCONCLUSIVE", "straddles the threshold", "max drop suite_gsm8k", "Paired against the baseline", "[-0.0600, -0.0040]",
                    "rate-100", "engine", "Sustainable rate under the SLO", "1,172", "NVIDIA H200"):
         assert needle in text, needle
     assert p.tags.count("table") >= 5 and p.tags.count("svg") >= 3  # CI bars, frontier, throughput curve

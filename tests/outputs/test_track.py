@@ -61,7 +61,7 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
 
     from mlflow.tracking import MlflowClient
 
-    from conftest import run_cli
+    from conftest import add_serving_intervals, run_cli, write_run_recipe
     from suite.records.quantize import QuantizeResult
 
     def logged(name, fp8_gsm8k):
@@ -76,6 +76,8 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
         (ckpt / "provenance.json").write_text("{}")
         s.variants[1].quantize = QuantizeResult(checkpoint=str(ckpt), key=f"key-{name}", cache_hit=False, wall_s=1.0)
         add_deltas(s.variants)
+        add_serving_intervals(s)  # a throughput ratio without its interval over repetitions is inconclusive
+        s.recipe_sha256 = write_run_recipe(run_dir, {"recipe": s.recipe})["recipe_sha256"]  # the gate's trusted copy
         uri = track.default_uri(tmp_path)
         track.run(track.TrackConfig(s, run_dir / "summary.json", uri, "gates", tmp_path / "artifacts"))
         return run_dir, uri

@@ -89,6 +89,8 @@ def _scores(v, base, seed: int, bad) -> None:
 def _perplexity(s, v, base, ppl_tasks, seed: int, bad) -> None:
     if not ppl_tasks or v is base or not v.perplexity:
         return
+    if not any(base.evaluate.samples_files.get(t) and v.evaluate.samples_files.get(t) for t in ppl_tasks):
+        return  # no per-item records on one side: nothing to recompute from (as for accuracy, ``_scores``)
     count = perplexity.token_counter(base.model_path)
     if count is None:
         bad(f"{base.name}: model_path", f"no tokenizer.json at {base.model_path} to recompute the perplexity delta",
