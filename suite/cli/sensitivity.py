@@ -52,9 +52,13 @@ def cmd_sensitivity(args) -> int:
     if getattr(args, "kv", False):
         return cmd_sensitivity_kv(args, loaded, by_name[args.variant])
     q = by_name[args.variant].quantization
-    if q is None or q.scheme not in ("FP8", "FP8_DYNAMIC"):
+    from suite.records.schemes import SCHEMES
+
+    sweepable = [name for name, s in SCHEMES.items() if s.sensitivity]
+    if q is None or q.scheme not in sweepable:
         raise SuiteError(Problem(str(loaded.path), f"variants[{args.variant}].quantization.scheme",
-                                 "the sweep needs an FP8 or FP8_DYNAMIC weight scheme", "pick such a variant"))
+                                 f"the sweep needs a weight scheme it can quantize layer by layer: {' or '.join(sweepable)}",
+                                 "pick such a variant"))
     cfg = SensitivityConfig(model=loaded.model_path(), revision=r.model.revision, random_weights=r.model.weights == "random",
                             scheme=q.scheme, calibration=args.calibration or first_calibration_set(loaded, q.calibration),
                             skip_samples=q.num_calibration_samples if q.calibration else 0,

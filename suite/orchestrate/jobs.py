@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from suite.runtime import envs  # noqa: F401 -- the runner's stage environment and versions, through here
 from suite.stages.registry import EVALUATE
 
 # re-exported: callers import the stage process's names from here
@@ -23,3 +24,63 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
 
         return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python)
     return run_stage(stage, vp.config(stage), vdir, env, lock, python)
+
+
+def record(vs, stage: str, result) -> None:
+    """A stage's result into its variant's summary (a result that carries an evaluation, a served benchmark's, also
+    gives the variant's evaluation)."""
+    setattr(vs, stage, result)
+    if stage != EVALUATE and getattr(result, EVALUATE, None) is not None:
+        vs.evaluate = getattr(result, EVALUATE)
+
+
+def stage_jobs(plan) -> list:
+    """The plan's DAG jobs that run a stage (not the publish step the DAG ends with)."""
+    from suite.plan.dag import PUBLISH
+
+    return [j for j in plan.dag if j.stage != PUBLISH]
+
+
+def builds_checkpoint(stage: str) -> bool:
+    """Whether ``stage`` builds a checkpoint that later jobs are served from (the registry's StageSpec says)."""
+    from suite.stages.registry import STAGES
+
+    return stage in STAGES and STAGES[stage].builds_checkpoint
+
+
+def preflight(variants) -> list[str]:
+    """The evaluation pre-flight (same prompts for every variant), once every checkpoint exists: its warnings."""
+    from suite.stages.evaluate import preflight as check
+
+    return check.run(variants)
+
+
+def elapsed_by_stage(timeline: list[dict]) -> dict[str, float]:
+    """Each stage's elapsed time in this run: the length of the union of its jobs' [start, end] intervals (jobs that
+    overlap count once; kept results of a resumed run, which did not run, count nothing)."""
+    out: dict[str, float] = {}
+    for stage in dict.fromkeys(row["stage"] for row in timeline):
+        spans = sorted((row["started_s"], row["ended_s"]) for row in timeline if row["stage"] == stage)
+        total, end = 0.0, float("-inf")
+        for a, b in spans:
+            if b > end:
+                total += b - max(a, end)
+                end = b
+        out[stage] = round(total, 3)
+    return out
+
+
+def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) -> None:
+    """jobs.json: the executor, its start-up, the DAG and where and when each job ran (seconds from the start)."""
+    import json
+    import time
+
+    walls = [j["wall_s"] for j in timeline if j["wall_s"] > 0]
+    overhead = sum(j["overhead_s"] for j in timeline)
+    path.write_text(json.dumps({
+        "executor": executor.describe(), "startup_s": round(executor.startup_s, 3),
+        "wall_s": round(time.time() - t0, 3),
+        "overhead_s": round(overhead, 4),
+        "overhead_share": round(overhead / sum(walls), 6) if walls else None,
+        "dag": [j.as_dict() for j in plan.dag], "jobs": timeline,
+    }, indent=2))

@@ -18,20 +18,19 @@ variants with the same quantization share one) and are reused across runs; finis
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from suite.analysis import summary as summaries
-from suite.runtime import envs
 from suite.orchestrate import jobs, rundir, tracking
+from suite.orchestrate.executors import JobCall, make_executor
 from suite.outputs.publish import now, publish
-from suite.stages.evaluate import preflight
 
-if TYPE_CHECKING:
-    from suite.recipe import LoadedRecipe
+envs = jobs.envs  # the stage environment and the versions the summary records
+elapsed_by_stage = jobs.elapsed_by_stage  # re-exported: callers import it from here
+
 
 # (stage, variant, event[, where]) with event in start|ok|failed|skipped|resumed|cached; 'start' also says
 # where the job runs (the executor's placement: "GPU 0 (0.25)", "CPU", a Ray node). Also ("run", "", "started",
@@ -50,7 +49,7 @@ class RunInterrupted(KeyboardInterrupt):
         self.run_dir = run_dir
 
 
-def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter | None = None,
+def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report: Reporter | None = None,
             track: bool = True, force: bool = False, resume: Path | None = None,
             watch: Watcher | None = None, accept_recipe_change: bool = False) -> "summaries.RunSummary":
     """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
@@ -84,7 +83,7 @@ def execute(loaded: LoadedRecipe, out_root: Path | None = None, report: Reporter
         lock.release()
 
 
-def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
+def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
              resume: Path | None, watch: Watcher | None = None,
              recipe_changed: list[str] | None = None) -> "summaries.RunSummary":
     r = loaded.recipe
@@ -105,13 +104,11 @@ def _execute(loaded: LoadedRecipe, run_dir: Path, out_root: Path, lock, report: 
         t = lock.taken_over
         summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
                                 "(no longer running here); results its stages may still write are refused")
-    from suite.orchestrate.progress import watching
-
     live = tracking.live(summary, loaded, run_dir, out_root, on=track and resume is None)  # MLflow runs RUNNING now
     if live.url:
         report("run", "", "tracking", live.url)
     try:
-        with watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
+        with tracking.watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
             totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock,
                               live.hear(report), watch)
         summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
@@ -127,16 +124,13 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
     """Run the plan's DAG on the executor ``spec`` asks for: a job is sent when every job it waits for has
     succeeded (skipped, with the reason, when one failed), and the executor starts it when it fits. Writes
     ``jobs.json`` (where and when each job ran, the executor's overhead); returns each stage's total wall time."""
-    from suite.orchestrate.executors import JobCall, make_executor
-    from suite.plan.dag import PUBLISH
-
     by_name = {v.name: v for v in summary.variants}
     plans = {vp.variant.name: vp for vp in plan.variants}
     totals: dict[str, float] = {}
     state: dict[str, str] = {}  # job id -> ok | failed | skipped
     refusals: dict[str, str] = {}  # variant -> why its first job refused at the start can never run here
-    pending = [j for j in plan.dag if j.stage != PUBLISH]
-    quantize_left = {j.id for j in pending if j.stage == "quantize"}
+    pending = jobs.stage_jobs(plan)
+    quantize_left = {j.id for j in pending if jobs.builds_checkpoint(j.stage)}  # checkpoints still to build
     executor = make_executor(spec)
     t0 = time.time()
     timeline: list[dict] = []
@@ -155,7 +149,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
         while pending or executor.running():
             progressed = False
             if not quantize_left and not checked:  # every checkpoint exists now: same prompts for all?
-                summary.warnings += preflight.run(summary.variants)
+                summary.warnings += jobs.preflight(summary.variants)
                 checked = True
             for job in list(pending):
                 if any(d not in state for d in job.deps):
@@ -177,7 +171,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                 if (job.stage, job.variant) in kept:
                     pending.remove(job)
                     result = kept[job.stage, job.variant]
-                    _record(vs, job.stage, result)
+                    jobs.record(vs, job.stage, result)
                     totals[job.stage] = totals.get(job.stage, 0.0) + getattr(result, "wall_s", 0.0)
                     state[job.id] = "ok"
                     quantize_left.discard(job.id)
@@ -210,8 +204,8 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                     state[job.id] = "failed"
                     report(job.stage, job.variant, "failed")
                     continue
-                _record(vs, job.stage, outcome.result)
-                if job.stage == "quantize" and (old := kept.get((rundir.REBUILD, job.variant))) is not None:
+                jobs.record(vs, job.stage, outcome.result)
+                if jobs.builds_checkpoint(job.stage) and (old := kept.get((rundir.REBUILD, job.variant))) is not None:
                     summary.warnings += rebuilt(old, outcome.result, job.variant, plan, kept)
                 state[job.id] = "ok"
                 report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
@@ -219,7 +213,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
         for name, why in refusals.items():  # first: the cause, before what followed from it
             by_name[name].errors.insert(0, why)
         executor.close()
-        _write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
+        jobs.write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
     summary.stage_elapsed_s = elapsed_by_stage(timeline)
     return totals
 
@@ -241,21 +235,6 @@ def refused_at_start(pending: list, kept: dict, executor) -> list[tuple]:
     return [direct[j.id] for j in pending if j.id in direct] + [derived[j.id] for j in pending if j.id in derived]
 
 
-def elapsed_by_stage(timeline: list[dict]) -> dict[str, float]:
-    """Each stage's elapsed time in this run: the length of the union of its jobs' [start, end] intervals (jobs that
-    overlap count once; kept results of a resumed run, which did not run, count nothing)."""
-    out: dict[str, float] = {}
-    for stage in dict.fromkeys(row["stage"] for row in timeline):
-        spans = sorted((row["started_s"], row["ended_s"]) for row in timeline if row["stage"] == stage)
-        total, end = 0.0, float("-inf")
-        for a, b in spans:
-            if b > end:
-                total += b - max(a, end)
-                end = b
-        out[stage] = round(total, 3)
-    return out
-
-
 def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:
     """A checkpoint a resumed run had to rebuild (the folder was gone: another machine): when its content
     hash differs from the one the run's earlier results were made with, those results (of every variant
@@ -264,7 +243,7 @@ def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:
         return [f"{variant}: checkpoint rebuilt on this machine, identical to the one the run used "
                 f"(sha256 {new.content_sha256[:12]}); its results are kept"]
     users = [vp.variant.name for vp in plan.variants if vp.model_path == plan_path(plan, variant)]
-    dropped = sorted((s, v) for (s, v) in kept if v in users and s not in ("quantize", rundir.REBUILD))
+    dropped = sorted((s, v) for (s, v) in kept if v in users and s != rundir.REBUILD and not jobs.builds_checkpoint(s))
     for stage, name in dropped:
         rundir.set_aside(kept, plan.run_dir, stage, name, f"stale-{(old.content_sha256 or 'unknown')[:12]}")
     redoing = ", ".join(f"{s} {v}" for s, v in dropped) or "nothing (no later result yet)"
@@ -275,23 +254,3 @@ def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:
 
 def plan_path(plan, variant: str) -> str:
     return next(vp.model_path for vp in plan.variants if vp.variant.name == variant)
-
-
-def _record(vs, stage: str, result) -> None:
-    """A stage's result into its variant's summary (a served benchmark also carries the evaluation)."""
-    setattr(vs, stage, result)
-    if stage == "benchmark" and getattr(result, "evaluate", None) is not None:
-        vs.evaluate = result.evaluate
-
-
-def _write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) -> None:
-    """jobs.json: the executor, its start-up, the DAG and where and when each job ran (seconds from the start)."""
-    walls = [j["wall_s"] for j in timeline if j["wall_s"] > 0]
-    overhead = sum(j["overhead_s"] for j in timeline)
-    path.write_text(json.dumps({
-        "executor": executor.describe(), "startup_s": round(executor.startup_s, 3),
-        "wall_s": round(time.time() - t0, 3),
-        "overhead_s": round(overhead, 4),
-        "overhead_share": round(overhead / sum(walls), 6) if walls else None,
-        "dag": [j.as_dict() for j in plan.dag], "jobs": timeline,
-    }, indent=2))

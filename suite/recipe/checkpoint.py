@@ -12,6 +12,8 @@ import json
 import re
 from pathlib import Path
 
+from suite.records.schemes import args_summary, scheme_of
+
 
 def read_config(model: str, revision: str | None = None) -> dict:
     """config.json of a local folder, or of a hub id (through huggingface_hub: its cache first, as vLLM would).
@@ -33,35 +35,6 @@ def read_config(model: str, revision: str | None = None) -> dict:
     return data
 
 
-def _args(a: dict | None) -> str | None:
-    """One quantization-args block (weights, input_activations, kv_cache_scheme) as 'fp8 channel dynamic'."""
-    if not isinstance(a, dict):
-        return None
-    kind = {"float": "fp", "int": "int"}.get(str(a.get("type")), str(a.get("type")))
-    bits = a.get("num_bits")
-    out = [f"{kind}{bits}" if bits else kind, str(a.get("strategy") or "")]
-    if a.get("dynamic") is True:
-        out.append("dynamic")
-    elif a.get("dynamic") == "local":
-        out.append("dynamic-local")
-    if a.get("block_structure"):
-        out.append("block " + "x".join(map(str, a["block_structure"])))
-    return " ".join(x for x in out if x)
-
-
-def scheme_name(weights: str | None, acts: str | None) -> str | None:
-    """llmcompressor's preset name for what the groups hold, where it is one of the FP8 presets."""
-    if not weights or not weights.startswith("fp8"):
-        return None
-    if "block" in weights:
-        return "FP8_BLOCK"
-    if "channel" in weights and acts and "dynamic" in acts:
-        return "FP8_DYNAMIC"
-    if "tensor" in weights and acts and "tensor" in acts and "dynamic" not in acts:
-        return "FP8"
-    return None
-
-
 def quantization_of(config: dict) -> dict:
     """What a checkpoint's config.json says of its quantization: {} for an unquantized model, else quant_method,
     format, scheme (a preset name where it is one), weights / activations / kv_cache ('fp8 channel', ...) and
@@ -74,11 +47,11 @@ def quantization_of(config: dict) -> dict:
     if method == "compressed-tensors":
         out["format"] = qc.get("format")
         groups = [g for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict)]
-        w = sorted({s for g in groups if (s := _args(g.get("weights")))})
-        a = sorted({s for g in groups if (s := _args(g.get("input_activations")))})
+        w = sorted({s for g in groups if (s := args_summary(g.get("weights")))})
+        a = sorted({s for g in groups if (s := args_summary(g.get("input_activations")))})
         out["weights"], out["activations"] = ", ".join(w) or None, ", ".join(a) or None
-        out["scheme"] = scheme_name(w[0], a[0] if a else None) if len(w) == 1 and len(a) <= 1 else None
-        out["kv_cache"] = _args(qc.get("kv_cache_scheme"))
+        out["scheme"] = scheme_of(w[0], a[0] if a else None) if len(w) == 1 and len(a) <= 1 else None
+        out["kv_cache"] = args_summary(qc.get("kv_cache_scheme"))
     elif method == "fp8":  # vLLM's own FP8 format (Fp8Config)
         block = qc.get("weight_block_size")
         act = str(qc.get("activation_scheme") or "dynamic")

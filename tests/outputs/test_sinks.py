@@ -58,8 +58,8 @@ def test_tracked_publish_runs_the_mlflow_sink_after_summary_json(tmp_path, monke
 
     calls = []
 
-    def fake_track(summary, summary_path, out_root, resumed=False):
-        calls.append((summary_path.is_file(), out_root, resumed))
+    def fake_track(summary, summary_path, out_root, resumed=False, end_times=None):
+        calls.append((summary_path.is_file(), out_root, resumed, end_times))
         summary.tracking_pending = "server down"
         return "server down"
 
@@ -67,7 +67,7 @@ def test_tracked_publish_runs_the_mlflow_sink_after_summary_json(tmp_path, monke
     summary = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5}}, run_dir=str(tmp_path))
     events = []
     publish(summary, tmp_path, tmp_path / "out", track=True, resumed=True, report=lambda *e: events.append(e))
-    assert calls == [(True, tmp_path / "out", True)]  # summary.json was there when MLflow was asked
+    assert calls == [(True, tmp_path / "out", True, None)]  # summary.json was there when MLflow was asked
     assert events == [("track", "mlflow", "start"), ("track", "mlflow", "failed")]
     written = json.loads((tmp_path / "summary.json").read_text())
     assert "track" in written["stage_wall_s"] and written["tracking_pending"] == "server down"

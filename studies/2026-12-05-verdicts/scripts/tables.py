@@ -5,14 +5,13 @@ usage: cd REPO && PYTHONPATH=$PWD python studies/2026-12-05-verdicts/scripts/tab
 
 Pairs: the suite's own statistics (suite.analysis.paired.item_scores / compare: delta = A - B, 95% BCa bootstrap CI,
 items gained/lost, McNemar p) on each variant's items.jsonl.gz; identical generations from the items' resps_key
-(the sha256 of lm-eval's `resps`). Engine spread: suite.analysis.engine_spread.task_spread (branch `verdicts`;
-loaded from /work/wt/verdicts when this checkout lacks it) over each variant's configurations. Times: jobs.json,
+(the sha256 of lm-eval's `resps`). Engine spread: suite.analysis.engine_spread.task_spread over each
+variant's configurations. Times: jobs.json,
 the evaluate results' time_split_s, the served runs' benchmark.result.json. Gates: logs/extra-out/gate-*.txt.
 """
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -25,16 +24,9 @@ OFF, ON = ("a-offline", "a-served"), ("a-offline-bi", "a-served-bi")
 
 
 def engine_spread_module():
-    try:
-        from suite.analysis import engine_spread
-        return engine_spread
-    except ImportError:
-        path = Path("/work/wt/verdicts/suite/analysis/engine_spread.py")
-        spec = importlib.util.spec_from_file_location("engine_spread", path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["engine_spread"] = mod  # dataclasses look their module up
-        spec.loader.exec_module(mod)
-        return mod
+    from suite.analysis import engine_spread
+
+    return engine_spread
 
 
 def run_dir(res: Path, recipe: str) -> Path:

@@ -20,6 +20,7 @@ from types import ModuleType
 COMMANDS: tuple[str, ...] = (
     "run",
     "sync",
+    "summarize",
     "report",
     "compare",
     "frontier",

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from suite.records.quantize import QuantizeConfig, QuantizeResult
+from suite.records.schemes import scheme_in_config
 
 COMPLETE_MARK = ".complete"
 log = logging.getLogger(__name__)
@@ -293,6 +294,9 @@ def verify_checkpoint(qcfg: dict, kv_scales: int, n_layers: int, config: Quantiz
             w = g.get("weights") or {}
             if w.get("type") != "float" or w.get("num_bits") != 8:
                 problems.append(f"weights are not 8-bit float: {w}")
+        found = scheme_in_config(qcfg) if groups else None
+        if groups and found != config.scheme:  # the scheme table's weights/activations, read back from the files
+            problems.append(f"scheme {config.scheme} requested but config.json's groups read as {found or 'no known scheme'}")
     if config.kv_cache:
         if not qcfg.get("kv_cache_scheme"):
             problems.append("kv_cache requested but config.json has no kv_cache_scheme")

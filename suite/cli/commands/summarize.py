@@ -1,0 +1,30 @@
+"""`suite summarize RUN_DIR`."""
+
+from __future__ import annotations
+
+NAME = "summarize"
+HELP = "rebuild a run's summary.json and report from its stage results (a partial run too), running no stage"
+DESCRIPTION = ("Reads RUN_DIR's stage results (variants/<name>/<stage>.result.json), recipe.yaml, plan.json and "
+               "jobs.json, makes the summary with this version's analysis code and writes summary.json and "
+               "report.html again. A planned job without a result is an error of its variant (no gate passes it). "
+               "MLflow is left alone: `suite sync` logs a run.")
+EXAMPLES = (
+    "suite summarize runs/20260101-120000-demo-cpu",
+)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run", help="run folder (with recipe.yaml and plan.json)")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from suite.orchestrate.summarize import rebuild
+    from suite.runtime.errors import EXIT_OK
+
+    summary = rebuild(Path(args.run))
+    bad = [v.name for v in summary.variants if v.errors]
+    print(f"{summary.run_dir}/summary.json: {len(summary.variants)} variant(s)"
+          + (f", with errors: {', '.join(bad)}" if bad else ""))
+    return EXIT_OK

@@ -1,0 +1,115 @@
+"""A run folder's summary rebuilt from its stage results (``suite summarize RUN_DIR``): no stage runs.
+
+``summarize(run_dir)`` reads what the runner left in the folder (recipe.yaml, plan.json, jobs.json,
+``variants/<name>/<stage>.result.json``, the summary.json of an earlier publish when there is one) and makes the
+``RunSummary`` with the current analysis code (suite.analysis.summary.finish): a partial run (interrupted, no
+summary.json yet) too, each planned job without a result then an error of its variant, so no gate passes it.
+``rebuild(run_dir)`` also writes summary.json and the report (suite.outputs.publish, without tracking).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from suite.analysis import summary as summaries
+from suite.records.summary import RunSummary, VariantSummary
+
+# what the runner and the analysis write into a variant's summary: rebuilt from the folder, never copied
+_DERIVED = ("metrics", "paired", "perplexity")
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    """The run folder's summary, rebuilt from its stage results with the current analysis code."""
+    from suite.orchestrate import jobs
+    from suite.orchestrate.stageproc import read_result
+    from suite.recipe.schema import Recipe
+    from suite.stages.registry import RUN_ORDER
+
+    run_dir = Path(run_dir).resolve()
+    earlier = RunSummary.read(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
+    recorded = _recorded_run_dir(run_dir)  # a folder copied elsewhere: its results name files under the old place
+    summary = _skeleton(run_dir, earlier)
+    recipe = Recipe.model_validate(summary.recipe)
+    planned = _planned_jobs(run_dir)
+    totals: dict[str, float] = {}
+    for v in summary.variants:
+        vdir = run_dir / "variants" / v.name
+        for stage in RUN_ORDER:
+            result, bad = read_result(vdir, stage) if (vdir / f"{stage}.result.json").is_file() else (None, None)
+            if result is not None:
+                if recorded and recorded != str(run_dir):
+                    result = type(result).model_validate_json(
+                        result.model_dump_json().replace(recorded + "/", str(run_dir) + "/"))
+                jobs.record(v, stage, result)
+                totals[stage] = totals.get(stage, 0.0) + getattr(result, "wall_s", 0.0)
+            elif (stage, v.name) in planned and earlier is None:
+                v.errors.append(f"{stage} not finished: " + (bad or f"no {stage}.result.json in the run folder"))
+    versions = summary.versions
+    warnings = list(summary.warnings)
+    summary.warnings = []
+    try:
+        summaries.finish(summary, recipe, versions, totals)
+    except FileNotFoundError as e:  # an archived folder whose per-item samples were packed or left out
+        from suite.runtime.errors import Problem, SuiteError
+
+        raise SuiteError(Problem(str(e.filename), "", "a stage result names this file and it is not in the run folder",
+                                 "restore the run folder's stage files (the paired comparisons read every sample)")) from None
+    summary.warnings = list(dict.fromkeys(warnings + summary.warnings))  # the runner's, then the analysis' (once)
+    if earlier is not None and "track" in earlier.stage_wall_s:
+        summary.stage_wall_s["track"] = earlier.stage_wall_s["track"]
+    jobs = run_dir / "jobs.json"
+    if jobs.is_file():
+        from suite.orchestrate.jobs import elapsed_by_stage
+
+        summary.stage_elapsed_s = elapsed_by_stage(json.loads(jobs.read_text()).get("jobs", []))
+    return summary
+
+
+def _skeleton(run_dir: Path, earlier: RunSummary | None) -> RunSummary:
+    """The summary before any stage result: the earlier summary's run and variant facts (what the runner recorded:
+    where, with what, errors, warnings) without its stage results and metrics, else the plan's (a partial run)."""
+    if earlier is not None:
+        variants = [VariantSummary.model_validate({k: val for k, val in v.model_dump().items()
+                                                   if k not in _DERIVED and k not in _stage_fields()})
+                    for v in earlier.variants]
+        return earlier.model_copy(update={"variants": variants, "run_dir": str(run_dir)})
+    from suite.orchestrate import rundir
+    from suite.plan.planner import make_plan
+
+    loaded = rundir.load_run_recipe(run_dir)
+    plan = make_plan(loaded, run_dir, run_dir.parent / "checkpoints")
+    return summaries.start(loaded, plan, run_dir, platform="", versions={},
+                           started=json.loads((run_dir / "plan.json").read_text()).get("started"))
+
+
+def _stage_fields() -> tuple[str, ...]:
+    from suite.stages.registry import RUN_ORDER
+
+    return tuple(RUN_ORDER)
+
+
+def _recorded_run_dir(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / "plan.json").read_text()).get("run_dir")
+    except (OSError, ValueError):
+        return None
+
+
+def _planned_jobs(run_dir: Path) -> set[tuple[str, str]]:
+    try:
+        return {tuple(j) for j in json.loads((run_dir / "plan.json").read_text()).get("jobs", [])}
+    except (OSError, ValueError):
+        return set()
+
+
+def rebuild(run_dir: Path) -> RunSummary:
+    """``summarize`` and write summary.json, the report and the other untracked outputs (tracking is left as it is:
+    ``suite sync`` logs a run)."""
+    from suite.outputs.publish import publish
+
+    summary = summarize(run_dir)
+    run_dir = Path(summary.run_dir)
+    publish(summary, run_dir, run_dir.parent, track=False, resumed=True, report=lambda *e: None,
+            finished=summary.finished)
+    return summary
