@@ -3,8 +3,8 @@
 A pure function of a point's record (its server statistics, GPU samples summary and roofline) and the variant's
 engine arguments: ``bottleneck.ServerMonitor`` and ``gpumon`` gather the evidence while a point runs, and the stage
 labels each point with ``classify`` (``stage.annotate``). Kept apart from both, with no stage dependency, so that a
-summary can read a result recorded under an older rule by the current one (``relabel``, ``shown_label``): issue 16's
-study kept four benchmarks labelled before the GPU evidence could outrank the sequence cap. The labels and the
+summary can read a result recorded under an older rule by the current one (``relabel``, ``shown_label``), e.g. a
+point labelled before the GPU evidence could outrank the sequence cap. The labels and the
 thresholds are described in ``bottleneck``'s and ``gpumon``'s docstrings.
 """
 
