@@ -2,8 +2,8 @@
 
 A score can move with things that are not the model: ``max_num_seqs`` (which requests share a batch, hence which
 kernels and reduction orders run), the API-server count, the order of requests. The FP8-KV build of
-Qwen2.5-Coder-0.5B scored 0.0933-0.1114 on GSM8K depending on how it was run (docs/results/
-h200-fp8kv-batch-20261202), a spread twice its cost against BF16. The paired CI of a variant's delta counts item
+Qwen2.5-Coder-0.5B scored 0.0933-0.1114 on GSM8K depending on how it was run (studies/2026-12-01-fp8-kv-cache),
+a spread twice its cost against BF16. The paired CI of a variant's delta counts item
 sampling only; this module measures the engine's share, per task, from two or more recorded evaluations of the
 same variant (their lm-eval samples files, as ``suite.analysis.paired`` reads them):
 

@@ -71,7 +71,7 @@ def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
 def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
     """A run planned before ``EvaluateConfig.batch_limits`` existed scored with vLLM's own batch limits: its
     evaluations still to run keep them, so that they pair with the kept ones (the decode batch moves FP8 KV
-    scores: docs/results/h200-fp8kv-batch-20261202)."""
+    scores: studies/2026-12-01-fp8-kv-cache)."""
     try:
         stored = json.loads((run_dir / "plan.json").read_text()).get("variants", {})
     except (OSError, ValueError):

@@ -29,8 +29,8 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=
     """Run one stage process under ``suite.runtime.procs.supervised``: it dies with us (even with a ``kill -9``
     of ``suite run``), and every process it left behind (an engine core, a server) is killed when it ends.
 
-    A stage that wrote its result and then died (on the H200, vLLM's engine teardown at interpreter exit
-    aborted every evaluate process with 'terminate called without an active exception', exit -6, after
+    A stage that wrote its result and then died (on a GPU, vLLM's engine teardown at interpreter exit can
+    abort an evaluate process with 'terminate called without an active exception', exit -6, after
     lm-eval had finished and the result was written) succeeded: the result is kept, with a note. The
     result file is removed before the stage starts and written atomically, so one that is there and
     parses is this stage's complete result. ``lock`` (the run's ``lock.RunLock``) records the stage

@@ -28,9 +28,8 @@ def weights_fingerprint(model_path: str, hashes: "FileHashes | None" = None) -> 
     """Identity of a local model by content, not by file times (a copied folder keeps its key; the GPU run copies
     the repository and re-quantized everything when mtimes were part of the key): every file's name and the sha256
     of its whole content, remembered per machine (``FileHashes``), so a model is read once. A hub id: the id.
-    (Until 2026-12-05 only the first and last MiB of files over 64 MiB were read: weights changed in between, say
-    a fine-tune of middle layers written over the same folder, kept the key, its checkpoint and its cached
-    evaluations.)"""
+    (Not only the first and last MiB of large files: weights changed in between, say a fine-tune of middle layers
+    written over the same folder, would keep the key, its checkpoint and its cached evaluations.)"""
     p = Path(model_path)
     if not p.is_dir():
         return model_path

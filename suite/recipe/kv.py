@@ -10,7 +10,7 @@ from suite.runtime.errors import Problem
 # llmcompressor / compressed-tensors 0.19 QuantizationStrategy.ATTN_HEAD: one k/v scale per KV head
 PER_HEAD_STRATEGY = "attn_head"
 SKIP_ARG, DYNAMIC_ARG, BACKEND_ARG = "kv_cache_dtype_skip_layers", "calculate_kv_scales", "attention_backend"
-PROOF = "docs/results/h200-kv-proof-20261201/README.md"
+PROOF = "studies/2026-12-01-fp8-kv-cache/results/h200-kv-proof-20261201/README.md"
 
 
 def fp8_kv(variant) -> bool:

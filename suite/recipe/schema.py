@@ -265,7 +265,7 @@ class EvalSpec(Strict):
         "(tests/stages/evaluate/test_grouped.py; in BF16 an AVX-512 CPU's kernels round the two prefill shapes apart "
         "by up to 0.25 nats); on the H200 (vLLM 0.26, BF16) 735 of 736 pairs to the bit, every "
         "answer the same, while lm-eval's own path moved 6 answers of 184 between batch sizes "
-        "(docs/results/h200-noise-floor-20261203)",
+        "(studies/2026-12-02-grouped-loglikelihood)",
     )
     kv_check: bool | None = Field(
         None, description="run the kvcheck stage (FP8 KV scale check, Hugging Face fake quant in the quantize "

@@ -34,8 +34,8 @@ class SloSpec(BaseModel):
     num_prompts: Optional[int] = Field(None, gt=0, description="prompts per probe (default: throughput.num_prompts)")
     steady_windows: float = Field(
         3.0, ge=0, description="a probe measures a sustained rate only if its arrivals (num_prompts / rate seconds) span "
-        "at least this many median request lifetimes (e2e latency); a shorter one is a burst (on the H200, 300 prompts "
-        "at 64-256 req/s were all in flight at once) and is run again with enough prompts (up to 3 times, each sized from "
+        "at least this many median request lifetimes (e2e latency); a shorter one is a burst (a few hundred prompts "
+        "at a high rate can all be in flight at once) and is run again with enough prompts (up to 3 times, each sized from "
         "the last run's lifetime). 0: no check")
     max_num_prompts: Optional[int] = Field(
         None, gt=0, description="most prompts a resized probe may have (default: 20 x the probe's num_prompts)")
@@ -108,8 +108,8 @@ class ServerStats(Record):
     gpu_idle_host_frac: Optional[float] = Field(
         None, description="of the GPUs' idle time over the loaded samples (100 - utilisation), the share in host-bound "
         "phases (3 or more samples in a row with the GPU under 90% busy and the engine-core process at a full core; "
-        "before 2026-12-04 single samples under 70% busy): how much of the idle GPU the host loop explains")
-    host_bound_samples: int = Field(0, description="loaded samples in those host-bound phases (before 2026-12-04: "
+        "older records: single samples under 70% busy): how much of the idle GPU the host loop explains")
+    host_bound_samples: int = Field(0, description="loaded samples in those host-bound phases (older records: "
                                     "single samples with the GPU under 70% busy and the engine core at a full core)")
     engine_core_shared_core_samples: Optional[int] = Field(
         None, description="samples of the host-bound phases in which the engine-core process ran on the same physical "

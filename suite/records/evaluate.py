@@ -47,8 +47,8 @@ class EngineStart(Record):
     cuda_graphs_s: Optional[float] = Field(None, description="'Graph capturing finished in N secs' (whole seconds)")
     after_graphs_s: Optional[float] = Field(
         None, description="graph capture's end to 'Kernel JIT monitor activated' by the log's timestamps (whole "
-        "seconds; part of init_engine_s): the worker's last warm-up, long for a machine's first engine (106-118 s on "
-        "the project's H200, 8-9 s after)")
+        "seconds; part of init_engine_s): the worker's last warm-up, long for a machine's first engine (minutes on "
+        "a GPU, seconds for later ones)")
     other_s: Optional[float] = Field(
         None, description="total minus loading and init engine: process start, imports, tokenizer, API server")
 
@@ -81,7 +81,7 @@ class EvaluateConfig(Record):
         "llm", description="the in-process engine's max_num_batched_tokens / max_num_seqs where engine_args set "
         "neither: llm = vLLM's defaults for LLM(...); serve = vllm serve's defaults, so that the benchmark's server "
         "(same model, max_model_len and flags) finds this engine's torch.compile cache: vLLM keys that cache by "
-        "max_num_batched_tokens, which differs between the two (16,384 / 8,192 on an H200)")
+        "max_num_batched_tokens, which differs between the two (e.g. 16,384 / 8,192)")
     loglikelihood: Literal["per_request", "grouped"] = Field(
         "per_request", description="how the in-process engine scores loglikelihood (multiple-choice) requests: "
         "per_request = lm-eval's own path, one request per (context, continuation) with prompt logprobs; grouped = "
@@ -90,10 +90,10 @@ class EvaluateConfig(Record):
     flashinfer_sampler: bool = Field(
         True, description="whether the in-process engine may use FlashInfer's top-k/top-p sampler (vLLM's default). "
         "False (the planner's choice where no server of the run starts this variant) starts it with "
-        "VLLM_USE_FLASHINFER_SAMPLER=0 unless the stage's environment sets it: that sampler's JIT compilation held "
-        "a fresh H200's first evaluation engines 72-90 s, and greedy requests never use it. Where a server follows, "
+        "VLLM_USE_FLASHINFER_SAMPLER=0 unless the stage's environment sets it: that sampler's JIT compilation can hold "
+        "a fresh GPU machine's first evaluation engines over a minute, and greedy requests never use it. Where a server follows, "
         "it stays on: vLLM hashes every VLLM_* variable into its torch.compile cache key, so an engine started "
-        "without it does not share the server's compile cache (docs/results/h200-4variants-20261204b)")
+        "without it does not share the server's compile cache")
     output_dir: str
 
 

@@ -147,7 +147,7 @@ def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True
         # Not psutil.wait_procs: for a process that is not our child it polls until the pid is gone, and an
         # orphan that ended stays a zombie until its new parent reaps it -- under the stage's supervisor (a
         # child subreaper that reaps only when its command ends) that was never within the grace, so every
-        # server stop waited the whole of it (the H200: 31 s with a 30-s grace, then 10.0 s with 10). Ended
+        # server stop waited the whole of it, whatever the grace was. Ended
         # is ended: a zombie counts as gone (``_alive``).
         while (others := [p for p in others if _alive(p)]) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -1,8 +1,8 @@
 """Where a stage process's main thread spent its wall time: a sampling profile written beside the result.
 
-The H200 evaluations left ~130-145 s a variant that no progress bar and no timestamped log line explains, and on 2
-CPU cores here the same phases take seconds (docs/results/h200-eval1-20261204/). A GPU session is 30 minutes, so the
-next one has to say where the time went by itself: every stage process (``python -m suite.stages``) samples its
+A GPU evaluation can spend minutes that no progress bar and no timestamped log line explains, in phases that take
+seconds on a CPU machine. GPU time is scarce, so a run has to say where the time went by itself: every stage
+process (``python -m suite.stages``) samples its
 main thread's Python stack every ``interval_s`` and writes ``{stage}.stacks.json`` beside ``{stage}.result.json``
 (every 30 s, so that a stage killed on the way leaves one, and at its end); its log ends with
 a timeline of what the main thread was doing, in wall-clock time, to line up with vLLM's timestamped lines

@@ -42,7 +42,7 @@ class StageSpec:
     entry: str
     in_run: bool = True  # one of `suite run`'s jobs (False: started by its own command, e.g. `suite sensitivity`)
     # 'module:function' called once the result is written, after which the process ends with os._exit(0), without
-    # the interpreter's teardown: on the H200 that teardown aborted every evaluate process (vLLM's engine threads,
+    # the interpreter's teardown: on a GPU that teardown can abort an evaluate process (vLLM's engine threads,
     # 'terminate called without an active exception', exit -6) after its result was written. None: a normal exit.
     close: str | None = None
     # properties the planner, DAG, executors and recipe checks read instead of branching on a stage's name:

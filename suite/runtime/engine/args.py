@@ -58,7 +58,7 @@ def _type_facts(t) -> tuple[set[str], list | None, set[str] | None]:
     if isinstance(t, type) and issubclass(t, enum.Enum):
         # vLLM takes a member by name, upper-cased first (`--attention-backend triton_attn`; AttentionConfig's
         # validate_backend_before), or for some str-valued enums by value; AttentionBackendEnum's values are
-        # class paths that no parser takes (the H200 refused TRITON_ATTN when only the values were accepted).
+        # class paths that no parser takes (accepting only the values would refuse TRITON_ATTN).
         # Compared case-insensitively (_enum_field).
         return {"str"}, list(dict.fromkeys([m.name for m in t] + [m.value for m in t if isinstance(m.value, str)
                                                                   and "." not in m.value])), None

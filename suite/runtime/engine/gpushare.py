@@ -5,8 +5,8 @@ vLLM sizes the KV cache from the device's free memory before and after it loads 
 (vllm/utils/mem_utils.py: ``total_consumed = free before - free after``), so a neighbour on the same GPU
 that allocates in that window is counted as this engine's own use (its KV cache shrinks, or vanishes),
 and a neighbour that *frees* memory in that window trips vLLM's own check (gpu_worker.py: "Error in
-memory profiling. Initial free memory 106.13 GiB, current free memory 137.1 GiB", which failed two of
-four evaluations sharing the H200 on 2026-12-01: docs/results/h200-executor-20261201/). With
+memory profiling. Initial free memory ..., current free memory ...": engines that share a GPU fail it
+when a neighbour finishes while they profile). With
 ``kv_cache_memory_bytes`` set vLLM still runs its profile pass but takes that size and skips both.
 
 The size is the engine's budget (its ``gpu_memory_utilization``, already the share times the recipe's
@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 GIB = 2 ** 30
-MARGIN_BYTES = 2 * GIB  # activations, CUDA graphs, the sampler: 0.6 + 0.4 GiB for Qwen2.5-0.5B on the H200
+MARGIN_BYTES = 2 * GIB  # activations, CUDA graphs, the sampler: about 1 GiB for a 0.5B model
 MARGIN_SHARE = 0.10  # of the budget, on top (bigger models, longer contexts)
 MIN_KV_BYTES = 1 * GIB
 

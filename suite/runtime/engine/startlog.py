@@ -16,9 +16,9 @@ regexes (vLLM <= 0.10 wrote "seconds" where it now writes "s", "takes" where it 
 - ``utils/jit_monitor.py`` (GPU; vLLM 0.26 writes it, older releases do not): "Kernel JIT monitor activated", logged when the worker's warm-up is
   done. From the graph-capture line to it (the lines' own timestamps, whole seconds): ``after_graphs_s``. In vLLM
   0.26's worker that span holds the sampler warm-up and inductor's once-per-process lazy init
-  (``trigger_inductor_lazy_init``); on the project's H200 it took 106-118 s for the first engine on a fresh machine
-  and 8-9 s for every later one (docs/results/h200-study-20261203/stretch5): a per-machine cost inside
-  ``init_engine_s`` that neither ``compile_s`` nor ``cuda_graphs_s`` shows.
+  (``trigger_inductor_lazy_init``); on a GPU it can take minutes for the first engine on a fresh machine and
+  seconds for every later one: a per-machine cost inside ``init_engine_s`` that neither ``compile_s`` nor
+  ``cuda_graphs_s`` shows.
 
 With ``enforce_eager`` (the CPU demo) there is neither torch.compile nor a CUDA graph: those parts are
 None. An engine of several workers (tensor or data parallel) logs a line per worker, in parallel: the

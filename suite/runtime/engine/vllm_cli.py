@@ -8,7 +8,7 @@ processes vLLM spawns from this module (API servers, the engine core) get them t
 - the server's API key stays out of torch.compile's cache key. The suite gives each ``vllm serve`` a random
   key in ``VLLM_API_KEY`` (suite.stages.benchmark.server), and vLLM 0.26 hashes every vLLM environment
   variable it knows into that key (``envs.compile_factors``; 0.32 lists VLLM_API_KEY among the ignored ones):
-  so every server compiled afresh (20-39 s of each start on the H200) instead of reading the graph its
+  so every server compiled afresh (tens of seconds of each start on a GPU) instead of reading the graph its
   variant's evaluation engine had just compiled. An API key changes no compiled graph. Not reached: workers of
   ``distributed_executor_backend: ray``, which vLLM starts with a copy of the VLLM_* environment and which never
   import this module (they still hash the key).

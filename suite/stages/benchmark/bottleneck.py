@@ -1,8 +1,7 @@
 """What bounded a load point: watch the server's ``/metrics`` and the processes' CPU while it runs.
 
-A throughput number means nothing until you know what bounds it. On the project's H200 one vLLM
-API-server process capped BF16 and FP8 alike at ~9,000 tok/s: the engine's queue was empty and the
-API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
+A throughput number means nothing until you know what bounds it. One vLLM API-server process can cap
+BF16 and FP8 alike at the same figure: the engine's queue is empty and the API server burns a whole core. ``ServerMonitor`` samples, every ``interval_s``:
 
 - the engine's Prometheus gauges (``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
   ``vllm:kv_cache_usage_perc``) and counter (``vllm:num_preemptions``): running, waiting and
@@ -16,7 +15,7 @@ API server burned a whole core. ``ServerMonitor`` samples, every ``interval_s``:
 ``classify`` turns the summary into one label per point:
   ``kv-cache``      requests were preempted (or KV usage hit ~100%): capacity-bound
   ``seq-cap``       requests queued while the batch sat at its cap (``max_num_seqs``, set or vLLM's
-                    default: 1024 on an H200) with KV space to spare: the cap, not KV space, held the batch;
+                    default, e.g. 1024) with KV space to spare: the cap, not KV space, held the batch;
                     unless the GPU evidence says ``engine-cpu`` (below): then that is the label, the cap in its
                     reason, since a bigger batch only adds host work to each step
   ``engine``        requests queued at the engine (or it ran at max_num_seqs): the GPU/engine is the limit;
@@ -155,8 +154,8 @@ class ServerMonitor:
                 on["client"] = self._client.cpu_num()
             except (self._psutil.Error, AttributeError):  # AttributeError: no cpu_num on this platform
                 pass
-        # where each role's busiest process last ran: [logical CPU, its core as cpu_cores names it] (issue 16: the same FP8 point served
-        # twice on one H200 differed by 7% with its engine core's host loop; placement was not recorded then)
+        # where each role's busiest process last ran: [logical CPU, its core as cpu_cores names it]: a host-bound point
+        # moves with where its engine core ran (beside the client or an API server on one physical core, or not)
         s["on_cpu"] = {role: [cpu, self.cores.get(cpu)] for role, cpu in on.items()}
         if api_busy:  # every API server at half a core or more, not only the busiest: any of them can crowd the engine core
             s["on_cpu"]["api_servers"] = [[cpu, self.cores.get(cpu)] for cpu in api_busy]
@@ -272,13 +271,13 @@ def host_phases(loaded: list[dict]) -> list[list[dict]]:
     cut-off) ends one.
 
     The per-sample level is 90%, not the point-level rule's 70%, by evidence: the same FP8 dynamic point served twice on
-    one machine (``docs/results/h200-ceiling-20261204/``) decoded 1,024 sequences in lockstep with the GPU 100% busy
+    one machine (studies/2026-12-03-llama3-8b-shape-ceiling) decoded 1,024 sequences in lockstep with the GPU 100% busy
     while the engine core used 67-96% of a core (13,376 tok/s), and mostly at 48-81% busy while it used 92-103%
     (12,388 tok/s): where the engine core saturated, the FP8 GPU starved. A full core alone is no evidence (the second
     run's BF16 point had its engine core at ~100% beside a GPU 98-100% busy: longer steps hid the host work), so a
     sample needs both. The ramp of a point at rate inf (API servers taking in the burst while the engine core admits
     it) can be such a phase too: the host set the pace there as well.
-    Until 2026-12-04 a sample counted alone and under 70%; records made before keep the counts they were made with."""
+    An older rule counted a sample alone and under 70%; records made under it keep the counts they were made with."""
     times = [s["t"] for s in loaded if "t" in s]
     step = median(b - a for a, b in zip(times, times[1:])) if len(times) > 2 else None
     phases: list[list[dict]] = []
@@ -306,7 +305,7 @@ def idle_host_share(loaded: list[dict], in_phases: list[dict]) -> tuple[float | 
     that fell in the samples of their host-bound phases (``in_phases``, from ``host_phases``), and how many those are.
     Share None without NVML readings or with a GPU never idle.
 
-    It finds a host-bound phase inside a point whose mean utilisation is between the thresholds: issue 16's 8B shape
+    It finds a host-bound phase inside a point whose mean utilisation is between the thresholds: e.g. an 8B model
     in FP8 at rate inf, kernels 86-87% busy over the point but 33-81% while 1,024 sequences decoded in lockstep with
     the engine core at a full core."""
     idle = sum(max(0.0, 100.0 - u) for s in loaded if (u := _util(s)) is not None)
@@ -324,8 +323,8 @@ def _core(where: list | None):
 def shared_core_samples(phase_samples: list[dict]) -> int | None:
     """How many of the given samples (a point's host-bound phases) found the engine-core process on the same physical
     core (an SMT sibling or the same logical CPU) as the client, the busiest API server or any API server at half a
-    core or more (``on_cpu["api_servers"]``, recorded since 2026-12-04's fourth session), from the samples' ``on_cpu``;
-    None where none of them recorded the engine core's placement (records made before 2026-12-04)."""
+    core or more (``on_cpu["api_servers"]``), from the samples' ``on_cpu``; None where none of them recorded the engine core's
+    placement (older records)."""
     n, seen = 0, False
     for s in phase_samples:
         on = s.get("on_cpu") or {}

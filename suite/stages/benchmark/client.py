@@ -1,8 +1,8 @@
 """A warm ``vllm bench serve``: one client process runs all of a benchmark stage's load points.
 
-On the project's H200 every ``vllm bench serve`` process spent ~30 s at a full core before its first request
-(interpreter, vLLM's imports, the tokenizer), against 5-8 s of load in a 500-prompt point: 12 client starts were
-~6 of the 4-variant study's 23 minutes. ``WarmClient`` starts ``python -m suite.stages.benchmark.client`` once, as
+A ``vllm bench serve`` process can spend tens of seconds at a full core before its first request (interpreter,
+vLLM's imports, the tokenizer), more than the load of a 500-prompt point itself; one client start per point adds
+up to a large share of a benchmark stage. ``WarmClient`` starts ``python -m suite.stages.benchmark.client`` once, as
 the stage begins (its imports overlap the server's start), and sends it one job per point: vLLM's own argument
 parser and ``vllm.benchmarks.serve.main`` — the code behind ``vllm bench serve`` (its ``cmd`` calls ``main(args)``),
 so a point measures what the CLI measures. ``main`` seeds ``random`` and NumPy from ``--seed`` and builds its

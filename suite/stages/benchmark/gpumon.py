@@ -30,7 +30,7 @@ and the bottleneck label keeps to ``engine`` (``suite.stages.benchmark.bottlenec
                   70–90% busy over its length when host-bound phases (3 or more samples in a row with the GPU under
                   90% busy and the engine core at a full core: ``bottleneck.host_phases``) held at least half the
                   GPU's idle time (``ServerStats.gpu_idle_host_frac``), such as the lockstep decode of a full batch
-                  of a fast FP8 model (issue 16's 8B ceiling runs).
+                  of a fast FP8 model.
   (no split)      fewer than 3 loaded samples with GPU readings, or pipeline parallel > 1 (each stage's GPU idles
                   while the others work, so low utilisation is not host time).
   ``engine``      otherwise in between (70–90% busy) or idle without a busy engine core (a sync, a worker process):

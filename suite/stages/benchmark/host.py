@@ -1,7 +1,7 @@
 """The host a benchmark ran on: which physical core each logical CPU belongs to (sysfs), and the CPU as one line.
 
-A point bound by the engine core's host loop moves with the host's CPU (two H200 machines served the same 0.5B points
-19-39% apart, docs/results/h200-4variants-20261204c), so the result names the host, and the monitor
+A point bound by the engine core's host loop moves with the host's CPU (two machines with the same GPU can serve the
+same points tens of percent apart), so the result names the host, and the monitor
 (suite.stages.benchmark.bottleneck) places each process on its physical core.
 """
 

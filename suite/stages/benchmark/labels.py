@@ -3,8 +3,8 @@
 A pure function of a point's record (its server statistics, GPU samples summary and roofline) and the variant's
 engine arguments: ``bottleneck.ServerMonitor`` and ``gpumon`` gather the evidence while a point runs, and the stage
 labels each point with ``classify`` (``stage.annotate``). Kept apart from both, with no stage dependency, so that a
-summary can read a result recorded under an older rule by the current one (``relabel``, ``shown_label``): issue 16's
-study kept four benchmarks labelled before the GPU evidence could outrank the sequence cap. The labels and the
+summary can read a result recorded under an older rule by the current one (``relabel``, ``shown_label``), e.g. a
+point labelled before the GPU evidence could outrank the sequence cap. The labels and the
 thresholds are described in ``bottleneck``'s and ``gpumon``'s docstrings.
 """
 
@@ -54,7 +54,7 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1,
     phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the engine core at a full core while "
               f"the GPU idled part of the time), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
     shared = getattr(stats, "engine_core_shared_core_samples", None)
-    if phases and shared is not None:  # where the processes ran was recorded (since 2026-12-04)
+    if phases and shared is not None:  # where the processes ran was recorded (not in older records)
         phases += (f", in {shared} of them with the engine core on the same physical core as the client or a busy "
                    "API server" if shared else ", none of them with the engine core on the client's or a busy API "
                    "server's physical core")
@@ -99,8 +99,8 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1,
 def relabel(point: LoadPoint, engine_args: dict) -> tuple[str, str]:
     """(label, reason) the current rule gives a recorded point: its recorded server statistics and roofline, with the
     variant's max_num_seqs and pipeline parallel size, as ``stage.annotate`` classified it when it ran. So a result
-    recorded under an older rule reads as a new one does (issue 16's study kept four benchmarks labelled `seq-cap`
-    before the GPU evidence could outrank the cap, beside a fifth labelled `engine-cpu` on the same evidence); the
+    recorded under an older rule reads as a new one does (points labelled `seq-cap` before the GPU evidence could
+    outrank the cap read `engine-cpu`, as a later point on the same evidence does); the
     record itself keeps what was said when it ran. A point without server statistics keeps its recorded label."""
     if point.server is None:
         return point.bottleneck or "-", point.bottleneck_reason or ""
@@ -144,7 +144,7 @@ def _classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | N
 
     ``max_num_seqs`` is the recipe's engine argument when it sets one. When it does not, a cap is
     inferred from the samples: requests waited and, in at least half of those samples, the running
-    count sat at its peak (vLLM does not report its max_num_seqs; on an H200 its default is 1024).
+    count sat at its peak (vLLM does not report its max_num_seqs; its default on a large GPU is 1024).
     """
     if stats is None or stats.samples == 0:
         return "unknown", "no server metrics were sampled during the point"
@@ -163,8 +163,8 @@ def _classify(point: LoadPoint, stats: ServerStats | None, max_num_seqs: int | N
                 f"{100 * (stats.kv_usage_max or 0):.0f}% full: max_num_seqs={cap} ({source}) held the batch")
         if split is not None and split[0] == "engine-cpu" and (stats.gpu_util_mean or 0.0) < IDLE_UTIL:
             # the cap held the batch, but the engine loop's host side was already a full core with the GPU idle over
-            # the whole point: a bigger batch is more host work per step, not more steps (Qwen 0.5B on the H200,
-            # issue 16). Host-bound phases inside a point 70-90% busy do not outrank the cap
+            # the whole point: a bigger batch is more host work per step, not more steps (a small model on a fast
+            # GPU). Host-bound phases inside a point 70-90% busy do not outrank the cap
             return split[0], (f"{split[1]}. The batch also sat at its cap ({held}); a larger cap would add host "
                               "work to every step too: measure it before expecting tok/s from it")
         return "seq-cap", (f"{held}, not KV space; raising engine_args.max_num_seqs trades queueing (TTFT) for "

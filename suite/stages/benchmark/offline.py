@@ -30,8 +30,8 @@ def measure(config: BenchmarkConfig) -> dict:
 
     e = config.engine
     # the engine `vllm serve` builds, without its HTTP front end: vLLM gives LLM and the OpenAI server different batch
-    # defaults (on an H200 16,384 batched tokens offline against 8,192 served) and LLM logs no stats, which the server
-    # does every step for /metrics. Issue 16's first ceiling run had both differences in its "ceiling".
+    # defaults (e.g. 16,384 batched tokens offline against 8,192 served) and LLM logs no stats, which the server
+    # does every step for /metrics: with LLM's defaults the "ceiling" would measure another engine.
     limits = serve_engine_limits(e.engine_args, e.max_model_len)
     args = {**e.engine_args, **limits, "disable_log_stats": bool(e.engine_args.get("disable_log_stats", False))}
     t0 = time.perf_counter()

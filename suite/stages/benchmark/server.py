@@ -49,9 +49,9 @@ KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 MAX_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 CACHE_INFO = "vllm:cache_config_info"
 # SIGTERM to SIGKILL for a server's process tree. vLLM's own shutdown takes 2-5 s (CPU: every process gone in
-# 4.5 s). On the H200 each stop took the whole grace (31 s with 30, then 10.0 s with 10, "though every process
-# ended on SIGTERM"): the ended engine core and API servers were zombies of the stage's supervisor, which
-# psutil's wait counted as running; procs.stop counts them as ended since. Nothing is measured after the stop.
+# 4.5 s). A stop that waits the whole grace although every process ended on SIGTERM means the ended engine core
+# and API servers are zombies of the stage's supervisor, which psutil's wait counts as running; procs.stop
+# counts them as ended. Nothing is measured after the stop.
 STOP_GRACE_S = 10.0
 SLOW_STOP_S = 5.0  # a stop slower than this is said, whatever made it slow
 

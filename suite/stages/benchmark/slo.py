@@ -9,10 +9,9 @@ set, the server served at least that share of the offered rate.
 
 A probe is a sustained rate only if it lasts: with ``n`` prompts at ``rate`` req/s the arrivals span ``n / rate``
 seconds, and if that is shorter than a few request lifetimes (``slo.steady_windows`` x the median e2e latency) every
-request is in flight at once and the p99 TTFT measures how the server digests one burst, whatever the rate. On the
-H200 (issue 16's study) 300 prompts at 64-256 req/s lived ~4 s each and arrived within 1.2-4.7 s: all 300 ran at once,
-and the "sustainable" rates (48 to >= 256 req/s, up to 3.9x what the same servers completed at saturation) were
-noise around the 200 ms limit. Such a probe is run again at the same rate with enough prompts (``steady_prompts``,
+request is in flight at once and the p99 TTFT measures how the server digests one burst, whatever the rate: a
+few hundred prompts at a high rate, each living a few seconds, all run at once, and the "sustainable" rate found is
+noise around the TTFT limit (it can exceed several times what the same server completes at saturation). Such a probe is run again at the same rate with enough prompts (``steady_prompts``,
 from the last run's lifetime, at most ``MAX_RESIZES`` times and ``slo.max_num_prompts`` prompts); the result says
 whether the probes that decided the rate were steady (``SloResult.steady``), and the summary keeps the rate only
 when they were. Above capacity latency grows with the queue for as long as requests arrive, so an overloaded probe
@@ -21,11 +20,10 @@ real failure (an overload), not a burst.
 
 Nor is a rate the server cannot complete worth probing: a Poisson rate above the requests per second the same server
 completed at saturation (``capacity_req_s``: the fastest repetition of its rate-inf point) builds a queue that only
-grows, so it cannot be sustainable. A rate above ``ABOVE_CAPACITY`` x that capacity (the margin covers the 10-29%
-spread between repetitions seen on the H200; not with ``slo.steady_windows`` 0) is decided as an overload without running (a row with
+grows, so it cannot be sustainable. A rate above ``ABOVE_CAPACITY`` x that capacity (the margin covers the
+spread of tens of percent between repetitions of a GPU point; not with ``slo.steady_windows`` 0) is decided as an overload without running (a row with
 ``num_prompts`` 0 and ``not_run`` set). Above capacity a resized probe can send up to ``slo.max_num_prompts`` into that
-queue (stretch 4 of issue 16's study: one benchmark took 558 s with resizing, against 266-391 s before it; its log
-was lost, so where those seconds went is not known).
+queue, which can double a benchmark stage's time.
 """
 
 from __future__ import annotations
@@ -195,7 +193,7 @@ def probe_row(rate: float, n: int, point: LoadPoint, slo: SloSpec, is_steady: bo
 
 def unbracketed_note(good: float | None, bad: float | None, last_rate: float, slo: SloSpec) -> str | None:
     """Why the search ended without a bracket: the limit of the rates, or of the probes (then the
-    sustainable rate is only a lower bound: the H200 run printed 'held up to max_rate' at 64 of 128)."""
+    sustainable rate is only a lower bound, e.g. 'held up to max_rate' at 64 of 128)."""
     if good is not None and bad is not None:
         return None
     if good is not None:

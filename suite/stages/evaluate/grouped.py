@@ -4,8 +4,8 @@ lm-eval's vLLM backend scores each (context, continuation) pair as a request of 
 ``prompt_logprobs=1``: a 4-choice 5-shot MMLU question's ~700-token context is prefilled 4 times, with a
 full-vocabulary log-softmax at every prompt position, and vLLM's prefix cache is not used for requests that
 ask for prompt logprobs, so the few-shot exemplars that a subject's questions share are prefilled again each
-time. On the H200 that ran at 35-39 pairs/s per engine (docs/results/h200-study-20261202): ~30 minutes a
-variant for MMLU + C-Eval 5-shot.
+time: for a 0.5B model on a GPU a few dozen pairs a second per engine, about half an hour a variant for MMLU +
+C-Eval 5-shot.
 
 Where a continuation is one token (MMLU's and C-Eval's " A" .. " D"), the two numbers lm-eval wants come from
 one request on the context alone: ``max_tokens=1``, temperature 0, and vLLM's ``SamplingParams.logprob_token_ids``
@@ -68,8 +68,8 @@ class GroupedVLLM(VLLM):
         continuation, ``whole = tok_encode(context + continuation)``, ``continuation = whole[len(context):]``), the
         same token ids, but each distinct context encoded once and every string through the tokenizer in batches.
         lm-eval encodes two strings per pair, one call each: for 5-shot MMLU + C-Eval (61,582 pairs, ~700-token
-        contexts) that took 260 s of an H200 evaluation whose model work took 14 s
-        (docs/results/h200-study-20261203); here 3.0x faster on 2 cores (6,284 real pairs, Qwen2.5's tokenizer)."""
+        contexts) that took minutes of a GPU evaluation whose model work took seconds; batched, it is about 3x
+        faster (measured on 2 CPU cores, 6,284 real pairs, Qwen2.5's tokenizer)."""
         if self.backend != "causal":
             return [((c, k), *self._encode_pair(c, k)) if c else self._empty_context_pair(c, k) for c, k in pairs]
         moved = []  # (context, continuation) after lm-eval's trailing-space move; None: an empty context

@@ -139,10 +139,10 @@ def served_lm(config) -> ServedCompletions:
 
 def auto_concurrency(engine) -> int:
     """Requests in flight for eval.batch_size 'auto' (an int batch_size is taken as it is): as many as the server
-    decodes at once (its max_num_seqs: the recipe's, else vllm serve's default here, 1,024 on an H200), which is
+    decodes at once (its max_num_seqs: the recipe's, else vllm serve's default here, e.g. 1,024 on a large GPU), which is
     what lm-eval's offline engine gets when it is handed every request at once. The batch a sequence is decoded in
-    changes its greedy text; with an FP8 KV cache far more than in BF16 (H200, full GSM8K: offline at 64 sequences
-    against 1,024, 23% of FP8 KV generations identical, 72% in BF16; docs/results/h200-fp8kv-batch-20261202), so the
+    changes its greedy text; with an FP8 KV cache far more than in BF16 (full GSM8K offline at 64 sequences against
+    1,024: under a quarter of FP8 KV generations identical, most of BF16's; docs/06-gate-and-statistics.md), so the
     served scoring runs at the offline engine's batch, not at a fixed 64."""
     from suite.runtime.engine.batching import serve_max_num_seqs
 

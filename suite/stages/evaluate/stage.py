@@ -66,7 +66,7 @@ def prepare(config: EvaluateConfig):
     from suite.stages.evaluate import tasks as task_registry
     from suite.stages.evaluate.templates import compile_templates_once
 
-    compile_templates_once()  # lm-eval compiles every template on every render: 126-168 s a variant on the H200
+    compile_templates_once()  # lm-eval compiles every template on every render: minutes of CPU a variant
 
     local = task_registry.available(Path(config.include_path))
     for extra in config.extra_include_paths:  # eval.include_path: the recipe's own task folders

@@ -4,8 +4,7 @@ lm-eval 0.4.13 renders a task's ``doc_to_text``, ``doc_to_target`` and ``doc_to_
 ``lm_eval.utils.apply_template``, which calls ``env.from_string(template)`` on every call: Jinja's
 ``Environment.from_string`` never caches, so each render parses and compiles the template to Python again. A 5-shot
 multiple-choice question renders ~20 templates, and building the requests of MMLU, GSM8K, HumanEval and C-Eval
-(16,871 questions) took 126-168 s of the H200 host's CPU per variant against ~45 s of GPU work
-(docs/results/h200-eval1-20261204/). lm-eval knows (EleutherAI/lm-evaluation-harness#1286, open; #3756 proposes a
+(16,871 questions) took minutes of the host's CPU per variant, several times the GPU work. lm-eval knows (EleutherAI/lm-evaluation-harness#1286, open; #3756 proposes a
 render cache keyed by the document's ``id``).
 
 This keeps lm-eval's environment and renders every call as before; only the compiled ``Template`` is reused, keyed

@@ -1,7 +1,6 @@
 """Where an evaluation's wall time goes: lm-eval's calls into the model by request type, and lm-eval's own phases.
 
-The H200 logs left ~130-145 s of each evaluation unexplained by any progress bar (docs/results/h200-eval1-20261204/),
-and on the 2-core CPU machine lm-eval's own work for the same four benchmarks (an engine-less run of
+On a GPU, minutes of an evaluation can go unexplained by any progress bar, and on a 2-core CPU machine lm-eval's own work for the same four benchmarks (an engine-less run of
 ``simple_evaluate``) is ~12 s: the split says which phase it is. Each timer wraps one callable that lm-eval looks up at
 call time, counts a call made inside another call of the same timer once, and keeps counting when the call raises.
 Nothing is changed but the timing; ``lm_eval_phases`` puts every wrapped attribute back on leaving.

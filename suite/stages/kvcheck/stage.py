@@ -9,7 +9,7 @@ rel err > 2**-4 or > 2x the median layer's, and the attention output error > 1.5
 the ideal per-tensor scale. ``kv_skip_layers: auto`` ranks the layers by the KL of one layer's KV in FP8
 (every other layer BF16) and keeps in BF16 the fewest top-ranked layers that bring the all-layer KL to at
 most max(1.25 x unit scale's all-layer KL, 0.005 nats/token): unit scale (vLLM's default) was within the
-noise of BF16 on the H200 (GSM8K -0.8 / +0.1 points at 2.00x KV capacity), so it is the measured
+noise of BF16 on a GPU (GSM8K within a point at twice the KV capacity), so it is the measured
 reference of "harmless"; the 25 % margin covers the KL's spread over a few thousand tokens; the floor
 stops the greedy from chasing rounding noise when unit's KL is itself tiny.
 """
@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 KVCHECK_OPTION = {"calibrated": "calibrated", "unit": "unit", "dynamic": "vllm-calc", "per-head": "per-head"}
 CHECKED_TENSORS = ("k", "v", "attn")  # Q is FP8 only on FlashAttention-3, at scale 1.0 for every option
 # kv_scales: auto (and the recommendation): unit scale, vLLM's default, unless another option's measured KL
-# is this many times lower. Unit was within the noise of BF16 on the H200
-# (docs/results/h200-kv-proof-20261201); vLLM's run-time scales had 0.91x unit's KL on CPU (0.0163 vs
+# is this many times lower. Unit was within the noise of BF16 on a GPU
+# (studies/2026-12-01-fp8-kv-cache); vLLM's run-time scales had 0.91x unit's KL on CPU (0.0163 vs
 # 0.0179, docs/kv-scales.md) yet lost 1.44 GSM8K points on the GPU against unit's 0.83: a KL difference of
 # ~10% over a few thousand tokens does not predict accuracy, so only a clear win (the 25% margin
 # kv_skip_layers: auto uses) moves off the default.

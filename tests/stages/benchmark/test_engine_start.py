@@ -79,7 +79,7 @@ def test_parallel_workers_keep_the_largest_and_missing_lines_stay_none():
 @pytest.mark.parametrize("log, after_graphs, init_engine", [
     # issue 16's study on the project's H200 (vLLM 0.26.0, Qwen2.5-Coder-0.5B, 2 API servers), each log cut at
     # "Starting vLLM server": fp8-dynamic-kv, the first engine on a fresh machine (stretch 5), and fp8-static, the
-    # second benchmark's engine of stretch 3 (docs/results/h200-study-20261203/stretch{3,5})
+    # second benchmark's engine of stretch 3 (studies/2026-12-02-qwen-coder-study/results/h200-study-20261203/stretch{3,5})
     ("h200-vllm-0.26-serve-start-first-on-machine.log", 118.0, 159.13),
     ("h200-vllm-0.26-serve-start-later-on-machine.log", 8.0, 46.28),
 ])

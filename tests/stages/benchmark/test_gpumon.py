@@ -179,7 +179,7 @@ def recorded(name: str) -> tuple[list[dict], list[dict]]:
 
 
 # Recorded on the project's H200 (vLLM 0.26.0, 2 API servers, Qwen2.5-Coder-0.5B, 500 random 512/256 prompts at
-# rate inf; docs/results/h200-4variants-20261201): the monitor's samples of each variant's point, with the point's
+# rate inf; studies/2026-12-01-four-variants-gpu-sharing/results/h200-4variants-20261201): the monitor's samples of each variant's point, with the point's
 # roofline. Kernels ran ~30% of the time while requests queued and the engine core sat at a full core.
 RECORDED = {"bf16": {"tensor_frac": 0.0534, "hbm_frac": 0.0395}, "bf16-fp8kv": {"tensor_frac": 0.0688, "hbm_frac": 0.0329},
             "fp8kv-cal": {"tensor_frac": 0.0505, "hbm_frac": 0.0236}, "fp8-dynamic": {"tensor_frac": 0.0266, "hbm_frac": 0.0378}}
@@ -199,7 +199,7 @@ def test_recorded_h200_samples_are_engine_cpu_bound(variant):
 
 
 # Recorded on the project's H200 in issue 16's study (vLLM 0.26.0, 2 API servers, Qwen2.5-Coder-0.5B, 1,500 random
-# 512/256 prompts at rate inf, repetition 1; docs/results/h200-study-20261203/stretch3): the batch sat at vLLM's
+# 512/256 prompts at rate inf, repetition 1; studies/2026-12-02-qwen-coder-study/results/h200-study-20261203/stretch3): the batch sat at vLLM's
 # default cap of 1,024 with 460 waiting, the KV cache 7% full -- and kernels ran ~20% of the time with the engine core
 # at a full core. Before the GPU evidence could outrank the cap, these read `seq-cap`, whose advice (raise
 # max_num_seqs) asks a saturated host loop for more work per step.
@@ -223,7 +223,7 @@ def test_recorded_h200_points_at_the_sequence_cap_with_an_idle_gpu_are_engine_cp
 
 
 # Recorded on the project's H200 (vLLM 0.26.0, 4 API servers, the Llama-3-8B shape with random weights, 1,500 random
-# 512/256 prompts at rate inf; docs/results/h200-gpubound-20261203), each point's roofline from its result. The same
+# 512/256 prompts at rate inf; studies/2026-12-03-llama3-8b-shape-ceiling/results/h200-gpubound-20261203), each point's roofline from its result. The same
 # queue as the 0.5B points above (the batch up to vLLM's 1,024, ~440 waiting on average), but with ~16x the tensor
 # work per step: BF16's kernels ran 91% of the time at 674 W of 700 -- the first GPU-bound point the suite recorded.
 # With an FP8 KV cache the GPU was 85% busy at 615 W and the engine core at 78%: between the thresholds, undecided by
@@ -263,7 +263,7 @@ def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsy
     from suite.cli.render import print_load_points
     from suite.records.benchmark import BenchmarkResult
 
-    data = ROOT / "tests/stages/benchmark/data"  # copies of docs/results/h200-study-20261203/stretch{3,5}'s results
+    data = ROOT / "tests/stages/benchmark/data"  # copies of studies/2026-12-02-qwen-coder-study/results/h200-study-20261203/stretch{3,5}'s results
     res = BenchmarkResult.read(data / "h200-vllm-0.26-qwen0.5b-study-fp8-static.benchmark.result.json")
     assert [p.bottleneck for p in res.points] == ["seq-cap", "seq-cap"]
     label, reason = bottleneck.relabel(res.points[0], {})
@@ -288,7 +288,7 @@ def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsy
 
 
 # Recorded on the project's H200 in issue 16's ceiling run (vLLM 0.26.0, 4 API servers, the Llama-3-8B shape with random
-# weights, 1,500 random 512/256 prompts at rate inf; docs/results/h200-ceiling-20261203), each point's roofline from its
+# weights, 1,500 random 512/256 prompts at rate inf; studies/2026-12-03-llama3-8b-shape-ceiling/results/h200-ceiling-20261203), each point's roofline from its
 # result. Served against offline LLM.generate on the same workload: BF16 100%, FP8 static 94%, FP8 dynamic 86%. Over
 # each FP8 point the kernels ran 86% of the time -- undecided by the means -- but while 1,024 sequences decoded in
 # lockstep the GPU fell to 33-75% busy with the engine core at a full core; and after FP8 dynamic's last step an API
@@ -364,7 +364,7 @@ def test_host_bound_phases_are_runs_of_samples_and_a_short_drain_is_not_named():
 
 # Recorded on the project's H200 in issue 16's second ceiling session (vLLM 0.26.0, 4 API servers, the Llama-3-8B shape,
 # 1,500 random 512/256 prompts at rate inf, the offline ceiling built with the server's batch limits;
-# docs/results/h200-ceiling-20261204/): the same FP8 dynamic point served twice on one machine, 9 minutes apart. In
+# studies/2026-12-03-llama3-8b-shape-ceiling/results/h200-ceiling-20261204/): the same FP8 dynamic point served twice on one machine, 9 minutes apart. In
 # run 1 the lockstep decode of 1,024 sequences kept the GPU 100% busy with the engine core at 67-96% of a core (13,376
 # tok/s, 98% of offline); in run 2 the engine core sat at 92-103% and the GPU mostly at 48-81% busy (12,388 tok/s,
 # 92% of offline). The label follows the evidence: `gpu`, then `engine-cpu` by its host-bound phases (undecided, with 3

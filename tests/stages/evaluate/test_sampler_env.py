@@ -1,7 +1,7 @@
 """An evaluation engine that no server follows starts without FlashInfer's top-k/top-p sampler (its JIT compilation held
-every evaluation engine of a fresh H200 machine for 72-90 s, docs/results/h200-4variants-20261204; greedy requests never
+every evaluation engine of a fresh H200 machine for 72-90 s, studies/2026-12-01-four-variants-gpu-sharing/results/h200-4variants-20261204; greedy requests never
 use it); one a server follows keeps vLLM's default, since vLLM hashes VLLM_USE_FLASHINFER_SAMPLER into its torch.compile
-cache key (without it the servers recompiled, 15.7-27 s against 3 s: docs/results/h200-4variants-20261204b). The stage's
+cache key (without it the servers recompiled, 15.7-27 s against 3 s: studies/2026-12-01-four-variants-gpu-sharing/results/h200-4variants-20261204b). The stage's
 environment (runtime.env) overrides both."""
 
 from __future__ import annotations
