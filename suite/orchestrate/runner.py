@@ -177,7 +177,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                 if (job.stage, job.variant) in kept:
                     pending.remove(job)
                     result = kept[job.stage, job.variant]
-                    _record(vs, job.stage, result)
+                    _record(vs, job.stage, result, plans[job.variant])
                     totals[job.stage] = totals.get(job.stage, 0.0) + getattr(result, "wall_s", 0.0)
                     state[job.id] = "ok"
                     quantize_left.discard(job.id)
@@ -210,7 +210,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                     state[job.id] = "failed"
                     report(job.stage, job.variant, "failed")
                     continue
-                _record(vs, job.stage, outcome.result)
+                _record(vs, job.stage, outcome.result, plans[job.variant])
                 if job.stage == "quantize" and (old := kept.get((rundir.REBUILD, job.variant))) is not None:
                     summary.warnings += rebuilt(old, outcome.result, job.variant, plan, kept)
                 state[job.id] = "ok"
@@ -277,8 +277,12 @@ def plan_path(plan, variant: str) -> str:
     return next(vp.model_path for vp in plan.variants if vp.variant.name == variant)
 
 
-def _record(vs, stage: str, result) -> None:
-    """A stage's result into its variant's summary (a served benchmark also carries the evaluation)."""
+def _record(vs, stage: str, result, vp=None) -> None:
+    """A stage's result into its variant's summary (a served benchmark also carries the evaluation; an
+    eval.engine_check evaluation goes into engine_checks under its configuration's label)."""
+    if vp is not None and (label := vp.check_label(stage)) is not None:
+        vs.engine_checks[label] = result
+        return
     setattr(vs, stage, result)
     if stage == "benchmark" and getattr(result, "evaluate", None) is not None:
         vs.evaluate = result.evaluate
