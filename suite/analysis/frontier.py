@@ -6,6 +6,13 @@ axis: the headline load point (``tput.output_tok_s``, saturation) or the sustain
 (``tput.sustainable_output_tok_s``), where higher is better; or the cost per 1M output tokens at either
 (``cost.per_1m_output_tokens``, ``cost.per_1m_output_tokens.slo``: runs whose recipe prices a GPU hour),
 where LOWER is better, so the front flips on that axis (``lower_is_better``).
+
+Each point carries what is known of its uncertainty (``intervals``), the same for the report's chart and the
+frontier page: on the x axis the interval over the headline point's repetitions (``<x>.ci_low``/``.ci_high``,
+suite.runtime.spread; none for a cost or SLO figure, which records none); on the accuracy axis the paired 95% CI
+of the variant's delta from the baseline placed on its score (``acc.<task>.delta_ci_low``/``.delta_ci_high``;
+the baseline has none). ``acc.mean`` gets that bar only when the run scored one task (the mean then is that task's
+score): the paired CIs of several tasks do not add up to one for their mean, so none is drawn (``bar_notes``).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.records.summary import RunSummary
-from suite.analysis.summary import rate_unjudged
+from suite.analysis.summary import metric_name, rate_unjudged
 
 # each throughput metric's cost counterpart (suite.analysis.summary.add_cost)
 COST_OF = {"tput.output_tok_s": "cost.per_1m_output_tokens",
@@ -32,6 +39,8 @@ class FrontierPoint:
     throughput: float  # the x axis: the throughput metric's value, or the cost metric's (FrontierConfig.throughput)
     accuracy: float
     is_baseline: bool
+    x_interval: tuple[float, float] | None = None  # the throughput's interval over repetitions (``intervals``)
+    y_interval: tuple[float, float] | None = None  # the paired CI of the delta, placed on the score
 
 
 @dataclass
@@ -87,9 +96,44 @@ def left_out(runs: list[RunSummary], accuracy: str, throughput: str) -> list[str
 def collect(runs: list[RunSummary], accuracy: str, throughput: str) -> list[FrontierPoint]:
     """One point per variant with both metrics (``_candidates``' names). On an SLO-rate axis a rate not checked as
     steady is left out (``left_out`` names them)."""
-    return [FrontierPoint(name, v.metrics[throughput], v.metrics[accuracy], v.is_baseline)
-            for name, _, v in _candidates(runs, accuracy, throughput)
+    return [FrontierPoint(name, v.metrics[throughput], v.metrics[accuracy], v.is_baseline,
+                          *intervals(r, v, accuracy, throughput))
+            for name, r, v in _candidates(runs, accuracy, throughput)
             if not (at_slo_rate(throughput) and rate_unjudged(v))]
+
+
+def accuracy_task(run: RunSummary, accuracy: str) -> str | None:
+    """The ``acc.<task>`` key whose paired CI is ``accuracy``'s error bar: itself, or for ``acc.mean`` the run's one
+    task (None with several: no bar for a mean over tasks)."""
+    if accuracy != "acc.mean":
+        return accuracy
+    return metric_name("acc", run.tasks[0]) if len(run.tasks) == 1 else None
+
+
+def intervals(run: RunSummary, v, accuracy: str, x: str):
+    """(x interval, accuracy interval) of variant ``v``'s point, absolute bounds, each None where none is recorded
+    (the module docstring says which)."""
+    m = v.metrics
+    xi = (m[f"{x}.ci_low"], m[f"{x}.ci_high"]) if f"{x}.ci_low" in m and f"{x}.ci_high" in m else None
+    yi = None
+    if (key := accuracy_task(run, accuracy)) and f"{key}.delta_ci_low" in m and f"{key}.delta_ci_high" in m:
+        delta = m.get(f"{key}.delta", 0.0)
+        yi = (m[accuracy] + m[f"{key}.delta_ci_low"] - delta, m[accuracy] + m[f"{key}.delta_ci_high"] - delta)
+    return xi, yi
+
+
+def bar_notes(runs: list[RunSummary], accuracy: str, x: str) -> list[str]:
+    """What the error bars of a chart of ``accuracy`` against ``x`` are, in words (shown under it)."""
+    notes = []
+    if accuracy == "acc.mean" and any(len(r.tasks) > 1 for r in runs):
+        notes.append("no accuracy error bar for the mean over several tasks (their paired CIs do not combine into "
+                     "one for the mean): see each task's chart")
+    else:
+        notes.append("accuracy bars: the paired 95% CI of each variant's delta from its baseline, placed on its "
+                     "score (the baseline has none)")
+    if x.startswith("tput.") and not at_slo_rate(x):
+        notes.append("throughput bars: the interval over the headline point's repetitions")
+    return notes
 
 
 def cost_currency(runs: list[RunSummary]) -> str | None:

@@ -56,7 +56,7 @@ def store(cache_dir: Path, key: str, result: EvaluateResult) -> EvaluateResult:
 
 
 def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], force: bool, lock=None,
-                    python: str | None = None):
+                    python: str | None = None, stage: str = EVALUATE):
     """The evaluate stage through the cache: reuse a finished evaluation of the same thing (``vp``: its
     ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``stageproc.StageOutcome``."""
     from suite.orchestrate.stageproc import StageOutcome, run_stage
@@ -66,10 +66,11 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     # differs (another machine, another GPU) is not the checkpoint the cached scores came from
     identity = ((vs.quantize.key + (f":{vs.quantize.content_sha256}" if vs.quantize.content_sha256 else ""))
                 if vs.quantize else weights_fingerprint(vp.model_path))
-    key = cache_key(vp.evaluate, identity, env=env)
+    config = vp.config(stage)  # evaluate, or one of eval.engine_check's evaluate-check-<i>
+    key = cache_key(config, identity, env=env)
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
-    outcome = run_stage(EVALUATE, vp.evaluate, vdir, env, lock, python)
+    outcome = run_stage(stage, config, vdir, env, lock, python)
     if outcome.result is not None:
         outcome = outcome._replace(result=store(cache_dir, key, outcome.result.model_copy(update={"cache_key": key})))
     return outcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from suite.runtime import envs  # noqa: F401 -- the runner's stage environment and versions, through here
-from suite.stages.registry import EVALUATE
+from suite.stages.registry import EVALUATE, STAGES
 
 # re-exported: callers import the stage process's names from here
 from suite.orchestrate.stageproc import StageOutcome, failure_line, interpreter, read_result, run_stage  # noqa: F401
@@ -19,16 +19,19 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
 
     vp = with_results(vp, vs)  # e.g. the layers kvcheck chose for kv_skip_layers: auto, into later configs
     vdir = run_dir / "variants" / vp.variant.name
-    if stage == EVALUATE:
+    if stage == EVALUATE or STAGES[stage].check_of == EVALUATE:  # eval.engine_check's jobs too
         from suite.orchestrate.eval_cache import evaluate_cached
 
-        return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python)
+        return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python, stage)
     return run_stage(stage, vp.config(stage), vdir, env, lock, python)
 
 
-def record(vs, stage: str, result) -> None:
+def record(vs, stage: str, result, vp=None) -> None:
     """A stage's result into its variant's summary (a result that carries an evaluation, a served benchmark's, also
-    gives the variant's evaluation)."""
+    gives the variant's evaluation; an eval.engine_check evaluation goes into engine_checks under its label)."""
+    if vp is not None and (label := vp.check_label(stage)) is not None:
+        vs.engine_checks[label] = result
+        return
     setattr(vs, stage, result)
     if stage != EVALUATE and getattr(result, EVALUATE, None) is not None:
         vs.evaluate = getattr(result, EVALUATE)
@@ -43,8 +46,6 @@ def stage_jobs(plan) -> list:
 
 def builds_checkpoint(stage: str) -> bool:
     """Whether ``stage`` builds a checkpoint that later jobs are served from (the registry's StageSpec says)."""
-    from suite.stages.registry import STAGES
-
     return stage in STAGES and STAGES[stage].builds_checkpoint
 
 

@@ -171,7 +171,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                 if (job.stage, job.variant) in kept:
                     pending.remove(job)
                     result = kept[job.stage, job.variant]
-                    jobs.record(vs, job.stage, result)
+                    jobs.record(vs, job.stage, result, plans[job.variant])
                     totals[job.stage] = totals.get(job.stage, 0.0) + getattr(result, "wall_s", 0.0)
                     state[job.id] = "ok"
                     quantize_left.discard(job.id)
@@ -204,7 +204,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                     state[job.id] = "failed"
                     report(job.stage, job.variant, "failed")
                     continue
-                jobs.record(vs, job.stage, outcome.result)
+                jobs.record(vs, job.stage, outcome.result, plans[job.variant])
                 if jobs.builds_checkpoint(job.stage) and (old := kept.get((rundir.REBUILD, job.variant))) is not None:
                     summary.warnings += rebuilt(old, outcome.result, job.variant, plan, kept)
                 state[job.id] = "ok"

@@ -20,8 +20,10 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from suite.analysis.frontier import (COST_OF, FrontierConfig, FrontierResult, collect, cost_currency, left_out,
-                                     lower_is_better, pareto_front)
+from suite.analysis.frontier import (COST_OF, FrontierConfig, FrontierResult, bar_notes, collect, cost_currency,
+                                     left_out, lower_is_better, pareto_front)
+from suite.analysis.summary import metric_name
+from suite.outputs.plots import MIN_ACCURACY_SPAN
 from suite.records.summary import RunSummary
 
 
@@ -38,6 +40,16 @@ def x_label(x: str, runs: list[RunSummary]) -> str:
     if lower_is_better(x):
         return f"{cost_currency(runs)} per 1M output tokens{slo} (GPU time only; lower is better)"
     return f"output throughput (tok/s){slo}"
+
+
+def y_label(key: str, runs: list[RunSummary]) -> str:
+    """The accuracy axis in words: 'mean accuracy over tasks (share correct)', or a task's name and metric."""
+    if key == "acc.mean":
+        return "accuracy, mean over tasks (share correct)"
+    task = key.removeprefix("acc.")
+    metric = next((sc.metric for r in runs for v in r.variants if v.evaluate for sc in v.evaluate.scores
+                   if metric_name("acc", sc.task) == key), None)
+    return f"{task} score ({metric.split(',')[0]}, 0 to 1)" if metric else f"{task} score (0 to 1)"
 
 
 def run(config: FrontierConfig) -> FrontierResult:
@@ -68,17 +80,28 @@ def draw(runs: list[RunSummary], config: FrontierConfig, points, front, x: str, 
     for p in points:
         ax.scatter(p.throughput, p.accuracy, s=80, marker="s" if p.is_baseline else "o",
                    color="tab:gray" if p.is_baseline else "tab:blue", zorder=3)
+        if p.x_interval or p.y_interval:  # as the page and the report draw them (analysis.frontier.intervals)
+            xe = [[max(0.0, p.throughput - p.x_interval[0])], [max(0.0, p.x_interval[1] - p.throughput)]] \
+                if p.x_interval else None
+            ye = [[max(0.0, p.accuracy - p.y_interval[0])], [max(0.0, p.y_interval[1] - p.accuracy)]] \
+                if p.y_interval else None
+            ax.errorbar([p.throughput], [p.accuracy], xerr=xe, yerr=ye, fmt="none", capsize=3, elinewidth=1.2,
+                        ecolor="tab:gray" if p.is_baseline else "tab:blue", zorder=2)
         ax.annotate(p.name + (" (baseline)" if p.is_baseline else ""), (p.throughput, p.accuracy),
                     textcoords="offset points", xytext=(6, 6), fontsize=9)
     ax.plot([p.throughput for p in front], [p.accuracy for p in front], "--o", color="tab:red",
             markerfacecolor="none", markersize=14, label="Pareto front", zorder=2)
     ax.margins(x=0.25, y=0.25)
+    low, high = ax.get_ylim()
+    if high - low < MIN_ACCURACY_SPAN:  # one item of a small task is no cliff
+        ax.set_ylim((low + high) / 2 - MIN_ACCURACY_SPAN / 2, (low + high) / 2 + MIN_ACCURACY_SPAN / 2)
+    low, high = ax.get_ylim()
     ax.set_xlabel(x_label(x, runs))
-    ax.set_ylabel("accuracy, mean over tasks" if config.accuracy == "acc.mean" else config.accuracy)
+    ax.set_ylabel(y_label(config.accuracy, runs))
     title = runs[0].recipe_name if len({r.recipe_name for r in runs}) == 1 else f"{len(runs)} runs"
     what = "cost" if lower_is_better(x) else "throughput"
     ax.set_title(f"{title}: accuracy vs {what} ({', '.join(sorted({r.platform for r in runs}))})")
-    bottom, notes = 0.0, []
+    bottom, notes = 0.0, [f"accuracy axis {low:.3f} to {high:.3f}; " + "; ".join(bar_notes(runs, config.accuracy, x))]
     if lower_is_better(x):
         notes.append("price: " + "; ".join(price_notes(runs)))
     if missing := left_out(runs, config.accuracy, x):
@@ -122,13 +145,20 @@ def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
             front = {p.name for p in front_pts}
             cost = lower_is_better(x)
             unit = f"{cost_currency(runs)}/1M output tokens" if cost else "tok/s"
-            series = {"Pareto front": [], "dominated": [], "baseline": []}
+            # the baseline's own colour says whether it is on the front too (a grey 'baseline' beside a red front
+            # read as a baseline off it)
+            series = {"Pareto front": [], "dominated": [], "baseline, on the front": [], "baseline, off the front": []}
+            errors, names = {}, {}
             for p in pts:
                 tip = (f"{p.name}: {p.throughput:,.4g} {unit}, {key} {p.accuracy:.4f}"
                        + (" (on the front)" if p.name in front else ""))
-                series["baseline" if p.is_baseline else ("Pareto front" if p.name in front else "dominated")].append(
+                group = "Pareto front" if p.name in front else "dominated"
+                series[f"baseline, {'on' if p.name in front else 'off'} the front" if p.is_baseline else group].append(
                     (p.throughput, p.accuracy, tip))
-            chart = scatter_svg({k: v for k, v in series.items() if v}, x_label(x, runs), key, line=False)
+                errors[tip], names[tip] = (p.x_interval, p.y_interval), p.name + (" (baseline)" if p.is_baseline else "")
+            chart = scatter_svg({k: v for k, v in series.items() if v}, x_label(x, runs), y_label(key, runs),
+                                line=False, errors=errors, labels=names, min_y_span=MIN_ACCURACY_SPAN,
+                                notes=bar_notes(runs, key, x))
             charts.append({"key": key, "title": f"{key} against {'cost' if cost else 'throughput'}", "chart": chart,
                            "points": pts, "front": front, "x_head": unit, "x_fmt": "{:,.4f}" if cost else "{:,.1f}"})
     page = render("frontier.html.j2", throughput=config.throughput, charts=charts, prices=price_notes(runs),

@@ -28,6 +28,7 @@ from markupsafe import Markup, escape
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
 Series = dict[str, list[tuple[float, float, str]]]
+MIN_ACCURACY_SPAN = 0.02  # an accuracy axis spans at least two points: one item of a 52-item task is no cliff
 
 
 def fmt(v, spec: str = "{:.4f}") -> str:
@@ -52,12 +53,15 @@ def render(template: str, **context) -> str:
 
 
 def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: int = 640, h: int = 320,
-                errors: dict | None = None, labels: bool = False, min_y_span: float | None = None) -> Markup:
+                errors: dict | None = None, labels: bool | dict = False, min_y_span: float | None = None,
+                notes: list[str] | None = None) -> Markup:
     """An inline SVG chart of ``series`` (name -> points ``(x, y, tooltip)``), one colour per series, the
     points of a series joined by a line when ``line``; ``w`` x ``h`` CSS pixels, the legend underneath.
     ``errors``: tooltip -> ((x_low, x_high) | None, (y_low, y_high) | None), drawn as error bars (SVG group ids
     ``<prefix>-errbar-<n>``); ``labels``: each point labelled with its series name; ``min_y_span``: the y axis spans
-    at least this much (so one item of a small task does not read as a cliff), noted under the chart."""
+    at least this much (so one item of a small task does not read as a cliff), noted under the chart. ``labels``
+    may instead be tooltip -> label (each point its own name); ``notes``: lines written under the chart (what the
+    error bars are)."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return Markup('<p class="muted">(no data)</p>')
@@ -84,7 +88,7 @@ def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: 
                 ax.scatter([a], [b], color=color, s=30, zorder=3, gid=gid)
                 _error_bar(ax, a, b, (errors or {}).get(tip), color, f"{prefix}-errbar-{len(tips)}")
                 if labels:
-                    ax.annotate(name, (a, b), textcoords="offset points", xytext=(5, 5), fontsize=7, color=color)
+                    ax.annotate(labels.get(tip, name) if isinstance(labels, dict) else name, (a, b), textcoords="offset points", xytext=(5, 5), fontsize=7, color=color)
         xs = [p[0] for p in pts]
         ax.set_xlim(left=min(0.0, min(xs)), right=max(xs) * 1.05 or 1.0)
         ax.margins(y=0.1)
@@ -95,6 +99,8 @@ def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: 
                 ax.set_ylim(mid - min_y_span / 2, mid + min_y_span / 2)
             low, high = ax.get_ylim()
             xlabel += f"   (y axis {low:.3f} to {high:.3f})"
+        for note in notes or ():
+            xlabel += f"\n{note}"
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)

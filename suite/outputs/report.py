@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.records.summary import RunSummary
-from suite.outputs.plots import render, scatter_svg
+from suite.outputs.plots import MIN_ACCURACY_SPAN, render, scatter_svg
 
 
 @dataclass
@@ -38,27 +38,18 @@ class ReportResult:
 def frontier_chart(s: RunSummary):
     """The variants' mean accuracy against their headline throughput (one series each, labelled), or None. Error
     bars: throughput, the headline point's interval over its repetitions (suite.runtime.spread); accuracy, with one
-    accuracy task, the paired 95% CI of the variant's delta placed on its score (the baseline's own score has none).
-    The y axis spans at least 0.02 (two points of accuracy), its range written under the chart."""
-    from suite.analysis.summary import metric_name
+    accuracy task, the paired 95% CI of the variant's delta placed on its score (the baseline's own score has none):
+    suite.analysis.frontier.intervals, as the frontier page draws them. The y axis spans at least 0.02 (two points
+    of accuracy), its range written under the chart."""
+    from suite.analysis.frontier import collect
 
     series, errors = {}, {}
-    for v in s.variants:
-        m = v.metrics
-        if "tput.output_tok_s" not in m or "acc.mean" not in m:
-            continue
-        tip = f"{v.name}: {m['tput.output_tok_s']:.0f} tok/s, acc {m['acc.mean']:.4f}"
-        series[v.name + (" (baseline)" if v.is_baseline else "")] = [(m["tput.output_tok_s"], m["acc.mean"], tip)]
-        x = (m["tput.output_tok_s.ci_low"], m["tput.output_tok_s.ci_high"]) if "tput.output_tok_s.ci_low" in m else None
-        tasks = [t for t in s.tasks if f"acc.{t}.delta_ci_low" in m]
-        y = None
-        if len(s.tasks) == 1 and tasks:
-            key = metric_name("acc", tasks[0])
-            delta = m.get(f"{key}.delta", 0.0)
-            y = (m["acc.mean"] + m[f"{key}.delta_ci_low"] - delta, m["acc.mean"] + m[f"{key}.delta_ci_high"] - delta)
-        errors[tip] = (x, y)
+    for p in collect([s], "acc.mean", "tput.output_tok_s"):
+        tip = f"{p.name}: {p.throughput:.0f} tok/s, acc {p.accuracy:.4f}"
+        series[p.name + (" (baseline)" if p.is_baseline else "")] = [(p.throughput, p.accuracy, tip)]
+        errors[tip] = (p.x_interval, p.y_interval)
     return scatter_svg(series, "output tokens per second (headline load point)", "mean accuracy (share correct)",
-                       line=False, errors=errors, labels=True, min_y_span=0.02) if series else None
+                       line=False, errors=errors, labels=True, min_y_span=MIN_ACCURACY_SPAN) if series else None
 
 
 def cost_rows(s: RunSummary) -> list[dict]:

@@ -67,7 +67,7 @@ class Job:
 
 def resources(stage: str, config, executor: ExecutorSpec) -> Resources:
     gpus = parallel_size(config.engine.engine_args) if hasattr(config, "engine") else 1
-    share = executor.gpu_fraction.get(stage, 1.0) if gpus == 1 else 1.0
+    share = executor.gpu_fraction.get(STAGES[stage].check_of or stage, 1.0) if gpus == 1 else 1.0  # a check: as evaluate
     return Resources(gpus=gpus, gpu_share=share, exclusive=not STAGES[stage].shares_gpu, cpus=executor.cpus_per_job,
                      memory_gb=executor.memory_gb)
 
@@ -79,14 +79,17 @@ def share_gpus(plan, executor: ExecutorSpec) -> None:
     share = executor.gpu_fraction.get(EVALUATE)
     if not share or share >= 1.0:
         return
-    for vp in plan.variants:
-        cfg = vp.evaluate
+    def shared(cfg):
         if cfg is None or parallel_size(cfg.engine.engine_args) > 1:
-            continue
+            return cfg
         own = float(cfg.engine.engine_args.get("gpu_memory_utilization", VLLM_DEFAULT_GPU_MEMORY_UTILIZATION))
         args = {**cfg.engine.engine_args, "gpu_memory_utilization": round(own * share, 4)}
         engine = cfg.engine.model_copy(update={"engine_args": args, "gpu_share": share})
-        vp.evaluate = cfg.model_copy(update={"engine": engine})
+        return cfg.model_copy(update={"engine": engine})
+
+    for vp in plan.variants:
+        vp.evaluate = shared(vp.evaluate)
+        vp.engine_checks = [(label, shared(cfg)) for label, cfg in vp.engine_checks]  # eval.engine_check: as evaluate
 
 
 def build(plan, executor: ExecutorSpec) -> list[Job]:

@@ -23,7 +23,7 @@ from suite.plan.dag import Job
 from suite.plan.keys import checkpoint_key, quantizer_versions
 from suite.recipe.executor import ExecutorSpec
 from suite.stages.evaluate.tasks import TASKS_DIR
-from suite.stages.registry import RUN_ORDER
+from suite.stages.registry import ENGINE_CHECKS, RUN_ORDER
 
 @dataclass
 class VariantPlan:
@@ -35,10 +35,23 @@ class VariantPlan:
     benchmark: BenchmarkConfig | None
     kvcheck: KVCheckConfig | None = None
     checkpoint: dict | None = None  # variants[].model: what its config.json says of its quantization (suite.recipe.checkpoint)
+    # eval.engine_check: (label, evaluate config with the override), one per configuration, the i-th run as the
+    # registry's ENGINE_CHECKS[i] stage (the baseline and FP8-KV variants only; empty: no check)
+    engine_checks: list[tuple[str, EvaluateConfig]] = field(default_factory=list)
 
     def config(self, stage: str):
         """The config of ``stage`` for this variant (None: the variant does not run it)."""
+        if stage in ENGINE_CHECKS:
+            i = ENGINE_CHECKS.index(stage)
+            return self.engine_checks[i][1] if i < len(self.engine_checks) else None
         return getattr(self, stage)
+
+    def check_label(self, stage: str) -> str | None:
+        """The engine-check configuration's label (e.g. 'max_num_seqs=64') that ``stage`` scores; None: not a check."""
+        if stage not in ENGINE_CHECKS:
+            return None
+        i = ENGINE_CHECKS.index(stage)
+        return self.engine_checks[i][0] if i < len(self.engine_checks) else None
 
 
 @dataclass
@@ -95,6 +108,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
     quantizer = quantizer_versions() if any(v.quantization for v in r.variants) else None
     kv_check = kv.kv_check_enabled(r)
     eval_only_args = engine_args_as_vllm_takes_them(r.eval.engine_args)  # eval.engine_args, typed once
+    check_overrides = [engine_args_as_vllm_takes_them(c) for c in r.eval.engine_check_configs()]
     for variant in r.all_variants():
         is_baseline = variant is r.baseline
         q = variant.quantization
@@ -164,11 +178,32 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
         elif evaluate is not None:  # no server starts this variant: FlashInfer's sampler JIT would be the engine's alone
             evaluate = evaluate.model_copy(update={"flashinfer_sampler": False})
         kvcheck = kvcheck_config(loaded, variant, model_path) if kv.fp8_kv(variant) and kv_check else None
+        checks = engine_check_configs(evaluate, check_overrides, vdir) if is_baseline or kv.fp8_kv(variant) else []
         plan.variants.append(VariantPlan(variant, is_baseline, model_path, quantize, evaluate, benchmark, kvcheck,
-                                         checkpoint))
+                                         checkpoint, checks))
     dag.share_gpus(plan, r.executor)
     plan.executor, plan.dag = r.executor, dag.build(plan, r.executor)
     return plan
+
+
+def check_label(override: dict) -> str:
+    """An engine-check configuration's label: its overrides, 'name=value' joined by ', '."""
+    return ", ".join(f"{k}={v}" for k, v in override.items())
+
+
+def engine_check_configs(evaluate: EvaluateConfig | None, overrides: list[dict],
+                         vdir: Path) -> list[tuple[str, EvaluateConfig]]:
+    """eval.engine_check: the variant's evaluation once more per override (over its engine arguments), each
+    writing to its own folder (variants/<name>/evaluate-check-<i>): (label, config) in ENGINE_CHECKS order. An
+    override changes the config and so the evaluation cache key."""
+    if evaluate is None:
+        return []
+    out = []
+    for stage, override in zip(ENGINE_CHECKS, overrides):
+        engine = evaluate.engine.model_copy(update={"engine_args": {**evaluate.engine.engine_args, **override}})
+        out.append((check_label(override), evaluate.model_copy(update={
+            "engine": engine, "output_dir": str(vdir / stage)})))
+    return out
 
 
 def include_paths(loaded: LoadedRecipe) -> list[str]:
@@ -234,6 +269,8 @@ def with_results(vp: VariantPlan, vs) -> VariantPlan:
     for stage in ("evaluate", "benchmark"):
         if (cfg := vp.config(stage)) is not None:
             update[stage] = keep(cfg)
+    if vp.engine_checks:  # eval.engine_check: scored as the main evaluation is
+        update["engine_checks"] = [(label, keep(cfg)) for label, cfg in vp.engine_checks]
     if update.get("benchmark") is not None and update["benchmark"].evaluate is not None:  # eval.engine: served
         update["benchmark"] = update["benchmark"].model_copy(update={"evaluate": keep(update["benchmark"].evaluate)})
     return dataclasses.replace(vp, **update)

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from suite.recipe.base import Strict, bad
 from suite.stages.registry import STAGES
 
-SHAREABLE_STAGES = tuple(name for name, s in STAGES.items() if s.in_run and s.shares_gpu)
+SHAREABLE_STAGES = tuple(name for name, s in STAGES.items() if s.in_run and s.shares_gpu and not s.check_of)
 
 
 class ExecutorSpec(Strict):

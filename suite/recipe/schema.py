@@ -20,6 +20,7 @@ from suite.recipe import guards
 from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
+from suite.stages.registry import MAX_ENGINE_CHECKS
 
 from suite.records.schemes import SCHEMES as SCHEME_TABLE  # the one table of schemes (suite/records/schemes.py)
 
@@ -255,6 +256,17 @@ class EvalSpec(Strict):
         "are checked against EngineArgs; what decides which model, weights or KV cache a variant is "
         "(EVAL_ONLY_REFUSED) is refused: those belong to the variant, where the suite checks and records them",
     )
+    engine_check: Union[dict[str, list[EngineValue]], list[dict[str, EngineValue]], None] = Field(
+        None, description="score the baseline and each variant with an FP8 KV cache (kv_cache_dtype fp8*) again under "
+        "other engine configurations, to measure how much accuracy moves with the engine (the summary's "
+        "acc.<task>.engine_spread and acc.<task>.flip_rate, suite.analysis.engine_spread; a spread larger than a "
+        "gate's margin makes its pass inconclusive). Either a list of engine-argument overrides, one extra evaluation "
+        "each (e.g. [{max_num_seqs: 64}, {max_num_seqs: 1024}]), or a mapping of argument -> values, one evaluation per "
+        "combination (e.g. {max_num_seqs: [64, 1024]}). Each override goes over the evaluation's engine arguments "
+        "(after eval.engine_args); each evaluation is its own job (stage evaluate-check-<i>, result "
+        "variants/<name>/evaluate-check-<i>.result.json, its own evaluation cache key), compared item by item with "
+        f"the variant's main evaluation. At most {MAX_ENGINE_CHECKS} configurations; eval.engine: vllm only; "
+        "absent: no check")
     loglikelihood: Literal["per_request", "grouped"] = Field(
         "per_request", description="how multiple-choice (loglikelihood) requests are scored with eval.engine: vllm. "
         "per_request: lm-eval's vLLM backend as it is, one request per (context, choice) with prompt logprobs, so a "
@@ -276,6 +288,33 @@ class EvalSpec(Strict):
     kv_check_tokens: int = Field(512, ge=16, description="tokens of each held-out text the kvcheck stage reads")
     kv_check_texts: int = Field(2, ge=1, le=30, description="held-out texts (tasks/data/longtext documents) it reads")
 
+    def engine_check_configs(self) -> list[dict]:
+        """eval.engine_check as a list of engine-argument overrides, one extra evaluation each (empty: no check);
+        ValueError when it has nothing to vary, too many configurations, or an argument that is the variant's."""
+        import itertools
+
+        ec = self.engine_check
+        if ec is None:
+            return []
+        if isinstance(ec, dict):
+            if any(not vals for vals in ec.values()):
+                raise ValueError("eval.engine_check: an argument with no values has nothing to vary (fix: give two "
+                                 "or more values, e.g. {max_num_seqs: [64, 1024]})")
+            configs = [dict(zip(ec, combo)) for combo in itertools.product(*ec.values())]
+        else:
+            configs = [dict(c) for c in ec]
+        if not configs or any(not c for c in configs):
+            raise ValueError("eval.engine_check: nothing to vary: every configuration needs at least one engine "
+                             "argument to override (e.g. [{max_num_seqs: 64}, {max_num_seqs: 1024}]); remove "
+                             "eval.engine_check to run no check")
+        if len(configs) > MAX_ENGINE_CHECKS:
+            raise ValueError(f"eval.engine_check: {len(configs)} configurations, at most {MAX_ENGINE_CHECKS} (each is "
+                             "one more evaluation of the baseline and of every FP8-KV variant): fix: fewer values")
+        if refused := sorted({k for c in configs for k in c} & EVAL_ONLY_REFUSED):
+            raise ValueError(f"eval.engine_check.{refused[0]}: decides which model, weights or KV cache is scored, "
+                             "not how the engine batches it (fix: compare it as a variant of its own)")
+        return configs
+
     @field_validator("limit")
     @classmethod
     def _limit(cls, v):
@@ -292,6 +331,12 @@ class EvalSpec(Strict):
             raise ValueError("eval.engine_args are for lm-eval's in-process engine; with eval.engine: served the "
                              "tasks are scored on the benchmark's server, which takes each variant's engine_args "
                              "(fix: move them to the variants, or drop eval.engine: served)")
+        if self.engine_check is not None:
+            self.engine_check_configs()  # raises what is wrong with it
+        if self.engine_check is not None and self.engine == "served":
+            raise ValueError("eval.engine_check scores each variant again with lm-eval's in-process engine and "
+                             "engine-argument overrides; with eval.engine: served the tasks are scored on the "
+                             "benchmark's server (fix: drop eval.engine_check, or eval.engine: served)")
         if self.loglikelihood == "grouped" and self.engine == "served":
             raise ValueError("eval.loglikelihood: grouped is built for lm-eval's in-process vLLM model; with eval.engine: "
                              "served lm-eval's local-completions scores one request per pair (fix: drop one of them)")
@@ -445,6 +490,14 @@ class Recipe(Strict):
         if self.eval.max_gen_toks is not None and self.eval.max_gen_toks >= m.max_model_len:
             raise bad(f"eval.max_gen_toks {self.eval.max_gen_toks} leaves no room for a prompt in model.max_model_len "
                       f"{m.max_model_len}", "lower eval.max_gen_toks or raise model.max_model_len")
+        if self.eval.engine_check is not None:
+            if not self.eval.tasks:
+                raise bad("eval.engine_check: no eval.tasks, so no score to compare across engine configurations",
+                          "add eval.tasks or remove eval.engine_check")
+            if not any(v.kv_cache_dtype.startswith("fp8") for v in self.variants):
+                raise bad("eval.engine_check: no variant has an FP8 KV cache (kv_cache_dtype fp8*): the check runs for "
+                          "the baseline and the FP8-KV variants, so there is no variant whose spread the gate could "
+                          "set beside the baseline's", "add an FP8-KV variant or remove eval.engine_check")
         if self.throughput is None:
             if not self.eval.tasks:
                 raise bad("nothing to measure", "give eval.tasks, a throughput section, or both")

@@ -29,6 +29,10 @@ KVCHECK = "kvcheck"
 EVALUATE = "evaluate"
 BENCHMARK = "benchmark"
 SENSITIVITY = "sensitivity"
+# eval.engine_check: evaluate's entry again under other engine arguments, one stage per configuration (a fixed
+# number of slots, so that every name a job, result file, resume or executor reads is a registered stage)
+MAX_ENGINE_CHECKS = 4
+ENGINE_CHECKS: tuple[str, ...] = tuple(f"{EVALUATE}-check-{i}" for i in range(1, MAX_ENGINE_CHECKS + 1))
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class StageSpec:
     prerequisite: bool = False  # the variant's later stages wait for it (a checkpoint, a choice they read)
     shares_gpu: bool = True  # executor.gpu_fraction may give its jobs part of a GPU (False: the GPU is its alone)
     output_dirs: tuple[str, ...] = ()  # folders it writes in the variant folder, removed before it runs again
+    check_of: str | None = None  # eval.engine_check: a second run of that stage's entry under other engine arguments
 
     def load_entry(self):
         """The stage's function (imports its module: call this only inside the stage's own process)."""
@@ -75,6 +80,9 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
               prerequisite=True),
     StageSpec(EVALUATE, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
               close="suite.stages.evaluate.stage:close", output_dirs=("evaluate",)),
+    *(StageSpec(name, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
+                close="suite.stages.evaluate.stage:close", output_dirs=(name,), check_of=EVALUATE)
+      for name in ENGINE_CHECKS),
     StageSpec(BENCHMARK, BenchmarkConfig, BenchmarkResult, SERVE_ENV, "suite.stages.benchmark.stage:run",
               shares_gpu=False, output_dirs=("benchmark",)),
     StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",

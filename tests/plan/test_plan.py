@@ -143,9 +143,11 @@ def test_the_stage_registry_names_each_stage_once_and_its_entry_exists():
     imported: the parent never imports a stage module); a run's jobs follow RUN_ORDER."""
     import importlib.util
 
-    from suite.stages.registry import RUN_ORDER, STAGES
+    from suite.stages.registry import ENGINE_CHECKS, RUN_ORDER, STAGES
 
-    assert RUN_ORDER == ("quantize", "kvcheck", "evaluate", "benchmark") and "sensitivity" in STAGES
+    # eval.engine_check's evaluate-check-<i> stages run after the main evaluations, before the benchmark
+    assert RUN_ORDER == ("quantize", "kvcheck", "evaluate", *ENGINE_CHECKS, "benchmark") and "sensitivity" in STAGES
+    assert ENGINE_CHECKS == tuple(f"evaluate-check-{i}" for i in range(1, 5))
     for name, spec in STAGES.items():
         module, _, func = spec.entry.partition(":")
         assert spec.name == name and func == "run" and spec.environment in ("quantize", "serve")
