@@ -28,6 +28,11 @@ import os
 from pathlib import Path
 
 from suite.runtime.errors import Problem, SuiteError
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
+
+EVALUATE = EvaluateResult.__name__.removesuffix("Result").lower()  # the stage folders' names, without a stage import
+BENCHMARK = BenchmarkResult.__name__.removesuffix("Result").lower()
 
 NAME = "manifest.json"
 KEY_ENV = "SUITE_MANIFEST_KEY"
@@ -58,7 +63,7 @@ def _samples(result_file: Path) -> list[str]:
     except (OSError, ValueError):
         return []
     out = []
-    for ev in (data, data.get("evaluate") if isinstance(data, dict) else None):
+    for ev in (data, data.get(EVALUATE) if isinstance(data, dict) else None):
         if isinstance(ev, dict) and isinstance(ev.get("samples_files"), dict):
             out += [f for f in ev["samples_files"].values() if isinstance(f, str)]
     return out
@@ -74,7 +79,7 @@ def listed(run_dir: Path) -> dict[str, Path]:
             files[name] = run_dir / name
     vdirs = sorted(p for p in (run_dir / "variants").glob("*") if p.is_dir()) if (run_dir / "variants").is_dir() else []
     for vdir in vdirs:
-        for p in sorted([*vdir.glob("*.json"), *(vdir / "benchmark").glob("*.json")]):
+        for p in sorted([*vdir.glob("*.json"), *(vdir / BENCHMARK).glob("*.json")]):
             if p.is_file() and p.name not in EXCLUDED:
                 files[p.relative_to(run_dir).as_posix()] = p
     for p in list(files.values()):

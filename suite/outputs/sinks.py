@@ -56,7 +56,7 @@ def write_report(summary, run_dir: Path, ctx: PublishContext) -> None:
     from suite.outputs import report as reporting
 
     page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html",
-                                                gate=reporting.recipe_verdict(summary)))
+                                                gate=reporting.recipe_verdict(summary, run_dir)))
     summary.artifacts["report_html"] = str(page.html)
 
 

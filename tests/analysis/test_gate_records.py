@@ -82,3 +82,22 @@ def test_a_run_from_before_the_hashes_is_judged_on_its_aggregates(tmp_path, caps
         v["paired"] = []
     code, out, err = gate(tmp_path, capsys, s)
     assert code == 0 and "gate: PASS" in out, out + err
+
+
+def test_the_reports_verdict_uses_the_trusted_recipe(tmp_path, capsys):
+    """recipe_verdict takes the gates as `suite gate` does: an edited recipe.yaml (its sha256 no longer the recorded
+    one) or loosened gates in the summary's copy give "no verdict: <why>", never a PASS on the summary's own gates."""
+    from suite.analysis.load import load_summary
+    from suite.outputs.report import recipe_verdict
+
+    s = build(tmp_path, var_wrong=range(1, 60, 3), gates={"max_drop": {TASK: 0.02}})
+    run = tmp_path / "run"
+    (run / "summary.json").write_text(json.dumps(s))
+    assert recipe_verdict(load_summary(str(run)), run).outcome == "fail"
+    s["recipe"]["gates"] = {"default_max_drop": 1.0}
+    (run / "summary.json").write_text(json.dumps(s))
+    got = recipe_verdict(load_summary(str(run)), run)
+    assert got.outcome == "bad input" and got.missing[0].split(": recipe.gates: ")[1].startswith("no verdict: "), got
+    (run / "recipe.yaml").write_text((run / "recipe.yaml").read_text() + "\n# edited\n")
+    got = recipe_verdict(load_summary(str(run)), run)
+    assert got.outcome == "bad input" and "no verdict: " in got.missing[0] and "recipe_sha256" in got.missing[0], got

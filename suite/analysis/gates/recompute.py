@@ -29,6 +29,8 @@ from pathlib import Path
 from suite.analysis import paired as pairing
 from suite.analysis import perplexity
 from suite.analysis.gates.base import FIX_SUMMARY
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
 
 FIX_FILES = "rerun the evaluation (`suite run --resume --force`); per-item records are written by the evaluate stage"
 
@@ -131,7 +133,8 @@ NO_RECORDS = "no per-item records: the figures cannot be recomputed"
 def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
     """The evaluate result variant ``name``'s stage wrote in run folder ``folder`` (path, parsed), or (None, None)."""
     vdir = folder / "variants" / name
-    for path, key in ((vdir / "evaluate.result.json", None), (vdir / "benchmark.result.json", "evaluate")):
+    ev, bench = EvaluateResult.__name__.removesuffix("Result").lower(), BenchmarkResult.__name__.removesuffix("Result").lower()
+    for path, key in ((vdir / f"{ev}.result.json", None), (vdir / f"{bench}.result.json", ev)):
         if not path.is_file():
             continue
         try:
