@@ -35,8 +35,13 @@ A variant whose stages recorded errors fails (exit 1) with the error shown; the 
 are listed in that failure, not reported as bad input. A baseline with errors is bad input: nothing can
 be judged against it.
 
-What it cannot see: a summary edited consistently (every related figure changed together) by someone
-who can write the run folder. The summary is not signed; the MLflow runs hold the logged copy.
+Every figure judged is recomputed from the per-item records (``gates.recompute``); each variant's own stage result
+(``variants/<v>/evaluate.result.json``) must name the same samples files and hashes as the summary. No per-item records
+for a judged accuracy task: inconclusive when the run recorded ``samples_sha256`` (made since the field existed),
+judged on its aggregates as before when it did not (``gates.recompute``'s docstring).
+
+What it cannot see: a run folder edited consistently (samples, stage results, hashes and summary together) by
+someone who can write it; ``suite gate --verify`` checks the HMAC manifest (``suite.outputs.manifest``) for that.
 """
 
 from __future__ import annotations
@@ -146,9 +151,14 @@ def run(config: GateConfig) -> GateResult:
     perplexity_policy_problems(policy, ppl_tasks, bad_in(psrc))
     if result.problems:
         return result
+    folder = Path(config.source).parent if config.source else Path(s.run_dir)
+    recorded_hashes = recompute.stage_records(s, folder, bad)
+    if result.problems:
+        return result
     recompute.verify(s, base, ppl_tasks, bad)
     if result.problems:
         return result
+    acc_tasks = [t for t in s.tasks if t not in ppl_tasks]
     said: set[str] = set()
     for v in s.variants:
         if v is base:
@@ -158,6 +168,12 @@ def run(config: GateConfig) -> GateResult:
                       headline_rule(recipe), said)
         for g in list(GATES.values()):
             g.check(ctx)
+        if recorded_hashes:  # a run that recorded per-item hashes is judged only on figures it can recompute
+            lacking = recompute.unrecomputable(v, base, acc_tasks)
+            for c in ctx.checks:
+                if c.passed and any(t in c.gate.split() for t in lacking):
+                    c.make_inconclusive(recompute.NO_RECORDS, "rerun the evaluation so that it writes its per-item "
+                                        "records (`suite run --resume --force`)")
         if v.errors:
             detail = "; ".join(e.splitlines()[0] for e in v.errors if e.strip()) or "(empty error)"
             if r.lacking:

@@ -18,6 +18,12 @@ def cmd_gate(args) -> int:
     from suite.analysis import gate
     from suite.analysis.gates import policy as trusted
 
+    if getattr(args, "verify", False):  # before anything is read or judged: the run folder is as CI signed it
+        from suite.outputs import manifest
+
+        folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+        count = manifest.verify(folder)
+        print(f"verified: {count} file(s) as signed in {folder / manifest.NAME}", file=sys.stderr)
     summary = load_summary(args.run)
     if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "

@@ -194,9 +194,24 @@ def run(config: ReportConfig) -> ReportResult:
     return ReportResult(html=config.out_html, wall_s=time.perf_counter() - start)
 
 
-def recipe_verdict(summary: RunSummary):
-    """The recipe's own gates on ``summary`` (``analysis.gate.run``): what the report shows as its verdict."""
+def recipe_verdict(summary: RunSummary, run_dir: str | Path | None = None):
+    """The recipe's gates on ``summary`` (``analysis.gate.run``): what the report shows as its verdict. The gates come
+    from the same trusted place as `suite gate`'s (``analysis.gates.policy``: the run folder's recipe.yaml, checked
+    against the recorded recipe_sha256, and the summary's copy of its gates checked against it); when that check fails
+    the verdict is "no verdict: <why>" (a GateResult whose problems say it), never the summary's own gates."""
     from suite.analysis import gate
-    from suite.recipe import Recipe
+    from suite.analysis.gates import policy as trusted
+    from suite.analysis.gates.base import GateResult
+    from suite.runtime.errors import Problem, SuiteError
 
-    return gate.run(gate.GateConfig(summary, Recipe.model_validate(summary.recipe).gates))
+    folder = Path(run_dir) if run_dir is not None else Path(summary.run_dir)
+    source = str(folder / "summary.json")
+    if not (folder / "recipe.yaml").is_file():  # a summary not in a run folder (a stand-in): its own gates, as before
+        from suite.recipe import Recipe
+
+        return gate.run(gate.GateConfig(summary, Recipe.model_validate(summary.recipe).gates, source))
+    try:
+        spec, _, _ = trusted.choose(summary, str(folder), source, None, None, gate.load_policy)
+    except SuiteError as e:
+        return GateResult(problems=[Problem(p.file, p.field, f"no verdict: {p.message}", p.fix) for p in e.problems])
+    return gate.run(gate.GateConfig(summary, spec, source))

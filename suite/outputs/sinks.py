@@ -4,6 +4,8 @@ A sink has a ``name`` and ``write(summary, run_dir, ctx)``; ``publish`` runs the
 ``after_summary`` sinks run once summary.json is written (``ctx.summary_path``), and ``summary.json`` is
 written again after each of them; ``tracking`` sinks run only when the run is tracked (``ctx.track``).
 Adding an output is one module that calls ``register(Sink(...))`` (or one entry in ``builtin_sinks``).
+The signed manifest (``suite.outputs.manifest``, with ``SUITE_MANIFEST_KEY`` set) runs last, after every other writer
+of the files it lists: ``register`` puts a new sink before it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def write_report(summary, run_dir: Path, ctx: PublishContext) -> None:
     from suite.outputs import report as reporting
 
     page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html",
-                                                gate=reporting.recipe_verdict(summary)))
+                                                gate=reporting.recipe_verdict(summary, run_dir)))
     summary.artifacts["report_html"] = str(page.html)
 
 
@@ -70,15 +72,23 @@ def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
     ctx.report("track", "mlflow", "failed" if error else "ok")
 
 
+def write_manifest(summary, run_dir: Path, ctx: PublishContext) -> None:
+    from suite.outputs import manifest
+
+    manifest.write_sink(summary, run_dir, ctx)
+
+
 def builtin_sinks() -> list[Sink]:
     return [
         Sink("timeline", write_timeline),
         Sink("frontier", write_frontier),
         Sink("report", write_report),
         Sink("mlflow", write_mlflow, after_summary=True, tracking=True),
+        Sink(MANIFEST, write_manifest, after_summary=True),  # last: it signs what the others wrote
     ]
 
 
+MANIFEST = "manifest"
 SINKS: list[Sink] = builtin_sinks()
 
 
@@ -88,7 +98,8 @@ def register(sink: Sink) -> Sink:
         if s.name == sink.name:
             SINKS[i] = sink
             return sink
-    SINKS.append(sink)
+    last = next((i for i, s in enumerate(SINKS) if s.name == MANIFEST), len(SINKS))
+    SINKS.insert(last, sink)
     return sink
 
 

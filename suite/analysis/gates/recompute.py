@@ -2,18 +2,35 @@
 perplexity figure is derived again from the per-item records the evaluate stage wrote (``samples_<task>.jsonl``),
 after checking each file's sha256 against the one its evaluate result recorded (``samples_sha256``). A figure of the
 summary that disagrees with the recomputation is bad input naming the variant, task, field, recorded and recomputed
-values. What it cannot see: records and summary edited together (hash included) by someone who can write the run
-folder; the HMAC manifest (``suite gate --verify``) covers that."""
+values.
+
+The summary is not the only witness: each variant's own stage result in the run folder (``variants/<v>/evaluate.result.json``,
+the file the evaluate stage wrote, or the ``evaluate`` of ``benchmark.result.json`` for a served evaluation) must name the
+same samples files and ``samples_sha256`` as the summary. A summary that lacks or differs from them (``samples_files``
+deleted from summary.json to skip the recompute) is bad input naming the variant and the file.
+
+Where no per-item records exist for a judged accuracy task (an older run, a stand-in stage), the rule is:
+- a run that recorded per-item hashes (``samples_sha256`` in any variant's evaluate result, in the summary or in the
+  stage result files): every accuracy check on that task is **inconclusive** ("no per-item records: the figures cannot
+  be recomputed"), a fail stays a fail;
+- a run made before the field existed (no ``samples_sha256`` anywhere): judged on its aggregates, checked against each
+  other, as before.
+
+What it cannot see: records, stage results and summary edited together (hash included) by someone who can write the run
+folder; the HMAC manifest (``suite gate --verify``, ``suite.outputs.manifest``) covers that."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from pathlib import Path
 
 from suite.analysis import paired as pairing
 from suite.analysis import perplexity
 from suite.analysis.gates.base import FIX_SUMMARY
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
 
 FIX_FILES = "rerun the evaluation (`suite run --resume --force`); per-item records are written by the evaluate stage"
 
@@ -108,6 +125,59 @@ def _perplexity(s, v, base, ppl_tasks, seed: int, bad) -> None:
             if not _close(rec.get(fld), getattr(c, fld)):
                 bad(f"{v.name}: perplexity.{c.task}.{fld}", f"recorded {rec.get(fld)}, recomputed {getattr(c, fld)} "
                     "from the per-item records", FIX_SUMMARY)
+
+
+NO_RECORDS = "no per-item records: the figures cannot be recomputed"
+
+
+def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
+    """The evaluate result variant ``name``'s stage wrote in run folder ``folder`` (path, parsed), or (None, None)."""
+    vdir = folder / "variants" / name
+    ev, bench = EvaluateResult.__name__.removesuffix("Result").lower(), BenchmarkResult.__name__.removesuffix("Result").lower()
+    for path, key in ((vdir / f"{ev}.result.json", None), (vdir / f"{bench}.result.json", ev)):
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            return path, {"__unreadable__": f"{type(e).__name__}: {e}"}
+        data = data.get(key) if key and isinstance(data, dict) else data
+        if isinstance(data, dict):
+            return path, data
+    return None, None
+
+
+def stage_records(s, folder: Path, bad) -> bool:
+    """Each variant's summary evaluate must name the samples files and hashes its own stage result names; True when
+    any record of the run (summary or stage result) has ``samples_sha256`` (a run made since the field existed)."""
+    new = False
+    for v in s.variants:
+        path, res = stage_result(folder, v.name)
+        if v.evaluate is not None and v.evaluate.samples_sha256:
+            new = True
+        if res is None:
+            continue
+        if "__unreadable__" in res:
+            bad(f"{v.name}: {path}", f"the evaluate stage's result cannot be read ({res['__unreadable__']})", FIX_FILES)
+            continue
+        if res.get("samples_sha256"):
+            new = True
+        for fld in ("samples_files", "samples_sha256"):
+            staged = res.get(fld) or {}
+            have = getattr(v.evaluate, fld, None) or {} if v.evaluate is not None else {}
+            for task in sorted(set(staged) | set(have)):
+                if staged.get(task) != have.get(task):
+                    said = "lacks it" if task not in have else f"says {have.get(task)}"
+                    bad(f"{v.name}: evaluate.{fld}.{task}", f"the stage result {path} names {staged.get(task)} but the "
+                        f"summary {said}: the per-item records the gate recomputes from must be the stage's",
+                        FIX_FILES)
+    return new
+
+
+def unrecomputable(v, base, tasks: list[str]) -> set[str]:
+    """The accuracy tasks among ``tasks`` that ``v`` or the baseline has no per-item records for."""
+    return {t for t in tasks for w in (v, base)
+            if w.evaluate is None or not w.evaluate.samples_files.get(t)}
 
 
 def verify(s, base, ppl_tasks: list[str], bad) -> None:

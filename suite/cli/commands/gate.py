@@ -23,6 +23,9 @@ def add_arguments(gate) -> None:
     gate.add_argument("--recipe", help="the team's own copy of the recipe (e.g. from its repository): its sha256 must "
                       "be the one the run recorded, and its gates are used (default: the run folder's recipe.yaml, "
                       "checked the same way); exit 3 = inconclusive")
+    gate.add_argument("--verify", action="store_true", help="first check the run folder's signed manifest.json "
+                      "(HMAC-SHA256 keyed by SUITE_MANIFEST_KEY, written by `suite run` when that variable is set): "
+                      "a missing key or manifest, a changed, added or removed file or a bad HMAC is exit 2")
     gate.add_argument("--no-record", action="store_true", help="do not tag the MLflow runs or register anything")
 
 
