@@ -234,7 +234,7 @@ class _Cgroups:
         if None in parents.values():
             raise SandboxError("the cgroup v1 memory and pids controllers are not writable")
         _sweep_stale(list(parents.values()))
-        name = f"suite-sandbox-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
+        name = f"suite-sandbox-{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"  # not from the token's source
         try:
             self.memory = parents["memory"] / name
             self.memory.mkdir()
