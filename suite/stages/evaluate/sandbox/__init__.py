@@ -61,26 +61,27 @@ can ptrace the tests' process); only the two-process split, the rlimits and the 
 
 from __future__ import annotations
 
-import errno
 import functools
 import math
 import os
-import re
 import secrets
-import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from suite.runtime import procs
 from suite.stages.evaluate.sandbox import _calls
+from suite.stages.evaluate.sandbox._pipes import _read_available, _source_fds, _wait
+from suite.stages.evaluate.sandbox._types import Limits, Outcome, SandboxError
+from suite.stages.evaluate.sandbox.cgroups import _cgroup_dir, _Cgroups
+
+__all__ = ["ALLOW_ENV", "MODE_ENV", "MODES", "Limits", "Outcome", "SandboxError", "check_allowed", "current_mode",
+           "ensure_available", "run_program", "run_programs", "unavailable_reason", "used_modes"]
 
 ALLOW_ENV = "SUITE_ALLOW_CODE_EXECUTION"
 MODE_ENV = "SUITE_CODE_SANDBOX"
@@ -92,25 +93,6 @@ _SYSTEM_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
 _PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"}
 _MAX_PROGRAM_BYTES = 4 << 20
 _PROBE = ("def f():\n    return (1, 2.5)\n", "def check(c):\n    assert c() == (1, 2.5)\n\ncheck(f)\n")
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself cannot run (not a verdict on a program)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = 10.0  # wall clock, whole program
-    memory_bytes: int = 1 << 30  # the whole process tree (cgroup); process mode: per process (RLIMIT_AS)
-    scratch_bytes: int = 64 << 20  # the writable /tmp (tmpfs)
-    file_bytes: int = 64 << 20  # largest file (RLIMIT_FSIZE)
-    processes: int = 64  # processes and threads of the tree (pids cgroup); process mode: RLIMIT_NPROC
-
-
-@dataclass(frozen=True)
-class Outcome:
-    passed: bool
-    reason: str  # "passed", "timed out", "failed: ..."
 
 
 # ------------------------------------------------------------------ consent and mode
@@ -185,170 +167,7 @@ def _unshare() -> str | None:
     return shutil.which("unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
 
 
-# ------------------------------------------------------------------ cgroups (v1)
-
-
-@functools.lru_cache(maxsize=None)
-def _cgroup_dir(controller: str) -> Path | None:
-    """Our own cgroup folder of a v1 controller (the per-program groups are made inside it)."""
-    try:
-        own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                   if controller in line.split(":", 2)[1].split(","))
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, right = line.split(" - ", 1)
-            fields, (fstype, _src, options) = left.split(), right.split()[:3]
-            if fstype == "cgroup" and controller in options.split(","):
-                root, mountpoint = fields[3], fields[4]
-                rel = own[len(root):] if root != "/" and own.startswith(root) else own
-                path = Path(mountpoint + rel)
-                return path if os.access(path, os.W_OK) else None
-    except (OSError, StopIteration, ValueError, IndexError):
-        return None
-    return None
-
-
-_counter = iter(range(1 << 62))
-_swept = False
-
-
-def _sweep_stale(parents: list[Path]) -> None:
-    """Remove groups left by a harness that died (named suite-sandbox-<pid>-...; that pid is gone)."""
-    global _swept
-    if _swept:
-        return
-    _swept = True
-    for parent in parents:
-        for d in parent.glob("suite-sandbox-*"):
-            m = re.match(r"suite-sandbox-(\d+)-", d.name)
-            if m and not Path(f"/proc/{m.group(1)}").exists():
-                try:  # only an empty one: never kill processes we did not start
-                    d.rmdir()
-                except OSError:
-                    pass
-
-
-class _Cgroups:
-    def __init__(self, limits: Limits):
-        self.dirs: list[Path] = []
-        parents = {c: _cgroup_dir(c) for c in ("memory", "pids")}
-        if None in parents.values():
-            raise SandboxError("the cgroup v1 memory and pids controllers are not writable")
-        _sweep_stale(list(parents.values()))
-        name = f"suite-sandbox-{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"  # not from the token's source
-        try:
-            self.memory = parents["memory"] / name
-            self.memory.mkdir()
-            self.dirs.append(self.memory)
-            (self.memory / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
-            memsw = self.memory / "memory.memsw.limit_in_bytes"
-            if memsw.exists():
-                memsw.write_text(str(limits.memory_bytes))
-            self.pids = parents["pids"] / name
-            self.pids.mkdir()
-            self.dirs.append(self.pids)
-            (self.pids / "pids.max").write_text(str(limits.processes + 1))  # + the namespace's init
-        except OSError as e:
-            self.remove()
-            raise SandboxError(f"cannot set up a cgroup for the program: {e}") from e
-
-    def oom_kills(self) -> int:
-        try:
-            text = (self.memory / "memory.oom_control").read_text()
-            m = re.search(r"^oom_kill (\d+)", text, re.M)
-            if m:
-                return int(m.group(1))
-            return int((self.memory / "memory.failcnt").read_text()) and 1
-        except (OSError, ValueError):
-            return 0
-
-    def remove(self) -> None:
-        for d in self.dirs:
-            _remove_cgroup(d)
-
-
-def _remove_cgroup(d: Path) -> None:
-    """Kill whatever is still in the group, then remove it."""
-    for _ in range(200):
-        try:
-            pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            pids = []
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            d.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            if e.errno != errno.EBUSY:
-                return
-        time.sleep(0.005)
-
-
 # ------------------------------------------------------------------ running one program
-
-
-def _wait(proc: subprocess.Popen, timeout: float) -> bool:
-    """Wait for proc to exit (True) or the timeout to pass (False), without Popen.wait's polling."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            proc.wait(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
-    finally:
-        os.close(fd)
-    if not ready:
-        return False
-    proc.wait()
-    return True
-
-
-def _read_available(fd: int, limit: int = 1 << 16) -> bytes:
-    os.set_blocking(fd, False)
-    chunks, size = [], 0
-    try:
-        while size < limit:
-            b = os.read(fd, limit)
-            if not b:
-                break
-            chunks.append(b)
-            size += len(b)
-    except BlockingIOError:
-        pass
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def _pipe_with(data: bytes) -> int:
-    """A pipe that delivers data and then EOF; returns the read end. Small data is written at once;
-    larger data (beyond a pipe's 64 KiB) by a thread, as the reader drains it."""
-    r, w = os.pipe()
-    if len(data) <= 60000:
-        try:
-            os.write(w, data)
-        finally:
-            os.close(w)
-        return r
-
-    def feed():
-        try:
-            with open(w, "wb", closefd=True) as fh:
-                fh.write(data)
-        except OSError:  # the reader died early; its verdict says why
-            pass
-
-    threading.Thread(target=feed, daemon=True, name="suite-sandbox-feed").start()
-    return r
 
 
 @functools.lru_cache(maxsize=1)
@@ -414,19 +233,6 @@ def _signame(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
-
-
-def _source_fds(source: str, tests: str, token: bytes) -> dict[str, int]:
-    fds: dict[str, int] = {}
-    try:
-        fds["prog_fd"] = _pipe_with(source.encode("utf-8", "surrogatepass"))
-        fds["test_fd"] = _pipe_with(tests.encode("utf-8", "surrogatepass"))
-        fds["tok_fd"] = _pipe_with(token)
-    except BaseException:
-        for fd in fds.values():
-            os.close(fd)
-        raise
-    return fds
 
 
 def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Outcome:
