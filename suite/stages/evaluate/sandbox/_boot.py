@@ -310,7 +310,7 @@ def _fork_as(lc, cfg, uid, cwd, role, *args):
 
 
 def _namespaces(cfg, program):
-    import signal
+    import _signal as signal  # not `signal`: its enums cost ~4 ms of imports a check
 
     status_fd = cfg["status_fd"]
 
