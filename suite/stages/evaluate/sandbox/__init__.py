@@ -7,7 +7,7 @@ the evaluate process) and recorded as ``EvaluateResult.code_sandbox``:
 
 ``namespaces`` (default). Each program gets, per run:
   - fresh PID (own ``/proc``), network (only a downed loopback), mount, IPC and UTS namespaces
-    (util-linux ``unshare``);
+    (unshare(2), by a pre-imported zygote process: zygote.py);
   - a new root file system: a read-only tmpfs holding read-only, nosuid binds of ``/usr``, ``/etc``,
     the ``/bin``-style links and the Python installation and environment the harness runs; a scratch
     tmpfs at ``/tmp`` (its working folder and ``$HOME``) capped at ``Limits.scratch_bytes`` and one at
@@ -65,7 +65,6 @@ import functools
 import math
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -76,7 +75,8 @@ from pathlib import Path
 
 from suite.runtime import procs
 from suite.stages.evaluate.sandbox import _calls
-from suite.stages.evaluate.sandbox._pipes import _read_available, _source_fds, _wait
+from suite.stages.evaluate.sandbox import zygote
+from suite.stages.evaluate.sandbox._pipes import _read_available, _read_until_eof, _source_fds, _wait
 from suite.stages.evaluate.sandbox._types import Limits, Outcome, SandboxError
 from suite.stages.evaluate.sandbox.cgroups import _cgroup_dir, _Cgroups
 
@@ -138,8 +138,8 @@ def ensure_available(mode: str) -> None:
         raise SandboxError(f"code sandbox {mode!r}: expected one of {', '.join(MODES)}")
     if mode == "namespaces" and (why := unavailable_reason()):
         raise SandboxError(
-            f"the namespaces code sandbox cannot run here: {why}; run as root on Linux with util-linux "
-            "unshare and the cgroup v1 memory and pids controllers mounted read-write, or set "
+            f"the namespaces code sandbox cannot run here: {why}; run as root on Linux with "
+            "the cgroup v1 memory and pids controllers mounted read-write, or set "
             "eval.code_sandbox: process (weaker: no network, file-system or process isolation)"
         )
 
@@ -149,8 +149,6 @@ def _probe() -> str | None:
         return f"the platform is {sys.platform}, not Linux"
     if os.geteuid() != 0:
         return "not running as root (needed to create namespaces and cgroups and to switch to uid 65534)"
-    if _unshare() is None:
-        return "util-linux `unshare` not found"
     for controller in ("memory", "pids"):
         if _cgroup_dir(controller) is None:
             return f"no cgroup v1 {controller} controller mounted (cgroup v2-only hosts are not supported)"
@@ -161,10 +159,6 @@ def _probe() -> str | None:
     except OSError as e:
         return f"{type(e).__name__}: {e}"
     return None if out.passed else f"a program that does nothing did not pass ({out.reason})"
-
-
-def _unshare() -> str | None:
-    return shutil.which("unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
 
 
 # ------------------------------------------------------------------ running one program
@@ -236,9 +230,6 @@ def _signame(sig: int) -> str:
 
 
 def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Outcome:
-    unshare = _unshare()
-    if unshare is None:
-        raise SandboxError("util-linux `unshare` not found")
     cg = _Cgroups(limits)
     fds: dict[str, int] = {}
     try:
@@ -246,11 +237,7 @@ def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Ou
         res_r, fds["res_fd"] = os.pipe()
         status_r, fds["status_fd"] = os.pipe()
         cfg = _config(limits, fds, entry=_calls.entry_point(tests), cgroups=[str(d) for d in cg.dirs], binds=list(_binds()))
-        argv = [unshare, "--pid", "--net", "--mount", "--ipc", "--uts", "--fork", "--kill-child", "--",
-                *_interpreter(), "namespaces", cfg]
-        proc = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}, cwd="/",
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                pass_fds=tuple(fds.values()), close_fds=True)
+        zygote.start_check([*_interpreter(), "zygote"], cfg, fds)  # forks the check's namespaces and init
     except BaseException:
         for fd in fds.values():
             os.close(fd)
@@ -259,14 +246,11 @@ def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Ou
     for fd in fds.values():
         os.close(fd)
     try:
-        finished = _wait(proc, limits.timeout_s + 5)  # the init inside enforces timeout_s itself
+        # the init inside enforces timeout_s itself; its end closes the status pipe
+        raw_status, finished = _read_until_eof(status_r, limits.timeout_s + 5)
         if not finished:
-            proc.kill()  # --kill-child: its init gets SIGKILL, and with it the whole namespace
-            proc.wait()
+            cg.kill()  # the init too (it joined the groups): the kernel then ends the whole namespace
         res = _read_available(res_r)
-        raw_status = _read_available(status_r)
-        err = proc.stderr.read().decode("utf-8", "replace").strip()
-        proc.stderr.close()
         oom = cg.oom_kills()
     finally:
         cg.remove()
@@ -276,10 +260,9 @@ def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Ou
             return Outcome(False, "timed out")
         if oom:
             return Outcome(False, f"failed: killed at the memory limit ({limits.memory_bytes >> 20} MiB)")
-        last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-        raise SandboxError(f"the sandbox ended without a verdict: {last}")
+        raise SandboxError("the sandbox ended without a verdict (its init ended without a report)")
     if "error" in status:
-        raise SandboxError(status["error"] + (f" ({err.splitlines()[-1]})" if err else ""))
+        raise SandboxError(status["error"])
     out = _verdict(res, token, status)
     # the OOM killer ends the program's process: the tests see its pipe close (or die themselves)
     if not out.passed and oom and (status.get("signal") == signal.SIGKILL or "process ended" in out.reason):

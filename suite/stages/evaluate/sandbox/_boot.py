@@ -384,8 +384,69 @@ def _process(cfg, program):
     _trusted(cfg, req_w, rep_r)
 
 
+CLONE_NEW = 0x00020000 | 0x04000000 | 0x08000000 | 0x40000000 | 0x20000000  # NS, UTS, IPC, NET, PID
+
+
+def _zygote():
+    """``namespaces`` mode's starter: one pre-imported root process per harness (instead of util-linux
+    ``unshare`` and a new interpreter per check). Per message on fd 0 (a SOCK_SEQPACKET unix socket:
+    the config as a dict literal, the check's pipe fds attached) it forks a child that unshares PID,
+    network, mount, IPC and UTS namespaces and forks the namespace's init (pid 1), which runs
+    _namespaces exactly as a fresh interpreter did. The child and the init die with their parent
+    (PR_SET_PDEATHSIG); the zygote ends when the harness closes the socket. It never reads a program,
+    the tests or a token: those pipes are only passed on."""
+    import _signal
+    import ctypes
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    me = os.getpid()
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # the kernel reaps the check children
+    sock = socket.socket(fileno=0)
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 8)
+        except OSError:
+            _exit(0)
+        if not msg:
+            _exit(0)  # the harness closed the socket (or died)
+        if os.fork() == 0:
+            _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+            _check_child(libc, me, msg, fds)
+        for fd in fds:
+            os.close(fd)
+
+
+def _check_child(libc, zygote, msg, fds):
+    """One check, outside its namespaces: unshare them, fork their init, wait for it. Never returns."""
+    libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG SIGKILL: no check outlives the zygote
+    if os.getppid() != zygote:
+        _exit(1)
+    keys, text = msg.decode("utf-8").split("\n", 1)  # the fds' names, the config: literals written by the harness
+    cfg = eval(text, {"__builtins__": {}})  # noqa: S307
+    cfg.update(zip(eval(keys, {"__builtins__": {}}), fds))  # noqa: S307
+    _null_stdio()  # fd 0 was the zygote's socket
+    _close_all_but(fds)
+    if libc.unshare(CLONE_NEW) != 0:
+        import ctypes
+
+        _write(cfg["status_fd"], f"error sandbox setup failed: unshare: {os.strerror(ctypes.get_errno())}\n".encode())
+        _exit(1)
+    pid = os.fork()
+    if pid == 0:
+        libc.prctl(1, 9, 0, 0, 0)  # the init (and with it the namespace) dies with this child
+        _namespaces(cfg, _read_all(cfg["prog_fd"]).decode("utf-8", "replace"))
+        _exit(3)
+    for fd in fds:
+        os.close(fd)
+    os.waitpid(pid, 0)
+    _exit(0)
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "zygote":
+        _zygote()
     cfg = eval(sys.argv[2], {"__builtins__": {}})  # noqa: S307 - a dict literal written by the harness (repr)
     program = _read_all(cfg["prog_fd"]).decode("utf-8", "replace")
     (_namespaces if mode == "namespaces" else _process)(cfg, program)

@@ -6,6 +6,7 @@ import os
 import select
 import subprocess
 import threading
+import time
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:
@@ -26,6 +27,25 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
         return False
     proc.wait()
     return True
+
+
+def _read_until_eof(fd: int, timeout: float, limit: int = 1 << 16) -> tuple[bytes, bool]:
+    """What arrives on fd until its writers are gone (True) or the timeout passed (False); closes fd."""
+    deadline = time.monotonic() + timeout
+    chunks, size = [], 0
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return b"".join(chunks), False
+            b = os.read(fd, limit)
+            if not b:
+                return b"".join(chunks), True
+            if size < limit:
+                chunks.append(b)
+                size += len(b)
+    finally:
+        os.close(fd)
 
 
 def _read_available(fd: int, limit: int = 1 << 16) -> bytes:

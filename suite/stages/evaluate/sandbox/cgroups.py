@@ -87,6 +87,19 @@ class _Cgroups:
         except (OSError, ValueError):
             return 0
 
+    def kill(self) -> None:
+        """SIGKILL every process in the groups (they stay; remove() waits for them to empty)."""
+        for d in self.dirs:
+            try:
+                pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
     def remove(self) -> None:
         for d in self.dirs:
             _remove_cgroup(d)
