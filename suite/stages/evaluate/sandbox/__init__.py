@@ -48,9 +48,16 @@ program's own process, a fake line on any fd it holds nor an always-equal object
 the pipe) forges one. lm-eval's code_eval stays the reference for what a pass is: the whole program
 under one timeout, any exception a failure.
 
-Why a split and its cost: 164 canonical HumanEval solutions on 2 shared cores, 3 runs, ran at
-17.1-26.6 programs/s with one process per program and at 8.6-14.8 with two, on a host loaded 5-8 (the fork of a
-second process and a pipe round trip per call of the candidate).
+Why a split and its cost, and the zygote. Method: the 164 canonical HumanEval solutions through
+run_programs (2 workers) on the 2-core development host shared with other jobs, 3 interleaved runs of
+each build, the 1-minute load average noted; CPU per program from RUSAGE_CHILDREN. One process per
+program (before the split): 16.4-31.9 programs/s, 29-31 ms CPU a program; the split as first built
+(util-linux ``unshare`` and a fresh interpreter per check, two processes, a pipe round trip per call):
+17.6-22.7/s, 34-39 ms CPU, i.e. the split costs ~5-8 ms CPU (~20 %) a program; the split with the
+zygote (zygote.py: one pre-imported root process per harness forks each check's namespaces and init,
+so no exec and no imports per check): 36.1-45.7/s. Load 7.9-9.7 throughout. The profile (strace -f,
+-X importtime) had put ~100 ms of a check's wall time under load into the exec and start of the
+interpreter, against ~5 ms to build the root and the children's own run.
 
 Not defended against: kernel exploits (the program shares the host kernel; the seccomp filter is a
 short deny list, there is no VM); reading world-readable files under the bound system and Python
