@@ -151,6 +151,10 @@ def test_all_164_canonical_solutions_pass():
     assert [(r["task_id"], o.reason) for r, o in zip(rows, outs) if not o.passed] == []
     wrong = sandbox.run_programs([program(r, "    return None\n") for r in rows])  # and the tests do test
     assert [r["task_id"] for r, o in zip(rows, wrong) if o.passed] == []
+    # each task's signature with the next task's canonical body: a real, running solution of the wrong task
+    other = sandbox.run_programs([program(r, rows[(i + 1) % len(rows)]["canonical_solution"])
+                                 for i, r in enumerate(rows)])
+    assert [r["task_id"] for r, o in zip(rows, other) if o.passed] == []
     print(f"\n164 canonical HumanEval solutions: {rate:.1f} programs/s on {os.cpu_count()} CPUs")
 
 

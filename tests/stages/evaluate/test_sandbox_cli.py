@@ -135,5 +135,5 @@ def test_help_has_an_example_and_the_real_module_path():
     run = subprocess.run([sys.executable, "-m", "suite", "score-code", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     text = " ".join(run.stdout.split())
-    assert run.returncode == 0 and "example: suite score-code samples.jsonl" in text
+    assert run.returncode == 0 and "examples: suite score-code samples.jsonl" in text  # the registry's epilog
     assert "suite/stages/evaluate/sandbox/__init__.py" in text and (ROOT / "suite/stages/evaluate/sandbox/__init__.py").is_file()

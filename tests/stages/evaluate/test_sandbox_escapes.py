@@ -291,3 +291,62 @@ def test_score_code_from_outside_survives_hostile_programs(tmp_path):
     assert [(i["task_id"], i["passed"]) for i in items] == [("kill-all", True), ("kill-parent", False),
                                                             ("honest", True)]
     assert items[1]["reason"] == "failed: PermissionError: [Errno 1] Operation not permitted"  # the init is root
+
+
+def test_a_dead_zygote_is_started_again():
+    """The pre-imported zygote that starts every check: if it dies (killed by anyone), the next check
+    starts a new one instead of failing."""
+    assert probe("return True") == sandbox.Outcome(True, "passed")
+    old = sandbox.zygote._state["proc"]
+    old.kill()
+    old.wait()
+    assert probe("return True") == sandbox.Outcome(True, "passed")
+    assert sandbox.zygote._state["proc"].pid != old.pid and sandbox.zygote._state["proc"].poll() is None
+
+
+def test_a_harness_that_dies_takes_its_zygote_and_checks_along():
+    """A harness killed mid-check (SIGKILL: no cleanup runs) leaves no zygote and no process of the check."""
+    marker = f"{secrets.randbelow(10**6)}.{secrets.randbelow(10**6)}"
+    script = ("import os\nos.environ['SUITE_ALLOW_CODE_EXECUTION'] = '1'\n"
+              "from suite.stages.evaluate import sandbox\n"
+              "sandbox.run_program('def probe():\\n    import os, time\\n    if os.fork() == 0:\\n"
+              f"        os.execv(\"/bin/sleep\", [\"sleep\", \"{marker}\"])\\n    time.sleep(60)\\n', "
+              "'def check(c):\\n    assert c()\\n\\ncheck(probe)\\n', sandbox.Limits(timeout_s=60))\n")
+    harness = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        for _ in range(300):
+            if processes_with(f"sleep {marker}"):
+                break
+            harness.poll()
+            assert harness.returncode is None, "the harness ended before its check started"
+            import time
+
+            time.sleep(0.05)
+        assert processes_with(f"sleep {marker}"), "the check never started"
+        zygotes = [p for p in processes_with("_boot.py zygote") if str(harness.pid) in _ppid(p.split(":")[0])]
+        assert zygotes, ("no zygote under the harness", harness.pid, processes_with("zygote"))
+    finally:
+        harness.kill()
+        harness.wait()
+    import time
+
+    for _ in range(100):
+        if not processes_with(f"sleep {marker}") and not any(_alive(p.split(":")[0]) for p in zygotes):
+            break
+        time.sleep(0.05)
+    assert processes_with(f"sleep {marker}") == []
+    assert [p for p in zygotes if _alive(p.split(":")[0])] == []
+
+
+def _ppid(pid: str) -> str:
+    try:
+        return next(line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("PPid:"))
+    except (OSError, StopIteration):
+        return ""
+
+
+def _alive(pid: str) -> bool:
+    try:
+        return next(line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("State:")) != "Z"
+    except (OSError, StopIteration):
+        return False

@@ -122,7 +122,11 @@ def test_honest_and_wrong_programs_are_told_apart(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_every_forgery_fails(mode):
     names = list(FORGERIES)
-    outs = sandbox.run_programs([(PROMPT + FORGERIES[n], TESTS) for n in names], sandbox.Limits(timeout_s=8),
+    forgeries = dict(FORGERIES)
+    if mode == "process":  # there the program is the harness's user and sees the host's processes: its parent only
+        forgeries["kills its parent and everything else"] = (
+            "    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 0\n")
+    outs = sandbox.run_programs([(PROMPT + forgeries[n], TESTS) for n in names], sandbox.Limits(timeout_s=8),
                                 mode=mode)
     assert [n for n, o in zip(names, outs) if o.passed] == []
     reasons = dict(zip(names, (o.reason for o in outs)))
@@ -140,43 +144,74 @@ def _reach(body: str, mode: str = "namespaces") -> sandbox.Outcome:
                                sandbox.Limits(timeout_s=8), mode)
 
 
-@pytest.mark.xfail(reason="unfinished: the scan's own assertions (planted marker found, < 50 strings) not yet "
-                   "checked apart from the token assertion; see the report", strict=False)
 @pytest.mark.parametrize("mode", MODES)
 def test_neither_token_nor_tests_in_the_programs_memory(mode, monkeypatch):
-    """Containment, not only failure: the program's writable memory (heap, stack, anonymous maps) holds
-    neither the run's token nor the tests' text, while the same scan does find a 32-hex string and a
-    marker the program made itself (so the scan works)."""
+    """Containment, not only failure: the program's writable memory (heap, stack, anonymous maps) and every
+    fd it holds, and in the namespaces sandbox also everything it can read under /proc of the other
+    processes (the init's and the tests' cmdline, environ, maps, mem ...) and its own environment, hold
+    neither the run's token nor the tests' text, while the same scan does find a 32-hex string the program
+    made itself (so the scan works). Process mode shares the harness's uid and /proc: only its own memory
+    and fds are claimed there."""
     token = "3c5e" * 8
     monkeypatch.setattr(sandbox.secrets, "token_hex", lambda n=16: token)
-    out = sandbox.run_program("def f():\n" + "".join(f"    {ln}\n" for ln in SCAN.strip("\n").splitlines()),
-                              "def check(candidate):\n    found, tests_seen = candidate()\n"
-                              f"    assert {token[::-1]!r}[::-1] not in found and not tests_seen\n"
-                              "    assert 'ab' * 16 in found and len(found) < 50\n\ncheck(f)\n",
-                              sandbox.Limits(timeout_s=8), mode)
+    scan = SCAN.replace("OTHERS = True", f"OTHERS = {mode == 'namespaces'}")
+    out = sandbox.run_program("def f():\n" + "".join(f"    {ln}\n" for ln in scan.strip("\n").splitlines()),
+                              "def check(candidate):\n    found, tests_seen, files = candidate()\n"
+                              "    assert 'ab' * 16 in found and files, (len(found), files)\n"
+                              f"    assert {token[::-1]!r}[::-1] not in found, files\n"
+                              "    assert not tests_seen, tests_seen\n"
+                              "    assert len(found) < 50, sorted(found)\n\ncheck(f)\n",
+                              sandbox.Limits(timeout_s=20), mode)
     assert out == sandbox.Outcome(True, "passed"), out
 
 
 SCAN = '''
-import ctypes
+import ctypes, os
+OTHERS = True
 plant = "".join(["ab"] * 16)  # made at run time: only in the heap
 hexdigits = set(b"0123456789abcdef")
-needle = b"".join([b"def check(", b"candidate)"])  # joined at run time: not a constant of this source
-found, tests_seen = set(), False
+head, tail = b"def check(", b"candidate)"  # the tests' text; never joined here, so not in this memory
+found, tests_seen, files = set(), [], []
+
+def look(data, where):
+    i = data.find(head)
+    while i >= 0:
+        if data[i + len(head):i + len(head) + len(tail)] == tail:
+            tests_seen.append(where)
+            break
+        i = data.find(head, i + 1)
+    run = 0
+    for i, b in enumerate(data):
+        run = run + 1 if b in hexdigits else 0
+        if run == 32 and (i + 1 == len(data) or data[i + 1] not in hexdigits):
+            found.add(data[i - 31:i + 1].decode())
+
 for line in open("/proc/self/maps"):
     fields = line.split()
     lo, hi = (int(x, 16) for x in fields[0].split("-"))
     path = fields[5] if len(fields) > 5 else ""
     if not fields[1].startswith("rw") or path not in ("", "[heap]", "[stack]") or hi - lo > (256 << 20):
         continue
-    data = ctypes.string_at(lo, hi - lo)
-    tests_seen = tests_seen or needle in data
-    run = 0
-    for i, b in enumerate(data):
-        run = run + 1 if b in hexdigits else 0
-        if run == 32 and (i + 1 == len(data) or data[i + 1] not in hexdigits):
-            found.add(data[i - 31:i + 1].decode())
-return sorted(found), tests_seen
+    look(ctypes.string_at(lo, hi - lo), "memory " + fields[0])
+for fd in map(int, os.listdir("/proc/self/fd")):  # every fd it holds, read without waiting
+    try:
+        os.set_blocking(fd, False)
+        look(os.read(fd, 1 << 20), f"fd {fd}")
+        files.append(f"fd {fd}")
+    except OSError:
+        pass
+look("\\0".join(f"{k}={v}" for k, v in os.environ.items()).encode(), "environ")
+if OTHERS:
+    for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+        for part in ("cmdline", "environ", "maps", "stack", "mem", "status", "sched", "io", "syscall"):
+            try:
+                with open(f"/proc/{pid}/{part}", "rb") as fh:
+                    data = fh.read(1 << 20)
+            except OSError:
+                continue
+            files.append(f"{pid}/{part}")
+            look(data, f"/proc/{pid}/{part}")
+return sorted(found), tests_seen, files
 '''
 
 

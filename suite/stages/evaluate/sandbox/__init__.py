@@ -7,7 +7,7 @@ the evaluate process) and recorded as ``EvaluateResult.code_sandbox``:
 
 ``namespaces`` (default). Each program gets, per run:
   - fresh PID (own ``/proc``), network (only a downed loopback), mount, IPC and UTS namespaces
-    (util-linux ``unshare``);
+    (unshare(2), by a pre-imported zygote process: zygote.py);
   - a new root file system: a read-only tmpfs holding read-only, nosuid binds of ``/usr``, ``/etc``,
     the ``/bin``-style links and the Python installation and environment the harness runs; a scratch
     tmpfs at ``/tmp`` (its working folder and ``$HOME``) capped at ``Limits.scratch_bytes`` and one at
@@ -48,9 +48,16 @@ program's own process, a fake line on any fd it holds nor an always-equal object
 the pipe) forges one. lm-eval's code_eval stays the reference for what a pass is: the whole program
 under one timeout, any exception a failure.
 
-Why a split and its cost: 164 canonical HumanEval solutions on 2 shared cores, 3 runs, ran at
-17.1-26.6 programs/s with one process per program and at 8.6-14.8 with two, on a host loaded 5-8 (the fork of a
-second process and a pipe round trip per call of the candidate).
+Why a split and its cost, and the zygote. Method: the 164 canonical HumanEval solutions through
+run_programs (2 workers) on the 2-core development host shared with other jobs, 3 interleaved runs of
+each build, the 1-minute load average noted; CPU per program from RUSAGE_CHILDREN. One process per
+program (before the split): 16.4-31.9 programs/s, 29-31 ms CPU a program; the split as first built
+(util-linux ``unshare`` and a fresh interpreter per check, two processes, a pipe round trip per call):
+17.6-22.7/s, 34-39 ms CPU, i.e. the split costs ~5-8 ms CPU (~20 %) a program; the split with the
+zygote (zygote.py: one pre-imported root process per harness forks each check's namespaces and init,
+so no exec and no imports per check): 36.1-45.7/s. Load 7.9-9.7 throughout. The profile (strace -f,
+-X importtime) had put ~100 ms of a check's wall time under load into the exec and start of the
+interpreter, against ~5 ms to build the root and the children's own run.
 
 Not defended against: kernel exploits (the program shares the host kernel; the seccomp filter is a
 short deny list, there is no VM); reading world-readable files under the bound system and Python
@@ -61,26 +68,27 @@ can ptrace the tests' process); only the two-process split, the rlimits and the 
 
 from __future__ import annotations
 
-import errno
 import functools
 import math
 import os
-import re
 import secrets
-import select
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from suite.runtime import procs
 from suite.stages.evaluate.sandbox import _calls
+from suite.stages.evaluate.sandbox import zygote
+from suite.stages.evaluate.sandbox._pipes import _read_available, _read_until_eof, _source_fds, _wait
+from suite.stages.evaluate.sandbox._types import Limits, Outcome, SandboxError
+from suite.stages.evaluate.sandbox.cgroups import _cgroup_dir, _Cgroups
+
+__all__ = ["ALLOW_ENV", "MODE_ENV", "MODES", "Limits", "Outcome", "SandboxError", "check_allowed", "current_mode",
+           "ensure_available", "run_program", "run_programs", "unavailable_reason", "used_modes"]
 
 ALLOW_ENV = "SUITE_ALLOW_CODE_EXECUTION"
 MODE_ENV = "SUITE_CODE_SANDBOX"
@@ -92,25 +100,6 @@ _SYSTEM_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
 _PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"}
 _MAX_PROGRAM_BYTES = 4 << 20
 _PROBE = ("def f():\n    return (1, 2.5)\n", "def check(c):\n    assert c() == (1, 2.5)\n\ncheck(f)\n")
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself cannot run (not a verdict on a program)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = 10.0  # wall clock, whole program
-    memory_bytes: int = 1 << 30  # the whole process tree (cgroup); process mode: per process (RLIMIT_AS)
-    scratch_bytes: int = 64 << 20  # the writable /tmp (tmpfs)
-    file_bytes: int = 64 << 20  # largest file (RLIMIT_FSIZE)
-    processes: int = 64  # processes and threads of the tree (pids cgroup); process mode: RLIMIT_NPROC
-
-
-@dataclass(frozen=True)
-class Outcome:
-    passed: bool
-    reason: str  # "passed", "timed out", "failed: ..."
 
 
 # ------------------------------------------------------------------ consent and mode
@@ -156,8 +145,8 @@ def ensure_available(mode: str) -> None:
         raise SandboxError(f"code sandbox {mode!r}: expected one of {', '.join(MODES)}")
     if mode == "namespaces" and (why := unavailable_reason()):
         raise SandboxError(
-            f"the namespaces code sandbox cannot run here: {why}; run as root on Linux with util-linux "
-            "unshare and the cgroup v1 memory and pids controllers mounted read-write, or set "
+            f"the namespaces code sandbox cannot run here: {why}; run as root on Linux with "
+            "the cgroup v1 memory and pids controllers mounted read-write, or set "
             "eval.code_sandbox: process (weaker: no network, file-system or process isolation)"
         )
 
@@ -167,8 +156,6 @@ def _probe() -> str | None:
         return f"the platform is {sys.platform}, not Linux"
     if os.geteuid() != 0:
         return "not running as root (needed to create namespaces and cgroups and to switch to uid 65534)"
-    if _unshare() is None:
-        return "util-linux `unshare` not found"
     for controller in ("memory", "pids"):
         if _cgroup_dir(controller) is None:
             return f"no cgroup v1 {controller} controller mounted (cgroup v2-only hosts are not supported)"
@@ -181,174 +168,7 @@ def _probe() -> str | None:
     return None if out.passed else f"a program that does nothing did not pass ({out.reason})"
 
 
-def _unshare() -> str | None:
-    return shutil.which("unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
-
-
-# ------------------------------------------------------------------ cgroups (v1)
-
-
-@functools.lru_cache(maxsize=None)
-def _cgroup_dir(controller: str) -> Path | None:
-    """Our own cgroup folder of a v1 controller (the per-program groups are made inside it)."""
-    try:
-        own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                   if controller in line.split(":", 2)[1].split(","))
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, right = line.split(" - ", 1)
-            fields, (fstype, _src, options) = left.split(), right.split()[:3]
-            if fstype == "cgroup" and controller in options.split(","):
-                root, mountpoint = fields[3], fields[4]
-                rel = own[len(root):] if root != "/" and own.startswith(root) else own
-                path = Path(mountpoint + rel)
-                return path if os.access(path, os.W_OK) else None
-    except (OSError, StopIteration, ValueError, IndexError):
-        return None
-    return None
-
-
-_counter = iter(range(1 << 62))
-_swept = False
-
-
-def _sweep_stale(parents: list[Path]) -> None:
-    """Remove groups left by a harness that died (named suite-sandbox-<pid>-...; that pid is gone)."""
-    global _swept
-    if _swept:
-        return
-    _swept = True
-    for parent in parents:
-        for d in parent.glob("suite-sandbox-*"):
-            m = re.match(r"suite-sandbox-(\d+)-", d.name)
-            if m and not Path(f"/proc/{m.group(1)}").exists():
-                try:  # only an empty one: never kill processes we did not start
-                    d.rmdir()
-                except OSError:
-                    pass
-
-
-class _Cgroups:
-    def __init__(self, limits: Limits):
-        self.dirs: list[Path] = []
-        parents = {c: _cgroup_dir(c) for c in ("memory", "pids")}
-        if None in parents.values():
-            raise SandboxError("the cgroup v1 memory and pids controllers are not writable")
-        _sweep_stale(list(parents.values()))
-        name = f"suite-sandbox-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
-        try:
-            self.memory = parents["memory"] / name
-            self.memory.mkdir()
-            self.dirs.append(self.memory)
-            (self.memory / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
-            memsw = self.memory / "memory.memsw.limit_in_bytes"
-            if memsw.exists():
-                memsw.write_text(str(limits.memory_bytes))
-            self.pids = parents["pids"] / name
-            self.pids.mkdir()
-            self.dirs.append(self.pids)
-            (self.pids / "pids.max").write_text(str(limits.processes + 1))  # + the namespace's init
-        except OSError as e:
-            self.remove()
-            raise SandboxError(f"cannot set up a cgroup for the program: {e}") from e
-
-    def oom_kills(self) -> int:
-        try:
-            text = (self.memory / "memory.oom_control").read_text()
-            m = re.search(r"^oom_kill (\d+)", text, re.M)
-            if m:
-                return int(m.group(1))
-            return int((self.memory / "memory.failcnt").read_text()) and 1
-        except (OSError, ValueError):
-            return 0
-
-    def remove(self) -> None:
-        for d in self.dirs:
-            _remove_cgroup(d)
-
-
-def _remove_cgroup(d: Path) -> None:
-    """Kill whatever is still in the group, then remove it."""
-    for _ in range(200):
-        try:
-            pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            pids = []
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            d.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            if e.errno != errno.EBUSY:
-                return
-        time.sleep(0.005)
-
-
 # ------------------------------------------------------------------ running one program
-
-
-def _wait(proc: subprocess.Popen, timeout: float) -> bool:
-    """Wait for proc to exit (True) or the timeout to pass (False), without Popen.wait's polling."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            proc.wait(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
-    finally:
-        os.close(fd)
-    if not ready:
-        return False
-    proc.wait()
-    return True
-
-
-def _read_available(fd: int, limit: int = 1 << 16) -> bytes:
-    os.set_blocking(fd, False)
-    chunks, size = [], 0
-    try:
-        while size < limit:
-            b = os.read(fd, limit)
-            if not b:
-                break
-            chunks.append(b)
-            size += len(b)
-    except BlockingIOError:
-        pass
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def _pipe_with(data: bytes) -> int:
-    """A pipe that delivers data and then EOF; returns the read end. Small data is written at once;
-    larger data (beyond a pipe's 64 KiB) by a thread, as the reader drains it."""
-    r, w = os.pipe()
-    if len(data) <= 60000:
-        try:
-            os.write(w, data)
-        finally:
-            os.close(w)
-        return r
-
-    def feed():
-        try:
-            with open(w, "wb", closefd=True) as fh:
-                fh.write(data)
-        except OSError:  # the reader died early; its verdict says why
-            pass
-
-    threading.Thread(target=feed, daemon=True, name="suite-sandbox-feed").start()
-    return r
 
 
 @functools.lru_cache(maxsize=1)
@@ -416,23 +236,7 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
-def _source_fds(source: str, tests: str, token: bytes) -> dict[str, int]:
-    fds: dict[str, int] = {}
-    try:
-        fds["prog_fd"] = _pipe_with(source.encode("utf-8", "surrogatepass"))
-        fds["test_fd"] = _pipe_with(tests.encode("utf-8", "surrogatepass"))
-        fds["tok_fd"] = _pipe_with(token)
-    except BaseException:
-        for fd in fds.values():
-            os.close(fd)
-        raise
-    return fds
-
-
 def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Outcome:
-    unshare = _unshare()
-    if unshare is None:
-        raise SandboxError("util-linux `unshare` not found")
     cg = _Cgroups(limits)
     fds: dict[str, int] = {}
     try:
@@ -440,11 +244,7 @@ def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Ou
         res_r, fds["res_fd"] = os.pipe()
         status_r, fds["status_fd"] = os.pipe()
         cfg = _config(limits, fds, entry=_calls.entry_point(tests), cgroups=[str(d) for d in cg.dirs], binds=list(_binds()))
-        argv = [unshare, "--pid", "--net", "--mount", "--ipc", "--uts", "--fork", "--kill-child", "--",
-                *_interpreter(), "namespaces", cfg]
-        proc = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}, cwd="/",
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                pass_fds=tuple(fds.values()), close_fds=True)
+        zygote.start_check([*_interpreter(), "zygote"], cfg, fds)  # forks the check's namespaces and init
     except BaseException:
         for fd in fds.values():
             os.close(fd)
@@ -453,14 +253,11 @@ def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Ou
     for fd in fds.values():
         os.close(fd)
     try:
-        finished = _wait(proc, limits.timeout_s + 5)  # the init inside enforces timeout_s itself
+        # the init inside enforces timeout_s itself; its end closes the status pipe
+        raw_status, finished = _read_until_eof(status_r, limits.timeout_s + 5)
         if not finished:
-            proc.kill()  # --kill-child: its init gets SIGKILL, and with it the whole namespace
-            proc.wait()
+            cg.kill()  # the init too (it joined the groups): the kernel then ends the whole namespace
         res = _read_available(res_r)
-        raw_status = _read_available(status_r)
-        err = proc.stderr.read().decode("utf-8", "replace").strip()
-        proc.stderr.close()
         oom = cg.oom_kills()
     finally:
         cg.remove()
@@ -470,12 +267,12 @@ def _run_namespaces(source: str, tests: str, limits: Limits, token: bytes) -> Ou
             return Outcome(False, "timed out")
         if oom:
             return Outcome(False, f"failed: killed at the memory limit ({limits.memory_bytes >> 20} MiB)")
-        last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-        raise SandboxError(f"the sandbox ended without a verdict: {last}")
+        raise SandboxError("the sandbox ended without a verdict (its init ended without a report)")
     if "error" in status:
-        raise SandboxError(status["error"] + (f" ({err.splitlines()[-1]})" if err else ""))
+        raise SandboxError(status["error"])
     out = _verdict(res, token, status)
-    if not out.passed and oom and status.get("signal") == signal.SIGKILL:
+    # the OOM killer ends the program's process: the tests see its pipe close (or die themselves)
+    if not out.passed and oom and (status.get("signal") == signal.SIGKILL or "process ended" in out.reason):
         return Outcome(False, f"failed: killed at the memory limit ({limits.memory_bytes >> 20} MiB)")
     return out
 

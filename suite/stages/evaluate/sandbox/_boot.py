@@ -1,14 +1,15 @@
 """The inside half of suite.stages.evaluate.sandbox: sets up one program's sandbox and runs it. Standard library only.
 
-Started by ``suite.stages.evaluate.sandbox`` as ``python -s -S -B -P _boot.py MODE CONFIG`` (CONFIG: a dict literal)
-with four inherited pipe fds: ``prog`` (the program's source), ``test`` (the benchmark's tests), ``tok``
-(the run's random token; both read only by the trusted process) and ``res`` (where the verdict goes), and in
-``namespaces`` mode a fifth, ``status`` (this init's report to the harness).
+``process`` mode: started by ``suite.stages.evaluate.sandbox`` as ``python -s -S -B -P _boot.py process CONFIG``
+(CONFIG: a dict literal) with four inherited pipe fds: ``prog`` (the program's source), ``test`` (the
+benchmark's tests), ``tok`` (the run's random token; both read only by the trusted process) and ``res``
+(where the verdict goes). ``namespaces`` mode: started once per harness as ``_boot.py zygote`` (see
+_zygote); each check arrives as a message with the same fds and a fifth, ``status`` (the init's report).
 
-``namespaces``: this process is pid 1 of fresh PID/net/mount/IPC/UTS namespaces made by util-linux
-``unshare``, still root. It joins the run's cgroups, builds a new root file system (a read-only
+``namespaces``: the check's init is pid 1 of fresh PID/net/mount/IPC/UTS namespaces that the zygote's
+child made with unshare(2), still root. It joins the run's cgroups, builds a new root file system (a read-only
 tmpfs with read-only binds of the system folders and the Python installation, a size-capped tmpfs
-scratch at /tmp and a smaller one at /dev/shm, a few device nodes, its own /proc), pivots into it,
+scratch at /tmp and a smaller one at /dev/shm, a few device nodes, its own /proc), pivots into it (_root.py),
 forks the program's (untrusted) process, which drops to uid 65534, and the tests' (trusted) process,
 which drops to uid 65533 and is not dumpable (so the program can neither signal, trace nor read it);
 both have no capabilities, no_new_privs, a seccomp deny list and a three-variable environment. It
@@ -30,6 +31,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # before pivot_root: the suite is not bound
 import _calls  # noqa: E402
+from _root import _Libc, build_root  # noqa: E402
 
 del sys.path[0]
 _write = os.write
@@ -59,6 +61,7 @@ def _describe(e):
 def _untrusted(program, cfg, req_r, rep_w, _describe=_describe):
     """The program's side: run it, then serve calls of its entry point. Never returns."""
     _close_all_but((req_r, rep_w))
+    req_r, rep_w = _out_of_reach(req_r), _out_of_reach(rep_w)
     sys.path.extend(cfg["paths"])
     import _sitebuiltins
     import builtins
@@ -76,6 +79,24 @@ def _trusted(cfg, req_w, rep_r, _describe=_describe):
     res_fd = cfg["res_fd"]
     _close_all_but((req_w, rep_r, res_fd))
     _calls.run_tests(tests, cfg["entry"], token, req_w, rep_r, res_fd, _describe)
+
+
+def _out_of_reach(fd):
+    """Move a call pipe to the top of the fd table (below 1024), so that a program writing to the low
+    fds (as programs that write to every fd do) does not garble its own answers; one that writes there
+    on purpose only fails its own check."""
+    import resource
+
+    top = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024) - 1
+    while top > fd:
+        try:
+            os.fstat(top)
+        except OSError:
+            os.dup2(fd, top, inheritable=False)
+            os.close(fd)
+            return top
+        top -= 1
+    return fd
 
 
 def _close_all_but(keep):
@@ -116,98 +137,6 @@ def _null_stdio():
 
 # ------------------------------------------------------------------ namespaces mode (pid 1, root)
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-_SYSCALLS = {
-    "x86_64": {"arch": 0xC000003E, "pivot_root": 155, "mount_setattr": 442, "socket": 41, "clone": 56,
-               "unshare": 272, "setns": 308, "add_key": 248, "request_key": 249, "keyctl": 250,
-               "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "clone3": 435},
-    "aarch64": {"arch": 0xC00000B7, "pivot_root": 41, "mount_setattr": 442, "socket": 198, "clone": 220,
-                "unshare": 97, "setns": 268, "add_key": 217, "request_key": 218, "keyctl": 219,
-                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "clone3": 435},
-}
-
-
-class _Libc:
-    def __init__(self):
-        import ctypes
-
-        self.ctypes = ctypes
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.nr = _SYSCALLS.get(os.uname().machine)
-        if self.nr is None:
-            raise OSError(f"unsupported machine {os.uname().machine}")
-
-    def _check(self, rc, what):
-        if rc != 0:
-            err = self.ctypes.get_errno()
-            raise OSError(err, f"{what}: {os.strerror(err)}")
-
-    def mount(self, src, target, fstype, flags, data=None):
-        enc = lambda s: None if s is None else s.encode()  # noqa: E731
-        self._check(self.libc.mount(enc(src), enc(target), enc(fstype), self.ctypes.c_ulong(flags), enc(data)),
-                    f"mount {target}")
-
-    def umount2(self, target, flags):
-        self._check(self.libc.umount2(target.encode(), flags), f"umount {target}")
-
-    def pivot_root(self, new, old):
-        self._check(self.libc.syscall(self.nr["pivot_root"], new.encode(), old.encode()), "pivot_root")
-
-    def read_only_tree(self, path):
-        """Make the mount at path and every mount below it read-only, nosuid, nodev."""
-        c = self.ctypes
-
-        class MountAttr(c.Structure):
-            _fields_ = [("attr_set", c.c_uint64), ("attr_clr", c.c_uint64), ("propagation", c.c_uint64),
-                        ("userns_fd", c.c_uint64)]
-
-        attr = MountAttr(1 | 2 | 4, 0, 0, 0)  # MOUNT_ATTR_RDONLY | NOSUID | NODEV
-        rc = self.libc.syscall(self.nr["mount_setattr"], -100, path.encode(), 0x8000,  # AT_FDCWD, AT_RECURSIVE
-                               c.byref(attr), c.sizeof(attr))
-        if rc != 0:  # kernel < 5.12: the top mount only (the binds made here have no submounts of note)
-            self.mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-    def new_session_keyring(self):
-        self.libc.syscall(self.nr["keyctl"], 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous: drop root's
-
-    def no_new_privs(self):
-        self._check(self.libc.prctl(38, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-
-    def seccomp(self):
-        """A small deny list (after no_new_privs; inherited by every descendant): no AF_UNIX sockets
-        (a host socket in a bound folder stays unreachable), no new namespaces or user namespaces,
-        no io_uring (it would bypass this filter), no kernel keyrings; clone3 answers ENOSYS so that
-        libc falls back to clone, whose flags can be checked. Other architectures' calls: ENOSYS."""
-        c, nr = self.ctypes, self.nr
-        ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-        allow, eacces, enosys = 0x7FFF0000, 0x00050000 | 13, 0x00050000 | 38
-        deny = [nr[n] for n in ("unshare", "setns", "add_key", "request_key", "keyctl", "io_uring_setup",
-                                "io_uring_enter", "io_uring_register")]
-        prog = [(ld, 0, 0, 4), (jeq, 1, 0, nr["arch"]), (ret, 0, 0, enosys), (ld, 0, 0, 0),
-                (jge, 0, 1, 0x40000000), (ret, 0, 0, enosys),  # x32 ABI
-                (jeq, 0, 1, nr["clone3"]), (ret, 0, 0, enosys)]
-        for n in deny:
-            prog += [(jeq, 0, 1, n), (ret, 0, 0, eacces)]
-        prog += [(jeq, 0, 3, nr["socket"]), (ld, 0, 0, 16), (jeq, 0, 1, 1), (ret, 0, 0, eacces),  # AF_UNIX
-                 (ld, 0, 0, 0), (jeq, 0, 3, nr["clone"]), (ld, 0, 0, 16), (jset, 0, 1, 0x10000000),
-                 (ret, 0, 0, eacces),  # CLONE_NEWUSER
-                 (ret, 0, 0, allow)]
-
-        class Insn(c.Structure):
-            _fields_ = [("code", c.c_uint16), ("jt", c.c_uint8), ("jf", c.c_uint8), ("k", c.c_uint32)]
-
-        class Prog(c.Structure):
-            _fields_ = [("len", c.c_ushort), ("filter", c.POINTER(Insn))]
-
-        insns = (Insn * len(prog))(*[Insn(*i) for i in prog])
-        fprog = Prog(len(prog), c.cast(insns, c.POINTER(Insn)))
-        self._check(self.libc.prctl(22, 2, c.byref(fprog), 0, 0), "prctl(PR_SET_SECCOMP)")
-
-
-_DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9)}
-
 
 def _oom_score_adj(value):
     try:  # lowering it needs CAP_SYS_RESOURCE, which containers often lack: best effort
@@ -215,45 +144,6 @@ def _oom_score_adj(value):
             fh.write(value)
     except OSError:
         pass
-
-
-def _build_root(lc, cfg):
-    """A new root at /tmp of this mount namespace (the host's /tmp is untouched: the namespace is
-    private), then pivot_root into it and drop the old root."""
-    import stat
-
-    new = "/tmp"
-    lc.mount(None, "/", None, MS_REC | MS_PRIVATE)
-    lc.mount("suite-sandbox-root", new, "tmpfs", MS_NOSUID, "size=1m,nr_inodes=4096,mode=0755")
-    for path in cfg["binds"]:
-        target = new + path
-        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
-            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-            os.symlink(os.readlink(path), target)
-            continue
-        if not os.path.isdir(path):
-            continue
-        os.makedirs(target, mode=0o755, exist_ok=True)
-        lc.mount(path, target, None, MS_BIND | MS_REC)
-        lc.read_only_tree(target)
-    os.makedirs(new + "/dev/shm", mode=0o755)
-    for name, (major, minor) in _DEVICES.items():
-        os.mknod(f"{new}/dev/{name}", 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"{new}/dev/{name}")
-    os.mkdir(new + "/proc", 0o555)
-    lc.mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.mkdir(new + "/tmp", 0o700)
-    lc.mount("suite-sandbox-scratch", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-             f"size={cfg['scratch_bytes']},nr_inodes=16384,mode=0700,uid={cfg['uid']},gid={cfg['gid']}")
-    lc.mount("suite-sandbox-shm", new + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-             f"size={max(1 << 20, cfg['scratch_bytes'] // 4)},nr_inodes=1024,mode=1777")
-    os.chdir(new)
-    lc.pivot_root(".", ".")
-    lc.umount2(".", MNT_DETACH)  # the old root, stacked on "/" by pivot_root(".", ".")
-    os.chdir("/")
-    lc.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
 
 
 def _drop(lc, cfg, uid, cwd):
@@ -291,7 +181,7 @@ def _fork_as(lc, cfg, uid, cwd, role, *args):
 
 
 def _namespaces(cfg, program):
-    import signal
+    import _signal as signal  # not `signal`: its enums cost ~4 ms of imports a check
 
     status_fd = cfg["status_fd"]
 
@@ -311,7 +201,7 @@ def _namespaces(cfg, program):
         _oom_score_adj("-1000")  # the memory limit should kill the program, not us
         os.umask(0)
         lc = _Libc()
-        _build_root(lc, cfg)
+        build_root(lc, cfg)
         os.umask(0o022)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -365,8 +255,69 @@ def _process(cfg, program):
     _trusted(cfg, req_w, rep_r)
 
 
+CLONE_NEW = 0x00020000 | 0x04000000 | 0x08000000 | 0x40000000 | 0x20000000  # NS, UTS, IPC, NET, PID
+
+
+def _zygote():
+    """``namespaces`` mode's starter: one pre-imported root process per harness (instead of util-linux
+    ``unshare`` and a new interpreter per check). Per message on fd 0 (a SOCK_SEQPACKET unix socket:
+    the config as a dict literal, the check's pipe fds attached) it forks a child that unshares PID,
+    network, mount, IPC and UTS namespaces and forks the namespace's init (pid 1), which runs
+    _namespaces exactly as a fresh interpreter did. The child and the init die with their parent
+    (PR_SET_PDEATHSIG); the zygote ends when the harness closes the socket. It never reads a program,
+    the tests or a token: those pipes are only passed on."""
+    import _signal
+    import ctypes
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    me = os.getpid()
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # the kernel reaps the check children
+    sock = socket.socket(fileno=0)
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 8)
+        except OSError:
+            _exit(0)
+        if not msg:
+            _exit(0)  # the harness closed the socket (or died)
+        if os.fork() == 0:
+            _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+            _check_child(libc, me, msg, fds)
+        for fd in fds:
+            os.close(fd)
+
+
+def _check_child(libc, zygote, msg, fds):
+    """One check, outside its namespaces: unshare them, fork their init, wait for it. Never returns."""
+    libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG SIGKILL: no check outlives the zygote
+    if os.getppid() != zygote:
+        _exit(1)
+    keys, text = msg.decode("utf-8").split("\n", 1)  # the fds' names, the config: literals written by the harness
+    cfg = eval(text, {"__builtins__": {}})  # noqa: S307
+    cfg.update(zip(eval(keys, {"__builtins__": {}}), fds))  # noqa: S307
+    _null_stdio()  # fd 0 was the zygote's socket
+    _close_all_but(fds)
+    if libc.unshare(CLONE_NEW) != 0:
+        import ctypes
+
+        _write(cfg["status_fd"], f"error sandbox setup failed: unshare: {os.strerror(ctypes.get_errno())}\n".encode())
+        _exit(1)
+    pid = os.fork()
+    if pid == 0:
+        libc.prctl(1, 9, 0, 0, 0)  # the init (and with it the namespace) dies with this child
+        _namespaces(cfg, _read_all(cfg["prog_fd"]).decode("utf-8", "replace"))
+        _exit(3)
+    for fd in fds:
+        os.close(fd)
+    os.waitpid(pid, 0)
+    _exit(0)
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "zygote":
+        _zygote()
     cfg = eval(sys.argv[2], {"__builtins__": {}})  # noqa: S307 - a dict literal written by the harness (repr)
     program = _read_all(cfg["prog_fd"]).decode("utf-8", "replace")
     (_namespaces if mode == "namespaces" else _process)(cfg, program)
