@@ -104,3 +104,17 @@ def test_a_new_publish_drops_the_earlier_tracking_state_and_summarize_keeps_it(t
     assert load_summary(tmp_path).tracking_pending == "earlier"
     publish(summary, tmp_path, tmp_path, track=False, resumed=True, report=lambda *e: None)  # a resume, not tracked
     assert not (tmp_path / "tracking.json").exists() and load_summary(tmp_path).tracking_pending is None
+
+
+def test_a_folder_from_before_tracking_json_reads_as_it_is_and_a_broken_one_is_named(tmp_path):
+    from suite.runtime.errors import SuiteError
+
+    summary = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5}}, run_dir=str(tmp_path))
+    summary.tracking_pending = "server down"
+    summary.stage_wall_s["track"] = 1.5
+    summary.write(tmp_path / "summary.json")  # as publish wrote it before tracking.json
+    again = load_summary(tmp_path)
+    assert again.tracking_pending == "server down" and again.stage_wall_s["track"] == 1.5
+    (tmp_path / "tracking.json").write_text("{not json")
+    with pytest.raises(SuiteError, match="tracking.json"):
+        load_summary(tmp_path)
