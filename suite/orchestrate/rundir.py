@@ -76,7 +76,9 @@ def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
         stored = json.loads((run_dir / "plan.json").read_text()).get("variants", {})
     except (OSError, ValueError):
         return
-    older = any(isinstance(v.get("evaluate"), dict) and "batch_limits" not in v["evaluate"] for v in stored.values())
+    from suite.stages.registry import EVALUATE  # plan.json keys each variant's configs by stage name
+
+    older = any(isinstance(v.get(EVALUATE), dict) and "batch_limits" not in v[EVALUATE] for v in stored.values())
     if not older:
         return
     for vp in plan.variants:
