@@ -80,7 +80,6 @@ STAGE_LITERALS_ALLOWED = {
     "plan/keys.py": (1, "the path of stages/evaluate/grouped.py, whose content is in the evaluation key"),
     # files other engineers were rewriting at the time (issue 38 was split): constants to come
     "plan/planner.py": (11, "per-stage config builders: to become a StageSpec config builder"),
-    "orchestrate/rundir.py": (3, "resume reconciliation: to use the registry's constants"),
 }
 
 

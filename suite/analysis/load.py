@@ -1,4 +1,9 @@
-"""A run's summary.json read for a command: a SuiteError naming the file when it is not one."""
+"""A run's summary.json read for a command: a SuiteError naming the file when it is not one.
+
+Where the run is in MLflow lives beside it, in tracking.json (``write_tracking``: ``tracking``, ``tracking_pending``
+and ``stage_wall_s["track"]``, written by the MLflow sink and `suite sync`, so that summary.json is written once per
+publish); ``load_summary`` lays it over summary.json's fields of the same names. A run folder from before
+tracking.json has them in summary.json, read as they are."""
 
 from __future__ import annotations
 
@@ -6,6 +11,39 @@ import json
 from pathlib import Path
 
 from suite.runtime.errors import Problem, SuiteError
+
+TRACKING_FILE = "tracking.json"
+
+
+def write_tracking(summary, run_dir: Path) -> Path:
+    """tracking.json in ``run_dir``: the summary's MLflow state (where it is logged, or why not yet) and how long
+    logging took, written whole and renamed into place."""
+    data = {"tracking": summary.tracking.model_dump(mode="json") if summary.tracking else None,
+            "tracking_pending": summary.tracking_pending}
+    if "track" in summary.stage_wall_s:
+        data["stage_wall_s"] = {"track": summary.stage_wall_s["track"]}
+    path = Path(run_dir) / TRACKING_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+    return path
+
+
+def _with_tracking(data: dict, path: Path) -> dict:
+    """summary.json's fields with tracking.json (beside it) laid over them."""
+    if not path.is_file():
+        return data
+    try:
+        tracked = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SuiteError(Problem(str(path), "", f"not readable JSON: {e}",
+                                 "delete it and run `suite sync` on the run folder to write it again")) from None
+    if not isinstance(tracked, dict):
+        raise SuiteError(Problem(str(path), "", "a JSON object expected", "delete it and run `suite sync` again"))
+    merged = {**data, **{k: tracked.get(k) for k in ("tracking", "tracking_pending")}}
+    if isinstance(tracked.get("stage_wall_s"), dict) and "track" in tracked["stage_wall_s"]:
+        merged["stage_wall_s"] = {**(data.get("stage_wall_s") or {}), "track": tracked["stage_wall_s"]["track"]}
+    return merged
 
 
 def load_summary(path: str):
@@ -45,6 +83,7 @@ def load_summary(path: str):
         for key, value in (metrics.items() if isinstance(metrics, dict) else []):
             if isinstance(value, bool) or not isinstance(value, (int, float)):  # pydantic would read "1.5", true
                 raise SuiteError(Problem(str(p), f"variants[{i}].metrics.{key}", f"{value!r} is not a number", fix))
+    data = _with_tracking(data, p.parent / TRACKING_FILE)
     try:
         return RunSummary.model_validate(data)
     except ValidationError as e:

@@ -3,56 +3,30 @@
 The key (``suite.plan.keys.cache_key``) hashes what decides the scores. A finished evaluation is copied to
 ``<output_dir>/eval-cache/<key>/`` (results, every sample, the stage result with paths rewritten),
 written to a temporary folder and renamed, so a half-written entry is never used. ``suite run
---force`` recomputes (and refreshes the entry).
+--force`` recomputes (and refreshes the entry). The cache is the result store (suite.orchestrate.store) at
+``<output_dir>/eval-cache``.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import threading
 from pathlib import Path
 
+from suite.orchestrate.store import Store
 from suite.plan.keys import cache_key
 from suite.records.evaluate import EvaluateResult
 from suite.stages.registry import EVALUATE
 
-RESULT = "evaluate.result.json"
+RESULT = "evaluate.result.json"  # an entry's result file (suite.orchestrate.store.result_file)
 
 
 def lookup(cache_dir: Path, key: str) -> EvaluateResult | None:
-    path = cache_dir / key / RESULT
-    if not path.is_file():
-        return None
-    result = EvaluateResult.read(path)
-    return result.model_copy(update={"cache_hit": True})
+    """The evaluation stored under ``key`` (marked a cache hit), or None."""
+    return Store(cache_dir).lookup(EVALUATE, key)
 
 
 def store(cache_dir: Path, key: str, result: EvaluateResult) -> EvaluateResult:
     """Copy the evaluation's files into the cache and return the result pointing at the copies."""
-    final = cache_dir / key
-    tmp = cache_dir / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"  # two jobs may store one key at once
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-
-    def copy(path: str) -> str:
-        src = Path(path)
-        dst = tmp / src.name
-        if src.is_file():
-            shutil.copy2(src, dst)
-        return str(final / src.name)
-
-    cached = result.model_copy(update={
-        "results_file": copy(result.results_file),
-        "samples_files": {t: copy(f) for t, f in result.samples_files.items()},
-    })
-    cached.write(tmp / RESULT)
-    shutil.rmtree(final, ignore_errors=True)
-    try:
-        tmp.rename(final)
-    except OSError:  # another job stored the same evaluation a moment ago: theirs stands, ours goes
-        shutil.rmtree(tmp, ignore_errors=True)
-    return cached
+    return Store(cache_dir).put(EVALUATE, key, result)
 
 
 def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], force: bool, lock=None,

@@ -76,7 +76,9 @@ def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
         stored = json.loads((run_dir / "plan.json").read_text()).get("variants", {})
     except (OSError, ValueError):
         return
-    older = any(isinstance(v.get("evaluate"), dict) and "batch_limits" not in v["evaluate"] for v in stored.values())
+    from suite.stages.registry import EVALUATE  # plan.json keys each variant's configs by stage name
+
+    older = any(isinstance(v.get(EVALUATE), dict) and "batch_limits" not in v[EVALUATE] for v in stored.values())
     if not older:
         return
     for vp in plan.variants:
@@ -95,26 +97,29 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tup
     transformers) than it has now is not kept: its file is renamed ``.stale-versions`` and its job runs again
     (a resumed run must not pair scores of two vLLMs), and neither are the results of an unquantized variant whose
     model's content changed since the run began (``drop_other_base_models``). With it, a line for each result
-    not kept."""
-    from suite.orchestrate.jobs import read_result
+    not kept. Whether a kept result's key is its job's key in the plan: suite.orchestrate.store."""
+    from suite.orchestrate import store
+    from suite.orchestrate.jobs import builds_checkpoint
 
     if not resume:
         return {}, []
-    kept = {(stage, name): res for stage, name in plan.jobs()
-            if (res := read_result(run_dir / "variants" / name, stage)[0]) is not None}
+    kept = store.in_run_folder(run_dir, plan.jobs())
     notes = []
-    planned_keys = {vp.variant.name: vp.quantize.key for vp in plan.variants if vp.quantize is not None}
+    planned = {vp.variant.name: vp for vp in plan.variants}
     for (stage, name), res in list(kept.items()):
-        if stage != "quantize":
-            continue
-        if res.key != planned_keys.get(name):
+        key = store.job_key(planned[name], stage)
+        if not store.holds(res, key):
+            if not builds_checkpoint(stage):  # a result made under another key than its job's now: it runs again
+                set_aside(kept, run_dir, stage, name, "stale-key")
+                notes.append(f"{name}: its {stage} result's content key changed since the run began: it runs again")
+                continue
             # what builds the checkpoint changed since (the base model's content, the quantization, the calibration
             # data or the quantizer's versions): it is built again, like a lost one, and what was made with the old
             # one is redone unless the new one is the same, byte for byte (runner.rebuilt)
             notes.append(f"{name}: the checkpoint's content key changed since the run began ({res.key[:12]} -> "
-                         f"{str(planned_keys.get(name))[:12]}): it is built again")
+                         f"{str(key)[:12]}): it is built again")
             kept[REBUILD, name] = kept.pop((stage, name))
-        elif not (Path(res.checkpoint) / ".complete").is_file():
+        elif builds_checkpoint(stage) and not (Path(res.checkpoint) / ".complete").is_file():
             # a fresh machine: the checkpoint is gone. The quantize job runs again and rebuilds it from its
             # content key; runner.schedule compares the rebuild's content hash with the recorded one
             # (REBUILD: this result) and redoes what was made with a checkpoint that differs.

@@ -79,8 +79,14 @@ def _skeleton(run_dir: Path, earlier: RunSummary | None) -> RunSummary:
 
     loaded = rundir.load_run_recipe(run_dir)
     plan = make_plan(loaded, run_dir, run_dir.parent / "checkpoints")
-    return summaries.start(loaded, plan, run_dir, platform="", versions={},
-                           started=json.loads((run_dir / "plan.json").read_text()).get("started"))
+    return summaries.start(loaded, plan, run_dir, platform="", versions={}, started=_started(run_dir))
+
+
+def _started(run_dir: Path) -> str:
+    """When the run began: plan.json is written then (it records no start time of its own)."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp((run_dir / "plan.json").stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
 
 
 def _stage_fields() -> tuple[str, ...]:
@@ -111,5 +117,5 @@ def rebuild(run_dir: Path) -> RunSummary:
     summary = summarize(run_dir)
     run_dir = Path(summary.run_dir)
     publish(summary, run_dir, run_dir.parent, track=False, resumed=True, report=lambda *e: None,
-            finished=summary.finished)
+            finished=summary.finished, keep_tracking=True)
     return summary

@@ -10,7 +10,7 @@ at creation; metrics go through ``log_batch`` within MLflow's limits; every run 
 run's output folder, with artifacts beside it, so nothing has to be started.
 
 Offline first: ``log_or_defer`` checks that an HTTP tracking server answers before logging; when it
-does not (or logging fails), the run keeps everything in its folder, ``summary.json`` says
+does not (or logging fails), the run keeps everything in its folder, ``tracking.json`` (beside summary.json) says
 ``tracking_pending``, and ``suite sync RUN_DIR`` logs it later.
 
 Every HTTP call is bounded (``suite.outputs.mlflow_http.HTTP_LIMITS``: MLflow's request timeout, retries and backoff, unless the
@@ -34,6 +34,7 @@ from suite.records.summary import RunSummary, TrackingInfo, VariantSummary
 from suite.analysis.summary import metric_name
 from suite.outputs.gpu_series import gpu_series, monitor_files
 from suite.outputs.mlflow_files import OUTPUT_PNGS, variant_artifacts
+from suite.analysis.load import write_tracking
 from suite.outputs import tracking_target
 from suite.outputs.mlflow_http import bound_http_calls, refusal_status, unreachable
 
@@ -345,7 +346,7 @@ def run(config: TrackConfig) -> TrackResult:
             if status == "FINISHED":
                 raise
     s.tracking, s.tracking_pending = info, None
-    s.write(config.summary_path)
+    _keep(s, config.summary_path)
     return TrackResult(info=info, wall_s=time.perf_counter() - start)
 
 
@@ -364,12 +365,20 @@ def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: s
 
 def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
                   resumed: bool = False, end_times: dict[str, int] | None = None) -> str | None:
-    """Log the run to MLflow, or keep it pending in summary.json (``suite sync`` logs it later);
+    """Log the run to MLflow, or keep it pending in tracking.json beside summary.json (``suite sync`` logs it later);
     ``resumed``: a ``suite run --resume``, whose variants that failed before are logged again."""
     result, error = log_or_defer(track_config(summary, summary_path, out_root, uri, resumed, end_times))
     if error:
         summary.tracking_pending = error
     elif result is not None:
         summary.tracking, summary.tracking_pending = result.info, None
-    summary.write(summary_path)
+    _keep(summary, summary_path)
     return error
+
+
+def _keep(summary: RunSummary, summary_path: Path) -> None:
+    """The tracking state into tracking.json beside ``summary_path``; the summary too where it is not written yet
+    (a summary logged from Python: `suite run` and `suite sync` have written it, and it is not written again)."""
+    if not summary_path.is_file():
+        summary.write(summary_path)
+    write_tracking(summary, summary_path.parent)

@@ -1,8 +1,9 @@
 """Outputs as sinks, registered like stages: what a finished run writes besides its stage results.
 
 A sink has a ``name`` and ``write(summary, run_dir, ctx)``; ``publish`` runs the registered sinks in order.
-``after_summary`` sinks run once summary.json is written (``ctx.summary_path``), and ``summary.json`` is
-written again after each of them; ``tracking`` sinks run only when the run is tracked (``ctx.track``).
+``after_summary`` sinks run once summary.json is written (``ctx.summary_path``; it is written once: such a sink
+keeps what it adds in its own file, as the MLflow sink does in tracking.json); ``tracking`` sinks run only when the
+run is tracked (``ctx.track``).
 Adding an output is one module that calls ``register(Sink(...))`` (or one entry in ``builtin_sinks``).
 The signed manifest (``suite.outputs.manifest``, with ``SUITE_MANIFEST_KEY`` set) runs last, after every other writer
 of the files it lists: ``register`` puts a new sink before it.
@@ -62,6 +63,7 @@ def write_report(summary, run_dir: Path, ctx: PublishContext) -> None:
 
 def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
     """MLflow (offline-first: a server that is down leaves the run pending for ``suite sync``)."""
+    from suite.analysis.load import write_tracking
     from suite.outputs import mlflow
 
     ctx.report("track", "mlflow", "start")
@@ -69,6 +71,7 @@ def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
     error = mlflow.track_summary(summary, ctx.summary_path, ctx.out_root, resumed=ctx.resumed,
                                  end_times=ctx.end_times)
     summary.stage_wall_s["track"] = time.perf_counter() - t0
+    write_tracking(summary, run_dir)  # beside summary.json, which is not written again
     ctx.report("track", "mlflow", "failed" if error else "ok")
 
 

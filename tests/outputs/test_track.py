@@ -51,7 +51,7 @@ def test_parent_and_nested_runs(tmp_path):
     assert not client.list_artifacts(by_variant["bf16"].info.run_id, "stages")  # no folder, nothing logged
     artifacts = [a.path for a in client.list_artifacts(parent.info.run_id)]
     assert "summary.json" in artifacts
-    assert (tmp_path / "summary.json").read_text().count(res.info.parent_run_id) >= 1
+    assert (tmp_path / "tracking.json").read_text().count(res.info.parent_run_id) >= 1
 
 
 def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
@@ -90,13 +90,13 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
     assert mv.tags["checkpoint_key"] == "key-ok" and "threshold 0.02" in mv.tags["gate.max drop suite_gsm8k"]
     assert mv.source.startswith("runs:/") and "config.json" in [a.path.split("/")[-1] for a in
                                                                  client.list_artifacts(mv.run_id, "checkpoint")]
-    s = json.loads((ok_dir / "summary.json").read_text())
+    s = json.loads((ok_dir / "tracking.json").read_text())
     assert client.get_run(s["tracking"]["variant_run_ids"]["fp8"]).data.tags["gate.result"] == "pass"
 
     bad_dir, _ = logged("bad", 0.45)
     res = run_cli("gate", str(bad_dir))
     assert res.returncode == 1
-    s = json.loads((bad_dir / "summary.json").read_text())
+    s = json.loads((bad_dir / "tracking.json").read_text())
     tags = client.get_run(s["tracking"]["variant_run_ids"]["fp8"]).data.tags
     assert tags["gate.result"] == "fail" and "max drop suite_gsm8k" in tags["gate.failed"]
     assert client.get_run(s["tracking"]["parent_run_id"]).data.tags["gate.result"] == "fail"
@@ -199,7 +199,7 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
     took = time.monotonic() - start
     assert res.returncode == 2 and f"logging to {uri} failed" in res.stderr, res.stderr[-2000:]
     assert took < 30, f"sync took {took:.0f} s against a dead server"
-    assert "failed" in json.loads((run_dir / "summary.json").read_text())["tracking_pending"]
+    assert "failed" in json.loads((run_dir / "tracking.json").read_text())["tracking_pending"]
     serving.join(timeout=10)
     assert not serving.is_alive()  # the server's thread ended (it once spun on a closed socket for the session)
 

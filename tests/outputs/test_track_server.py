@@ -114,7 +114,7 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path, plain_server):
     start = time.monotonic()
     error = track_summary(s, run_dir / "summary.json", out_root)  # nobody listens on the port yet
     assert error and "unreachable" in error and time.monotonic() - start < 15
-    saved = json.loads((run_dir / "summary.json").read_text())
+    saved = json.loads((run_dir / "tracking.json").read_text())
     assert saved["tracking"] is None and "unreachable" in saved["tracking_pending"]
     res = run_cli("sync", str(run_dir))
     assert res.returncode == 2 and "unreachable" in res.stderr
@@ -122,7 +122,7 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path, plain_server):
     plain_server.start()
     res = run_cli("sync", str(run_dir))
     assert res.returncode == 0, res.stdout + res.stderr
-    saved = json.loads((run_dir / "summary.json").read_text())
+    saved = json.loads((run_dir / "tracking.json").read_text())
     assert saved["tracking_pending"] is None and saved["tracking"]["uri"] == uri
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("sync-test")
@@ -153,7 +153,7 @@ def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, m
         monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
         error = track_summary(s, run_dir / "summary.json", out_root)
         assert error and "refused the credentials" in error and "wrong" not in error
-        assert json.loads((run_dir / "summary.json").read_text())["tracking"] is None
+        assert json.loads((run_dir / "tracking.json").read_text())["tracking"] is None
 
         monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret-Pass-123")
         from mlflow.tracking import MlflowClient
@@ -162,7 +162,7 @@ def test_basic_auth_server_refuses_a_wrong_password_and_logs_nothing(tmp_path, m
         assert track_summary(s, run_dir / "summary.json", out_root) is None
         exp = MlflowClient(uri).get_experiment_by_name("auth-test")
         assert len(MlflowClient(uri).search_runs([exp.experiment_id])) == 3
-        assert "s3cret" not in (run_dir / "summary.json").read_text()
+        assert "s3cret" not in (run_dir / "summary.json").read_text() + (run_dir / "tracking.json").read_text()
     finally:
         stop_server(server)
 
@@ -211,4 +211,4 @@ def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tm
     runs = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert [p.info.status for p in parents] == ["FINISHED"] and len(runs) == 3
-    assert json.loads((run_dir / "summary.json").read_text())["tracking"]["parent_run_id"] == parents[0].info.run_id
+    assert json.loads((run_dir / "tracking.json").read_text())["tracking"]["parent_run_id"] == parents[0].info.run_id
