@@ -33,6 +33,7 @@ def summarize(run_dir: Path) -> RunSummary:
     recipe = Recipe.model_validate(summary.recipe)
     planned = _planned_jobs(run_dir)
     totals: dict[str, float] = {}
+    checks = _CheckLabels(recipe)
     for v in summary.variants:
         vdir = run_dir / "variants" / v.name
         for stage in RUN_ORDER:
@@ -41,7 +42,7 @@ def summarize(run_dir: Path) -> RunSummary:
                 if recorded and recorded != str(run_dir):
                     result = type(result).model_validate_json(
                         result.model_dump_json().replace(recorded + "/", str(run_dir) + "/"))
-                jobs.record(v, stage, result)
+                jobs.record(v, stage, result, checks)  # an engine check's result goes under its label
                 totals[stage] = totals.get(stage, 0.0) + getattr(result, "wall_s", 0.0)
             elif (stage, v.name) in planned and earlier is None:
                 v.errors.append(f"{stage} not finished: " + (bad or f"no {stage}.result.json in the run folder"))
@@ -119,3 +120,19 @@ def rebuild(run_dir: Path) -> RunSummary:
     publish(summary, run_dir, run_dir.parent, track=False, resumed=True, report=lambda *e: None,
             finished=summary.finished, keep_tracking=True)
     return summary
+
+
+class _CheckLabels:
+    """The engine-check stages' labels as the planner gives them (``VariantPlan.check_label``'s question), from the
+    recipe's eval.engine_check, so that a rebuilt summary files each check under the label the run used."""
+
+    def __init__(self, recipe):
+        from suite.plan.planner import check_label, engine_args_as_vllm_takes_them
+        from suite.stages.registry import ENGINE_CHECKS
+
+        configs = recipe.eval.engine_check_configs() if recipe.eval.engine_check is not None else []
+        self.labels = dict(zip(ENGINE_CHECKS, (check_label(engine_args_as_vllm_takes_them(c)) for c in configs)))
+
+    def check_label(self, stage: str) -> str | None:
+        return self.labels.get(stage)
+

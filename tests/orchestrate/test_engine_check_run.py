@@ -78,3 +78,9 @@ def test_a_run_records_the_checks_and_the_summary_gets_the_engine_spread(demo_re
     again = json.loads((run_dir / "summary.json").read_text())
     assert [list(v["engine_checks"]) for v in again["variants"]] == [["max_num_seqs=64", "max_num_seqs=1024"]] * 2
     assert [v["engine_spread"] for v in again["variants"]] == [v["engine_spread"] for v in summary["variants"]]
+
+    (run_dir / "summary.json").unlink()  # `suite summarize` files each check under the label the run used
+    assert cli.main(["summarize", str(run_dir)]) == 0, capsys.readouterr().err
+    rebuilt = json.loads((run_dir / "summary.json").read_text())
+    assert [list(v["engine_checks"]) for v in rebuilt["variants"]] == [["max_num_seqs=64", "max_num_seqs=1024"]] * 2
+    assert [v["engine_spread"] for v in rebuilt["variants"]] == [v["engine_spread"] for v in summary["variants"]]
