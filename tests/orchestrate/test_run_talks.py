@@ -67,6 +67,20 @@ def test_start_lines_come_before_any_stage_ends_and_counts_become_log_lines(tmp_
     assert re.search(r"^gate: (PASS|FAIL|INCONCLUSIVE) \(suite gate .* for the details\)$", out.out, re.M), out.out
 
 
+def test_the_recipe_check_is_announced_before_it_runs(tmp_path, monkeypatch, capsys):
+    """`suite run` checks the recipe first (on a new serve environment ~20 s of asking its vLLM, with nothing on the
+    screen before this line): it says so before the check starts."""
+    import suite.recipe
+    from suite.recipe import Problem, SuiteError
+
+    def slow_check(path, *a, **k):
+        assert capsys.readouterr().err.startswith(f"checking {path} ("), "nothing said before the check"
+        raise SuiteError(Problem(str(path), "", "stop here", "-"))
+
+    monkeypatch.setattr(suite.recipe, "load_recipe", slow_check)
+    assert cli.main(["run", str(tmp_path / "r.yaml"), "--no-track"]) != 0
+
+
 def test_counts_in_a_log_are_periodic_with_the_first_and_last_at_once():
     t = talk.Talk(every_s=3600)
     key = ("evaluate", "bf16")
