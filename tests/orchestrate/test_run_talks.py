@@ -11,6 +11,7 @@ from pathlib import Path
 from test_runner_stage import fake_stage
 
 import suite
+import suite.api
 from suite import cli
 from suite.cli import talk
 from suite.orchestrate.progress import StageProgress
@@ -79,6 +80,18 @@ def test_the_recipe_check_is_announced_before_it_runs(tmp_path, monkeypatch, cap
 
     monkeypatch.setattr(suite.recipe, "load_recipe", slow_check)
     assert cli.main(["run", str(tmp_path / "r.yaml"), "--no-track"]) != 0
+
+
+def test_a_run_without_the_analysis_modules_is_refused_before_any_stage(tmp_path, demo_recipe_copy, monkeypatch,
+                                                                       capsys):
+    """An installed wheel without its serve extra has no scipy: the run is refused at the start, naming the extra,
+    not after its stages (it died in the analysis, after 2 min 37 s of the demo's stages)."""
+    stand_in_stages(tmp_path, monkeypatch)
+    monkeypatch.setattr(suite.api, "RUN_MODULES", ("scipy", "no_such_module_for_the_test"))
+    rc = cli.main(["run", str(demo_recipe_copy()), "--no-track"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "no_such_module_for_the_test not installed" in err and "suite[serve-cpu]" in err, err
+    assert not (tmp_path / "runs").exists()  # no run folder, no stage
 
 
 def test_counts_in_a_log_are_periodic_with_the_first_and_last_at_once():
