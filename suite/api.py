@@ -126,6 +126,19 @@ def load_run(run_dir: str | Path) -> Run:
     return Run(run_dir=p if p.is_dir() else p.parent, summary=load_summary(str(p)))
 
 
+# what a run's own process imports after the stages (suite.analysis.paired: scipy; suite.outputs: matplotlib): in the
+# serve extras, not the wheel's base dependencies. An installed wheel without them ran every stage, then died
+# (ModuleNotFoundError: scipy) after 2 min 37 s of the demo (docs/guide-notes/finish.md)
+RUN_MODULES = ("scipy", "matplotlib")
+
+
+def missing_for_run() -> list[str]:
+    """The modules of RUN_MODULES this environment cannot import."""
+    import importlib.util
+
+    return [m for m in RUN_MODULES if importlib.util.find_spec(m) is None]
+
+
 def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool = True, force: bool = False,
         resume: str | Path | None = None, report: Optional[Callable[..., None]] = None,
         watch: Optional[Callable[[list, list], None]] = None, accept_recipe_change: bool = False,
@@ -138,6 +151,11 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
     run started (the summary and `suite gate` then say which fields)."""
     from suite.orchestrate.runner import execute
 
+    if missing := missing_for_run():
+        raise SuiteError(Problem("environment", "suite run", f"{', '.join(missing)} not installed: a run's analysis "
+                                 "and report need them in this environment, after the stages",
+                                 "install the suite with its serve extra: pip install 'suite[serve-cpu]' (or "
+                                 "[serve-gpu]) -c constraints/cpu.txt"))
     loaded_given = hasattr(recipe, "recipe")  # already a LoadedRecipe (the CLI's, with --executor applied)
     if loaded_given and overrides:
         raise SuiteError(Problem(str(recipe.path), "", "overrides apply to a recipe file, not a loaded recipe",

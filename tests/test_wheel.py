@@ -81,11 +81,13 @@ def test_the_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
 
     recipe = yaml.safe_load((REPO / "recipes" / "demo-cpu.yaml").read_text())
     recipe["model"]["id"] = str((REPO / "recipes" / recipe["model"]["id"]).resolve())
-    recipe["eval"]["data_dir"] = str(Path(found[1]) / "data")  # the package's copy of tasks/data
+    del recipe["eval"]["data_dir"]  # no ../tasks/data beside the recipe: the default is the package's copy
     (work / "demo.yaml").write_text(yaml.safe_dump(recipe))
     assert "ok" in _run([suite, "validate", "demo.yaml"], cwd=work, env=env).stdout.lower()
     plan = _run([suite, "plan", "demo.yaml"], cwd=work, env=env).stdout
     assert "quantize" in plan and "evaluate" in plan
+    data_dirs = {v["evaluate"]["data_dir"] for v in json.loads(plan)["variants"].values()}
+    assert data_dirs == {str(Path(found[1]) / "data")}, data_dirs  # the wheel's tasks/data, inside the venv
 
     no_tools = subprocess.run([suite, "data", "check", work], cwd=work, env=env, capture_output=True, text=True)
     assert no_tools.returncode == 2 and "needs a checkout" in no_tools.stderr  # tools/ stays out of the wheel

@@ -45,6 +45,11 @@ def _cmd_run(args) -> int:
                                      "give either RECIPE or --resume RUN_DIR"))
         loaded = load_run_recipe(resume)  # serving is checked once it is known what is left to run
     elif args.recipe:
+        import sys
+
+        # before the first line of the run: the checks ask the serve environment's vLLM (seconds, once per environment)
+        print(f"checking {args.recipe} (files, tasks, what the serve environment's vLLM takes) ...", file=sys.stderr,
+              flush=True)
         resume, loaded = None, load_recipe(args.recipe)
     else:
         raise SuiteError(Problem("suite run", "RECIPE", "no recipe given", "suite run recipes/demo-cpu.yaml"))

@@ -208,6 +208,19 @@ def read_text(path: Path) -> str:
         raise SuiteError(Problem(str(path), "", f"cannot be read: {e.strerror or e}", "check its permissions")) from None
 
 
+def _packaged_data_dir_by_default(loaded: LoadedRecipe) -> None:
+    """A recipe that does not set eval.data_dir and has no ``../tasks/data`` beside it (a recipe outside the
+    checkout, run from an installed wheel) reads the suite's own copy of the task data (suite._data)."""
+    ev = loaded.recipe.eval
+    if "data_dir" in ev.model_fields_set or loaded.resolve(ev.data_dir).is_dir():
+        return
+    from suite._data import folder
+
+    packaged = folder("tasks") / "data"
+    if packaged.is_dir():
+        ev.data_dir = str(packaged)
+
+
 def load_recipe(path: str | Path, serving: bool = True, text: str | None = None) -> LoadedRecipe:
     """Parse and validate a recipe file, then check what it refers to (files, calibration, tasks) and,
     with ``serving``, whether the serve environment's vLLM can serve every variant and takes its engine
@@ -228,6 +241,7 @@ def load_recipe(path: str | Path, serving: bool = True, text: str | None = None)
     except ValidationError as e:
         raise SuiteError(validation_problems(str(path), e)) from None
     loaded = LoadedRecipe(recipe=recipe, path=path.resolve(), text=text)
+    _packaged_data_dir_by_default(loaded)
     from suite.recipe.checks import check_references  # checks imports this module
 
     problems = check_references(loaded, serving)

@@ -220,7 +220,8 @@ class EvalSpec(Strict):
     batch_size: Union[Annotated[int, Field(ge=1)], Literal["auto"]] = Field("auto", description="lm-eval batch size")
     data_dir: str = Field(
         "../tasks/data",
-        description="folder the tasks/ YAMLs read (layout of ../shared/data); relative to the recipe",
+        description="folder the tasks/ YAMLs read (layout of ../shared/data); relative to the recipe. Not set and "
+        "no ../tasks/data beside the recipe: the suite's own copy (an installed wheel's package data)",
     )
     include_path: Union[str, list[str], None] = Field(
         None, description="folder(s) of your own lm-eval task YAMLs (lm-eval's TaskManager include_path), relative "

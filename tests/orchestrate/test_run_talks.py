@@ -13,6 +13,7 @@ import pytest
 from test_runner_stage import fake_stage
 
 import suite
+import suite.api
 from suite import cli
 from suite.cli import talk
 from suite.orchestrate.progress import StageProgress
@@ -67,6 +68,32 @@ def test_start_lines_come_before_any_stage_ends_and_counts_become_log_lines(tmp_
     assert len(counted) >= 2 and counted[-1].endswith("3/3"), err
     assert f"report: {run_dir / 'report.html'}" in out.out
     assert re.search(r"^gate: (PASS|FAIL|INCONCLUSIVE|NO VERDICT) \(suite gate .* for the details\)$", out.out, re.M), out.out
+
+
+def test_the_recipe_check_is_announced_before_it_runs(tmp_path, monkeypatch, capsys):
+    """`suite run` checks the recipe first (on a new serve environment ~20 s of asking its vLLM, with nothing on the
+    screen before this line): it says so before the check starts."""
+    import suite.recipe
+    from suite.recipe import Problem, SuiteError
+
+    def slow_check(path, *a, **k):
+        assert capsys.readouterr().err.startswith(f"checking {path} ("), "nothing said before the check"
+        raise SuiteError(Problem(str(path), "", "stop here", "-"))
+
+    monkeypatch.setattr(suite.recipe, "load_recipe", slow_check)
+    assert cli.main(["run", str(tmp_path / "r.yaml"), "--no-track"]) != 0
+
+
+def test_a_run_without_the_analysis_modules_is_refused_before_any_stage(tmp_path, demo_recipe_copy, monkeypatch,
+                                                                       capsys):
+    """An installed wheel without its serve extra has no scipy: the run is refused at the start, naming the extra,
+    not after its stages (it died in the analysis, after 2 min 37 s of the demo's stages)."""
+    stand_in_stages(tmp_path, monkeypatch)
+    monkeypatch.setattr(suite.api, "RUN_MODULES", ("scipy", "no_such_module_for_the_test"))
+    rc = cli.main(["run", str(demo_recipe_copy()), "--no-track"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "no_such_module_for_the_test not installed" in err and "suite[serve-cpu]" in err, err
+    assert not (tmp_path / "runs").exists()  # no run folder, no stage
 
 
 def test_counts_in_a_log_are_periodic_with_the_first_and_last_at_once():

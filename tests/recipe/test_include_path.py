@@ -74,11 +74,14 @@ def test_validate_refuses_a_missing_folder_and_a_task_not_in_it(demo_recipe_copy
 @needs_demo_model()
 def test_an_include_path_task_is_scored_by_the_evaluate_stage(demo_recipe_copy, tmp_path):
     from suite.orchestrate.jobs import run_stage
+    from suite.runtime.envs import stage_env
 
     team_tasks(tmp_path / "team-tasks")
     plan = make_plan(load_recipe(recipe(demo_recipe_copy, "team-tasks")), tmp_path / "run")
     vp = plan.variants[0]
-    outcome = run_stage("evaluate", vp.evaluate, tmp_path / "run" / "bf16", dict(plan.env))
+    # the environment `suite run` gives a stage: the recipe's runtime.env over this process's (PATH included: with
+    # the recipe's alone, torch's compile of vLLM's prompt-logprob ranking ran a g++ that found neither cc1plus nor ld)
+    outcome = run_stage("evaluate", vp.evaluate, tmp_path / "run" / "bf16", stage_env(plan.env))
     assert outcome.result is not None, outcome
     (score,) = outcome.result.scores
     assert score.task == "team_mc" and score.metric == "acc,none" and score.n == 4 and 0 <= score.value <= 1

@@ -308,8 +308,11 @@ def verify_checkpoint(qcfg: dict, kv_scales: int, n_layers: int, config: Quantiz
 def count_passes(model, samples: int) -> list:
     """Forward pre-hooks on the model's decoder layers that report calibration progress (suite.runtime.progress):
     every sample passes every layer once, in whichever order llmcompressor's pipeline runs them, so the count is
-    sample-layer passes of ``samples x layers``. Returns the hooks (``.remove()`` them after); none when the model
-    has no ``layers`` list. A traced pass (proxies, not tensors) is not counted."""
+    sample-layer passes of ``samples x layers``. Each layer counts at most ``samples``: llmcompressor's sequential
+    pipeline runs every layer twice per sample (its "Calibrating" pass, then "Propagating" the outputs to the next
+    layer with its own hooks off), which counted to the total at half the work (seen on the demo's fp8-kv variant,
+    2026-12-05). Returns the hooks (``.remove()`` them after); none when the model has no ``layers`` list. A traced
+    pass (proxies, not tensors) is not counted."""
     import torch
 
     from suite.runtime import progress
@@ -318,13 +321,15 @@ def count_passes(model, samples: int) -> list:
                    if name.split(".")[-1] == "layers" and isinstance(m, torch.nn.ModuleList)), None)
     if layers is None or not samples or not len(layers):
         return []
-    total, done = samples * len(layers), [0]
+    total, per_layer = samples * len(layers), {}
     what = f"calibration passes ({samples} samples x {len(layers)} layers)"
 
     def hook(module, args, kwargs):
         x = args[0] if args else kwargs.get("hidden_states")
         if isinstance(x, torch.Tensor) and not x.is_meta:
-            done[0] = min(total, done[0] + (x.shape[0] if x.dim() > 2 else 1))
-            progress.update(what, done[0], total)
+            seen = per_layer.get(id(module), 0)
+            if seen < samples:
+                per_layer[id(module)] = min(samples, seen + (x.shape[0] if x.dim() > 2 else 1))
+                progress.update(what, sum(per_layer.values()), total)
 
     return [layer.register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
