@@ -162,3 +162,77 @@ def test_failing_variant_dropped_from_summary_only_is_refused(tmp_path, capsys):
     s["recipe"]["variants"] = [v for v in s["recipe"]["variants"] if v["name"] != "fp8"]
     code, out, err = gate(tmp_path, capsys, s)
     assert code != 0, out + err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HOLE 2: inconclusive -> pass by editing summary.json figures the gate reads without checking them against a record
+# (stability flag, throughput intervals, engine spread, the paired record of a drop gate). No hash is touched.
+
+TPUT = {"min_throughput_gain": 1.2}
+
+
+def test_honest_straddling_and_unstable_runs_are_inconclusive(tmp_path, capsys):
+    s = build(tmp_path, TPUT, var_reps=(119.0, 121.0, 123.0))
+    assert gate(tmp_path, capsys, s)[0] == 3
+    s = build(tmp_path, TPUT, base_reps=(27.0, 361.0, 100.0), var_reps=(150.0, 151.0, 149.0))
+    assert gate(tmp_path, capsys, s)[0] == 3
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: tput.output_tok_s.ratio.ci_low/.ci_high are read from summary metrics "
+                   "only (sanity-checked, never recomputed from the repetitions): narrowing them passes")
+def test_narrowed_ratio_interval_is_refused(tmp_path, capsys):
+    s = build(tmp_path, TPUT, var_reps=(119.0, 121.0, 123.0))  # stable; ratio 1.21, interval [1.169, 1.252]
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
+    m = fp8(s)["metrics"]
+    m["tput.output_tok_s.ratio.ci_low"] = m["tput.output_tok_s.ratio"]
+    m["tput.output_tok_s.ratio.ci_high"] = m["tput.output_tok_s.ratio"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: tput.stable is read from summary metrics, never derived from the "
+                   "recorded repetitions: setting it to 1.0 (and a narrow interval) passes an unstable baseline")
+def test_unstable_point_marked_stable_is_refused(tmp_path, capsys):
+    s = build(tmp_path, TPUT, base_reps=(27.0, 361.0, 100.0), var_reps=(150.0, 151.0, 149.0))
+    for w in (bf16(s), fp8(s)):
+        w["metrics"]["tput.stable"] = 1.0
+    m = fp8(s)["metrics"]
+    m["tput.output_tok_s.ratio.ci_low"] = m["tput.output_tok_s.ratio.ci_high"] = m["tput.output_tok_s.ratio"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: one repetition (no interval -> inconclusive) becomes a pass when "
+                   "ci_low/ci_high metrics are added to summary.json")
+def test_interval_invented_for_one_repetition_is_refused(tmp_path, capsys):
+    s = build(tmp_path, TPUT, base_reps=(100.0,), var_reps=(150.0,))
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
+    m = fp8(s)["metrics"]
+    m["tput.output_tok_s.ratio.ci_low"] = m["tput.output_tok_s.ratio.ci_high"] = m["tput.output_tok_s.ratio"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: acc.<task>.engine_spread is a bare summary metric (not recomputed from "
+                   "the engine checks' samples): deleting it turns inconclusive into pass")
+def test_engine_spread_removed_is_refused(tmp_path, capsys):
+    s = build(tmp_path, {"max_drop": {T1: 0.05}})
+    fp8(s)["metrics"][f"acc.{T1}.engine_spread"] = 0.2
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
+    del fp8(s)["metrics"][f"acc.{T1}.engine_spread"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: removing the paired record and delta_ci_* metrics (samples and hashes "
+                   "untouched) makes a drop gate judged on its point estimate: a straddling interval passes")
+def test_paired_record_removed_is_refused(tmp_path, capsys):
+    # drop 0.04 (12 items of 300), limit 0.05: its interval straddles the limit
+    s = build(tmp_path, {"max_drop": {T1: 0.05}}, wrong={T1: range(1, 36, 3)})
+    code, out, err = gate(tmp_path, capsys, copy.deepcopy(s))
+    assert code == 3, out + err
+    fp8(s)["paired"] = []
+    for k in [k for k in fp8(s)["metrics"] if k.startswith(f"acc.{T1}.") and ("delta" in k or "items_" in k)]:
+        del fp8(s)["metrics"][k]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
