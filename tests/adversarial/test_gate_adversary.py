@@ -236,3 +236,39 @@ def test_paired_record_removed_is_refused(tmp_path, capsys):
         del fp8(s)["metrics"][k]
     code, out, err = gate(tmp_path, capsys, s)
     assert code != 0, out + err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HOLE 3 (with --verify): tracking.json is outside the manifest and summary.json is signed without its tracking
+# state, yet the gate writes its verdict (and registers candidates) wherever that state points. A signed passing run
+# whose tracking.json names another (failing) run's MLflow ids tags that run gate.result=pass.
+
+
+class _FakeClient:
+    def __init__(self):
+        self.tags = []
+
+    def set_tag(self, run_id, k, v):
+        self.tags.append((run_id, k, v))
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: --verify passes while tracking.json (unsigned) redirects the verdict's "
+                   "tags/registration to another MLflow run or server")
+def test_verified_pass_cannot_be_written_onto_another_mlflow_run(tmp_path, capsys, monkeypatch):
+    from suite.outputs import manifest, mlflow as suite_mlflow
+
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    s = build(tmp_path, {"max_drop": {T1: 0.05}})
+    s["tracking"] = {"uri": "http://mlflow.team", "experiment": "e", "experiment_id": "1", "parent_run_id": "A",
+                     "variant_run_ids": {"bf16": "A-bf16", "fp8": "A-fp8"}}
+    run = tmp_path / "run"
+    (run / "summary.json").write_text(json.dumps(s))
+    manifest.write(run, s["recipe_sha256"], "k" * 32)
+    (run / "tracking.json").write_text(json.dumps({"tracking": {**s["tracking"], "parent_run_id": "B",
+                                                               "variant_run_ids": {"fp8": "B-fp8-FAILED"}}}))
+    client = _FakeClient()
+    monkeypatch.setattr(suite_mlflow, "client_for", lambda uri: client)
+    code = cli.main(["gate", str(run), "--verify"])
+    capsys.readouterr()
+    assert code == 0
+    assert ("B-fp8-FAILED", "gate.result", "pass") not in client.tags, client.tags
