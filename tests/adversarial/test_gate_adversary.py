@@ -1,0 +1,274 @@
+"""Adversarial review of `suite gate` (issues 40/41): an attacker who can write the run folder but not the team's
+recipe file or the CI secret. Each test builds a run the way `suite run` writes one (samples files with their sha256,
+stage result files, recipe.yaml with its recorded hash, summary derived from them), checks the honest verdict, then
+makes one edit. xfail(strict) = a hole that still gets through; plain = a defence that holds."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+
+import pytest
+
+from conftest import make_summary, write_run_recipe
+from suite import cli
+from suite.analysis.gates.recompute import sha256_file
+from suite.recipe import Recipe
+from suite.records.benchmark import BenchmarkResult, LoadPoint
+from suite.records.evaluate import EvaluateResult, TaskScore
+
+T1, T2 = "suite_gsm8k", "suite_mmlu"
+
+
+def _bench(reps):
+    rows = [{"output_tok_s": r, "req_s": 1.0, "ttft_p99_ms": 90.0, "tpot_p99_ms": 15.0} for r in reps]
+    point = LoadPoint(label="rate-inf", output_tok_s=sorted(reps)[len(reps) // 2], req_s=1.0, ttft_p99_ms=90.0,
+                      tpot_p99_ms=15.0, repetitions=rows)
+    return BenchmarkResult(points=[point], server_start_s=1, wall_s=1, server_log="l")
+
+
+def build(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0, 99.0), var_reps=(150.0, 151.0, 149.0),
+          tasks=(T1,), stage_files=True) -> dict:
+    """A finished run under tmp_path/run: baseline right on items i % 3 != 0; the variant also wrong on
+    ``wrong[task]``. Writes samples, variants/<v>/evaluate.result.json, recipe.yaml; returns the summary dict."""
+    from suite.records.summary import VariantSummary
+    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
+
+    wrong = wrong or {}
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+
+    def evaluation(name, bad_items):
+        scores, files, shas = [], {}, {}
+        for task in tasks:
+            (run / "variants" / name).mkdir(parents=True, exist_ok=True)
+            f = run / "variants" / name / f"samples_{task}.jsonl"
+            w = set(bad_items.get(task, ()))
+            rows = [{"task": task, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in w)}
+                    for i in range(n)]
+            f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            scores.append(TaskScore(task=task, metric="acc,none", value=sum(r["acc"] for r in rows) / n, n=n))
+            files[task], shas[task] = str(f), sha256_file(f)
+        ev = EvaluateResult(scores=scores, results_file="r.json", samples_files=files, samples_sha256=shas, wall_s=1,
+                            engine_load_s=1)
+        if stage_files:
+            (run / "variants" / name / "evaluate.result.json").write_text(ev.model_dump_json())
+        return ev
+
+    s = make_summary({"bf16": {}, "fp8": {}}, tasks=tasks, gates=gates, run_dir=str(run))
+    s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
+    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path="/m", evaluate=evaluation("bf16", {}),
+                                 benchmark=_bench(list(base_reps))),
+                  VariantSummary(name="fp8", is_baseline=False, model_path="/m", evaluate=evaluation("fp8", wrong),
+                                 benchmark=_bench(list(var_reps)))]
+    for v in s.variants:
+        v.metrics = variant_metrics(v, "max")
+    add_deltas(s.variants)
+    add_paired(s.variants)
+    return write_run_recipe(run, s.model_dump(mode="json"))
+
+
+def gate(tmp_path, capsys, s: dict, *extra: str):
+    run = tmp_path / "run"
+    (run / "summary.json").write_text(json.dumps(s))
+    code = cli.main(["gate", str(run), "--no-record", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def team_recipe(tmp_path, s) -> str:
+    """The team's own copy of the recipe (byte-identical to the one the run was made from)."""
+    p = tmp_path / "team-recipe.yaml"
+    p.write_bytes((tmp_path / "run" / "recipe.yaml").read_bytes())
+    return str(p)
+
+
+def fp8(s):
+    return s["variants"][1]
+
+
+def bf16(s):
+    return s["variants"][0]
+
+
+def drop_task(s, task):
+    """Summary-only edit: the task removed from summary.tasks and from the summary's recipe copy (recipe.yaml,
+    its hash and every samples file untouched)."""
+    s["tasks"] = [t for t in s["tasks"] if t != task]
+    s["recipe"]["eval"]["tasks"] = [t for t in s["recipe"]["eval"]["tasks"] if t["name"] != task]
+    return s
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HOLE 1: the run's structure (tasks, variants) is read from summary.json's recipe copy, which is never compared with
+# the trusted recipe (recipe.yaml under its hash, or --recipe): a failing task is dropped by editing summary.json only.
+
+FAIL_T2 = {"default_max_drop": 0.02}
+WRONG_T2 = {T2: range(1, 90, 3)}  # 30 items lost on mmlu: drop 0.1
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: structure() takes tasks from summary.recipe (unchecked); dropping a "
+                   "failing task from summary.tasks + summary.recipe.eval.tasks passes (no --recipe)")
+def test_failing_task_dropped_from_summary_only_is_refused(tmp_path, capsys):
+    s = build(tmp_path, FAIL_T2, wrong=WRONG_T2, tasks=(T1, T2))
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 1
+    code, out, err = gate(tmp_path, capsys, drop_task(s, T2))
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: with --recipe (the team's file, hash-checked) the structure still "
+                   "comes from summary.recipe: a failing task dropped from summary.json passes")
+def test_failing_task_dropped_from_summary_only_is_refused_with_team_recipe(tmp_path, capsys):
+    s = build(tmp_path, FAIL_T2, wrong=WRONG_T2, tasks=(T1, T2))
+    rec = team_recipe(tmp_path, s)
+    assert gate(tmp_path, capsys, copy.deepcopy(s), "--recipe", rec)[0] == 1
+    code, out, err = gate(tmp_path, capsys, drop_task(s, T2), "--recipe", rec)
+    assert code != 0, out + err
+
+
+def test_failing_task_dropped_is_caught_by_verify(tmp_path, capsys, monkeypatch):
+    """--verify: the summary is signed, so the same edit is refused."""
+    from suite.outputs import manifest
+
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    s = build(tmp_path, FAIL_T2, wrong=WRONG_T2, tasks=(T1, T2))
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(s))
+    manifest.write(tmp_path / "run", s["recipe_sha256"], "k" * 32)
+    code, out, err = gate(tmp_path, capsys, drop_task(s, T2), "--verify")
+    assert code == 2 and "changed since the run was signed" in err, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: a failing variant removed from summary.variants and summary.recipe "
+                   "(recipe.yaml untouched) goes unjudged; the run passes")
+def test_failing_variant_dropped_from_summary_only_is_refused(tmp_path, capsys):
+    s = build(tmp_path, {"max_drop": {T1: 0.02}}, wrong={T1: range(1, 90, 3)})
+    # a second, passing variant: the run keeps a variant to judge
+    good = copy.deepcopy(fp8(s))
+    good["name"] = "fp8b"
+    ev = json.loads(json.dumps(bf16(s)["evaluate"]))
+    good["evaluate"] = ev
+    good["metrics"] = {**good["metrics"], f"acc.{T1}": bf16(s)["metrics"][f"acc.{T1}"]}
+    good["paired"] = []
+    for k in list(good["metrics"]):
+        if ".delta" in k or "items_" in k:
+            del good["metrics"][k]
+    s["variants"].append(good)
+    s["recipe"]["variants"].append({**s["recipe"]["variants"][0], "name": "fp8b"})
+    s = write_run_recipe(tmp_path / "run", s)
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 1
+    s["variants"] = [v for v in s["variants"] if v["name"] != "fp8"]
+    s["recipe"]["variants"] = [v for v in s["recipe"]["variants"] if v["name"] != "fp8"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HOLE 2: inconclusive -> pass by editing summary.json figures the gate reads without checking them against a record
+# (stability flag, throughput intervals, engine spread, the paired record of a drop gate). No hash is touched.
+
+TPUT = {"min_throughput_gain": 1.2}
+
+
+def test_honest_straddling_and_unstable_runs_are_inconclusive(tmp_path, capsys):
+    s = build(tmp_path, TPUT, var_reps=(119.0, 121.0, 123.0))
+    assert gate(tmp_path, capsys, s)[0] == 3
+    s = build(tmp_path, TPUT, base_reps=(27.0, 361.0, 100.0), var_reps=(150.0, 151.0, 149.0))
+    assert gate(tmp_path, capsys, s)[0] == 3
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: tput.output_tok_s.ratio.ci_low/.ci_high are read from summary metrics "
+                   "only (sanity-checked, never recomputed from the repetitions): narrowing them passes")
+def test_narrowed_ratio_interval_is_refused(tmp_path, capsys):
+    s = build(tmp_path, TPUT, var_reps=(119.0, 121.0, 123.0))  # stable; ratio 1.21, interval [1.169, 1.252]
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
+    m = fp8(s)["metrics"]
+    m["tput.output_tok_s.ratio.ci_low"] = m["tput.output_tok_s.ratio"]
+    m["tput.output_tok_s.ratio.ci_high"] = m["tput.output_tok_s.ratio"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: tput.stable is read from summary metrics, never derived from the "
+                   "recorded repetitions: setting it to 1.0 (and a narrow interval) passes an unstable baseline")
+def test_unstable_point_marked_stable_is_refused(tmp_path, capsys):
+    s = build(tmp_path, TPUT, base_reps=(27.0, 361.0, 100.0), var_reps=(150.0, 151.0, 149.0))
+    for w in (bf16(s), fp8(s)):
+        w["metrics"]["tput.stable"] = 1.0
+    m = fp8(s)["metrics"]
+    m["tput.output_tok_s.ratio.ci_low"] = m["tput.output_tok_s.ratio.ci_high"] = m["tput.output_tok_s.ratio"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: one repetition (no interval -> inconclusive) becomes a pass when "
+                   "ci_low/ci_high metrics are added to summary.json")
+def test_interval_invented_for_one_repetition_is_refused(tmp_path, capsys):
+    s = build(tmp_path, TPUT, base_reps=(100.0,), var_reps=(150.0,))
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
+    m = fp8(s)["metrics"]
+    m["tput.output_tok_s.ratio.ci_low"] = m["tput.output_tok_s.ratio.ci_high"] = m["tput.output_tok_s.ratio"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: acc.<task>.engine_spread is a bare summary metric (not recomputed from "
+                   "the engine checks' samples): deleting it turns inconclusive into pass")
+def test_engine_spread_removed_is_refused(tmp_path, capsys):
+    s = build(tmp_path, {"max_drop": {T1: 0.05}})
+    fp8(s)["metrics"][f"acc.{T1}.engine_spread"] = 0.2
+    assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
+    del fp8(s)["metrics"][f"acc.{T1}.engine_spread"]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: removing the paired record and delta_ci_* metrics (samples and hashes "
+                   "untouched) makes a drop gate judged on its point estimate: a straddling interval passes")
+def test_paired_record_removed_is_refused(tmp_path, capsys):
+    # drop 0.04 (12 items of 300), limit 0.05: its interval straddles the limit
+    s = build(tmp_path, {"max_drop": {T1: 0.05}}, wrong={T1: range(1, 36, 3)})
+    code, out, err = gate(tmp_path, capsys, copy.deepcopy(s))
+    assert code == 3, out + err
+    fp8(s)["paired"] = []
+    for k in [k for k in fp8(s)["metrics"] if k.startswith(f"acc.{T1}.") and ("delta" in k or "items_" in k)]:
+        del fp8(s)["metrics"][k]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code != 0, out + err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HOLE 3 (with --verify): tracking.json is outside the manifest and summary.json is signed without its tracking
+# state, yet the gate writes its verdict (and registers candidates) wherever that state points. A signed passing run
+# whose tracking.json names another (failing) run's MLflow ids tags that run gate.result=pass.
+
+
+class _FakeClient:
+    def __init__(self):
+        self.tags = []
+
+    def set_tag(self, run_id, k, v):
+        self.tags.append((run_id, k, v))
+
+
+@pytest.mark.xfail(strict=True, reason="HOLE: --verify passes while tracking.json (unsigned) redirects the verdict's "
+                   "tags/registration to another MLflow run or server")
+def test_verified_pass_cannot_be_written_onto_another_mlflow_run(tmp_path, capsys, monkeypatch):
+    from suite.outputs import manifest, mlflow as suite_mlflow
+
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    s = build(tmp_path, {"max_drop": {T1: 0.05}})
+    s["tracking"] = {"uri": "http://mlflow.team", "experiment": "e", "experiment_id": "1", "parent_run_id": "A",
+                     "variant_run_ids": {"bf16": "A-bf16", "fp8": "A-fp8"}}
+    run = tmp_path / "run"
+    (run / "summary.json").write_text(json.dumps(s))
+    manifest.write(run, s["recipe_sha256"], "k" * 32)
+    (run / "tracking.json").write_text(json.dumps({"tracking": {**s["tracking"], "parent_run_id": "B",
+                                                               "variant_run_ids": {"fp8": "B-fp8-FAILED"}}}))
+    client = _FakeClient()
+    monkeypatch.setattr(suite_mlflow, "client_for", lambda uri: client)
+    code = cli.main(["gate", str(run), "--verify"])
+    capsys.readouterr()
+    assert code == 0
+    assert ("B-fp8-FAILED", "gate.result", "pass") not in client.tags, client.tags
