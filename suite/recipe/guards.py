@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import struct
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from suite.runtime.errors import Problem
 
@@ -50,9 +51,50 @@ _REFUSED_ENV: list[tuple[str, bool, str, str]] = [
 ]
 
 
+# runtime.env is an allow list (issue 40): the names below, and vLLM's own switches (VLLM_*) but those that take a
+# path or load code. Anything else (a loader, a proxy, a CA bundle, a hub endpoint, a plugin or cache folder) could
+# load code into every stage process or send the Hugging Face token the stages keep somewhere else.
+ALLOWED_ENV = frozenset({
+    "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
+    "HF_HUB_DISABLE_PROGRESS_BARS", "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING",
+    "CUBLAS_WORKSPACE_CONFIG", "PYTORCH_CUDA_ALLOC_CONF", "NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE",
+})
+# VLLM_* names that take a path or a folder, or load code, models or adapters from elsewhere (vllm/envs.py)
+_VLLM_PATHLIKE = re.compile(r"(_PATH|_DIR|_ROOT|_FILE|_FOLDER|_SO)(_|$)|_CONFIG")
+_VLLM_REFUSED = {
+    "VLLM_USE_MODELSCOPE": "loads the model from ModelScope instead of the hub or folder the recipe names",
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": "lets vLLM's processes unpickle messages (pickle runs code)",
+    "VLLM_ASSETS_CACHE": "is a folder vLLM reads assets from",
+    "VLLM_MEDIA_CACHE": "is a folder vLLM reads cached media from",
+    "VLLM_FORCE_AOT_LOAD": "loads compiled code from the compile cache without checking it",
+    "VLLM_LORA_RESOLVER_HF_REPO_LIST": "loads LoRA adapters from hub repositories into the engine",
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "lets the server load LoRA adapters while it runs",
+    "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY": "copies more of the environment into Ray workers",
+    "VLLM_TEST_FORCE_LOAD_FORMAT": "changes how the weights load (a test switch)",
+}
+
+
+def env_name_allowed(name: str) -> str | None:
+    """None when a recipe may set ``name`` in runtime.env (the allow list, or a VLLM_* switch that takes no path
+    and loads no code); else what the name does that a recipe may not."""
+    if name in ALLOWED_ENV:
+        return None
+    if name.startswith("VLLM_"):
+        if name in _VLLM_REFUSED:
+            return _VLLM_REFUSED[name]
+        if _VLLM_PATHLIKE.search(name):
+            return "takes a path or a configuration file, from which vLLM reads or loads code"
+        return None
+    return ("is not on the list a recipe may set (vLLM's VLLM_* switches, the Hugging Face offline switches, "
+            "thread counts, CUDA device selection, PYTORCH_CUDA_ALLOC_CONF, NCCL_DEBUG): other names can load "
+            "code into stage processes or send the Hugging Face token elsewhere")
+
+
 def env_problem(name: str, value: object) -> tuple[str, str] | None:
-    """(what, fix) when a runtime.env entry sets a name that controls loaders, interpreters or the suite, or a
-    value with a NUL byte or a line break (the value is never repeated: it may be a secret)."""
+    """(what, fix) when a runtime.env entry sets a name that controls loaders, interpreters or the suite, a
+    value with a NUL byte or a line break (the value is never repeated: it may be a secret), or a name outside
+    the allow list."""
     upper = name.upper()
     for key, prefix, what, fix in _REFUSED_ENV:
         if upper.startswith(key) if prefix else upper == key:
@@ -61,30 +103,81 @@ def env_problem(name: str, value: object) -> tuple[str, str] | None:
         return f"{name}: the value holds a NUL byte (no process can be given it)", "remove the NUL byte"
     if isinstance(value, str) and ("\n" in value or "\r" in value):
         return f"{name}: the value holds a line break", "give a one-line value"
+    if (why := env_name_allowed(name)) is not None:
+        return f"{name} {why}", ("remove it; if you know what it does, export it in the shell that runs `suite` "
+                                 "(stage processes inherit that environment)")
+    if isinstance(value, str) and (what := uri_credential(value)):
+        return f"{name}: the value is a URI that holds {what}", ("remove the credential and export it in the "
+                                                                 "shell that runs `suite`")
     return None
 
 
-_SECRET_QUERY = re.compile(r"(token|password|passwd|secret|api[_-]?key|access[_-]?key|signature|sig|auth|credential)",
-                           re.IGNORECASE)
+_SECRET_KEY = re.compile(r"(token|password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|signature|sig|auth"
+                         r"|credential|session|private[_-]?key)", re.IGNORECASE)
+# token shapes: known prefixes (GitHub, Hugging Face, OpenAI, Slack, GitLab, AWS, Google, npm, PyPI), JWTs
+_TOKEN_PREFIX = re.compile(r"(?<![A-Za-z0-9])(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|hf_|sk-|sk_|xox[abprse]-|glpat-"
+                           r"|AKIA|ASIA|ya29\.|AIza|npm_|pypi-)[A-Za-z0-9_\-]{8,}")
+_JWT = re.compile(r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*")
 
 
-def uri_credential(uri: str) -> str | None:
-    """What credential a URI carries (a password, a token as the user name of an https URL, a secret query
-    parameter), or None. Nothing of the credential is returned."""
-    if "://" not in uri:
-        return None
+def looks_like_token(value: str) -> bool:
+    """A known token prefix, a JWT, or a long random-looking string: 20+ characters of a base64/hex alphabet
+    with digits and letters of both cases (or 32+ hex digits) and high entropy."""
+    if _TOKEN_PREFIX.search(value) or _JWT.search(value):
+        return True
+    v = value.strip()
+    if len(v) < 20 or not re.fullmatch(r"[A-Za-z0-9+/=_\-.~]+", v) or not re.search(r"\d", v):
+        return False
+    hexy = len(v) >= 32 and re.fullmatch(r"[0-9a-fA-F]+", v) is not None
+    if not hexy and not (re.search(r"[a-z]", v) and re.search(r"[A-Z]", v)):
+        return False
+    counts = [v.count(c) for c in set(v)]
+    entropy = -sum(n / len(v) * math.log2(n / len(v)) for n in counts)
+    return entropy >= (3.0 if hexy else 3.5)
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    out = []
+    for part in re.split(r"[&;]", text):
+        k, _, v = part.partition("=")
+        out.append((unquote_plus(k), unquote_plus(v)))
+    return out
+
+
+def _uri_credential_once(uri: str) -> str | None:
     try:
         parts = urlsplit(uri)
         password, user = parts.password, parts.username
-        query = parse_qsl(parts.query, keep_blank_values=True)
     except ValueError:
         return "a URI that does not parse"
     if password is not None:
         return "a password"
-    if user and parts.scheme in ("http", "https") and len(user) >= 20:
+    if user and ((parts.scheme.lower() in ("http", "https") and len(user) >= 20) or looks_like_token(unquote(user))):
         return "a token as the user name"
-    if any(_SECRET_QUERY.search(k) for k, _ in query):
-        return "a credential in the query string"
+    for where, text in (("the query string", parts.query), ("the fragment", parts.fragment)):
+        if any(_SECRET_KEY.search(k) or looks_like_token(v) or looks_like_token(k) for k, v in _pairs(text)):
+            return f"a credential in {where}"
+    for seg in parts.path.split("/"):
+        _, _, params = seg.partition(";")
+        if params and any(_SECRET_KEY.search(k) or looks_like_token(v) for k, v in _pairs(params)):
+            return "a credential in a path parameter"
+        if _TOKEN_PREFIX.search(unquote(seg)) or _JWT.search(unquote(seg)):
+            return "a token in the path"
+    return None
+
+
+def uri_credential(uri: str) -> str | None:
+    """What credential a URI carries (a password or a token in its user part, a secret key or a token-shaped
+    value in its query, fragment or path parameters, a known token in its path), also once percent-decoded;
+    or None. Nothing of the credential is returned."""
+    if not isinstance(uri, str) or "://" not in unquote(unquote(uri)):
+        return None
+    seen = set()
+    while uri not in seen and len(seen) < 4:
+        seen.add(uri)
+        if "://" in uri and (what := _uri_credential_once(uri)) is not None:
+            return what
+        uri = unquote(uri)
     return None
 
 
@@ -259,12 +352,20 @@ SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/li
 
 def output_dir_refusal(out: Path, repo_root: Path) -> str | None:
     """Why run folders may not go under ``out`` (resolved): '/', a system folder, or the suite's checkout
-    itself (run folders, checkpoints and caches would mix with the code), else None."""
+    (its root or any folder inside it: run folders, checkpoints and caches would mix with the code, and a
+    checkpoint could land inside the suite's own package), else None. The checkout's top-level ``runs/``
+    stays allowed: git ignores it, and the repository's recipes (the README's demo included) default to it
+    through ``output_dir: ../runs``."""
     out = Path(out).resolve()
     if out == Path("/"):
         return "is the root folder"
-    if out == repo_root.resolve():
+    root = repo_root.resolve()
+    if out == root:
         return "is the project's root folder (run folders, checkpoints and caches would mix with the code)"
+    runs = (root / "runs").resolve()
+    if root in out.parents and not (out == runs or runs in out.parents):
+        return (f"is inside the project's checkout ({root}; run folders, checkpoints and caches would mix with "
+                "the code): only its runs/ folder, which git ignores, may hold run folders")
     for d in SYSTEM_DIRS:
         if (out == Path(d) or Path(d) in out.parents) and not (out == Path("/var/tmp") or Path("/var/tmp") in out.parents):
             return f"is a system folder ({d})"

@@ -414,10 +414,8 @@ class TrackingSpec(Strict):
     @field_validator("uri")
     @classmethod
     def _no_credentials(cls, v: str | None) -> str | None:
-        from urllib.parse import urlsplit
-
-        if v and "://" in v and (urlsplit(v).password is not None or guards.uri_credential(v)):
-            raise bad(f"the URI holds {guards.uri_credential(v)}; recipes end up in MLflow and in logs",
+        if v and (what := guards.uri_credential(v)):
+            raise bad(f"the URI holds {what}; recipes end up in MLflow and in logs",
                       "remove it from the URI and set MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD "
                       "(or ~/.mlflow/credentials) instead")
         return v
@@ -425,9 +423,11 @@ class TrackingSpec(Strict):
 
 class RuntimeSpec(Strict):
     env: dict[str, str] = Field(
-        default_factory=dict, description="environment variables for stage processes (no credentials: names "
-        "ending in _PASSWORD, _SECRET, _TOKEN, _API_KEY, _ACCESS_KEY and HF_TOKEN are refused; set them in the "
-        "environment that runs `suite`, which the stages inherit)")
+        default_factory=dict, description="environment variables for stage processes, from an allow list: "
+        "vLLM's VLLM_* switches (not those that take a path or load code), HF_HUB_OFFLINE, HF_DATASETS_OFFLINE, "
+        "TRANSFORMERS_OFFLINE, TOKENIZERS_PARALLELISM, thread counts, CUDA_VISIBLE_DEVICES, "
+        "PYTORCH_CUDA_ALLOC_CONF, NCCL_DEBUG and a few more (docs/02-recipes.md); no credentials. Anything else: "
+        "set it in the environment that runs `suite`, which the stages inherit")
 
     @field_validator("env", mode="before")  # before the types: a secret of the wrong type is still refused
     @classmethod
