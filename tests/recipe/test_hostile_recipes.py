@@ -85,6 +85,41 @@ HOSTILE = {
     "password in the Ray address": ({"executor": {"kind": "ray", "address": "ray://u:hunter2@head:10001"}},
                                     "executor.address", "a password"),
     "password in the model URL": ({"model__id": "https://user:hunter2@hub.example/m"}, "model.id", "a password"),
+    # runtime.env is an allow list: a name outside it, and VLLM_* names that take a path or load code
+    "unlisted env name (proxy)": ({"runtime__env__HTTPS_PROXY": "http://h:3128"}, "runtime.env",
+                                  "HTTPS_PROXY is not on the list a recipe may set"),
+    "unlisted env name (cache home)": ({"runtime__env__XDG_CACHE_HOME": "/tmp"}, "runtime.env", "not on the list"),
+    "VLLM_ name taking a path": ({"runtime__env__VLLM_LOGGING_CONFIG_PATH": EVIL}, "runtime.env",
+                                "VLLM_LOGGING_CONFIG_PATH takes a path"),
+    "VLLM_CACHE_ROOT": ({"runtime__env__VLLM_CACHE_ROOT": "/tmp"}, "runtime.env", "takes a path"),
+    "VLLM_USE_MODELSCOPE": ({"runtime__env__VLLM_USE_MODELSCOPE": "1"}, "runtime.env", "ModelScope"),
+    "VLLM_ALLOW_INSECURE_SERIALIZATION": ({"runtime__env__VLLM_ALLOW_INSECURE_SERIALIZATION": "1"}, "runtime.env",
+                                          "pickle"),
+    "credential URL in an allowed name's value": ({"runtime__env__VLLM_BUILD_URL": "https://h/x?access_token=hunter2"},
+                                                  "runtime.env", "a URI that holds a credential"),
+    # credentials in a URI in any position, percent-encoded too
+    "token in the tracking URI fragment": ({"tracking": {"uri": "http://mlflow:5000/#access_token=hunter2"}},
+                                           "tracking.uri", "a credential in the fragment"),
+    "password as a path parameter": ({"tracking": {"uri": "http://mlflow:5000/;password=hunter2"}}, "tracking.uri",
+                                     "a credential in a path parameter"),
+    "token-shaped value under a harmless key": ({"tracking": {"uri": "http://mlflow:5000/?x=hf_hunter2hunter2hunter2"}},
+                                                "tracking.uri", "a credential in the query string"),
+    "random-looking value": ({"tracking": {"uri": "http://mlflow:5000/?x=hunter2Q8xLp3ZrT7vWk9MnB4"}},
+                             "tracking.uri", "a credential in the query string"),
+    "JWT in the query": ({"tracking": {"uri": "http://mlflow:5000/?x=eyJhbGciOiJIUzI1.eyJzdWIiOiJ9.hunter2"}},
+                         "tracking.uri", "a credential in the query string"),
+    "percent-encoded key": ({"tracking": {"uri": "http://mlflow:5000/?%74oken=hunter2"}}, "tracking.uri",
+                            "a credential in the query string"),
+    "percent-encoded query": ({"tracking": {"uri": "http://mlflow:5000/%3Ftoken%3Dhunter2"}}, "tracking.uri",
+                              "a credential"),
+    "token as a Ray address user": ({"executor": {"kind": "ray", "address": "ray://ghp_hunter2hunter2hunter2@head:1"}},
+                                    "executor.address", "a token as the user name"),
+    "token in the model URL's query": ({"model__id": "https://hub.example/m?x=ghp_hunter2hunter2hunter2"}, "model.id",
+                                       "a credential in the query string"),
+    "output_dir inside the checkout": ({"output_dir": str(REPO_ROOT / "suite" / "runs")}, "output_dir",
+                                       "inside the project's checkout"),
+    "output_dir in the checkout's docs": ({"output_dir": str(REPO_ROOT / "docs")}, "output_dir",
+                                          "only its runs/ folder"),
 }
 
 
@@ -110,4 +145,33 @@ def test_the_demo_recipe_and_the_switches_vllm_defines_stay_allowed(demo_recipe_
                             variants__0__quantization__ignore=["lm_head", "re:.*layers\\.0\\.mlp.*", "q_proj",
                                                                "first: 2", "LlamaDecoderLayer"],
                             baseline__engine_args__gpu_memory_utilization=1.0, model__max_model_len=8192)
+    assert cli.main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+# every runtime.env name the repository's recipes, studies and tests set: the allow list keeps them
+REPO_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false", "VLLM_BATCH_INVARIANT": "1", "VLLM_ATTENTION_BACKEND": "FLASHINFER",
+            "VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2",
+            "CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "NCCL_DEBUG": "WARN"}
+
+
+def test_the_env_names_the_repository_uses_stay_allowed(demo_recipe_copy, capsys):
+    path = demo_recipe_copy(runtime__env=REPO_ENV)
+    assert cli.main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_the_checkouts_runs_folder_stays_allowed(demo_recipe_copy, capsys):
+    """The repository's recipes say output_dir: ../runs, the checkout's runs/ (ignored by git): the README's demo
+    command writes there, so it is the one folder inside the checkout a run folder may go in."""
+    for out in (REPO_ROOT / "runs", REPO_ROOT / "runs" / "team-a"):
+        path = demo_recipe_copy(output_dir=str(out))
+        assert cli.main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("uri", ["http://mlflow:5000", "https://mlflow.example.com/?experiment=my_experiment_2024",
+                                 "sqlite:///runs/mlflow.db", "file:///tmp/mlruns", "databricks://profile"])
+def test_ordinary_tracking_uris_stay_allowed(uri, demo_recipe_copy, capsys):
+    path = demo_recipe_copy(tracking={"uri": uri})
     assert cli.main(["validate", str(path)]) == 0, capsys.readouterr().err
