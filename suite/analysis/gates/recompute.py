@@ -164,19 +164,41 @@ def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
 
 def stage_records(s, folder: Path, bad) -> bool:
     """Each variant's summary evaluate must name the samples files and hashes its own stage result names; True when
-    any record of the run (summary or stage result) has ``samples_sha256`` (a run made since the field existed)."""
-    new = False
+    any record of the run (summary or stage result) has ``samples_sha256`` (a run made since the field existed).
+    Such a run must also have every evaluated variant's stage result and a hash for every samples file, and no two
+    variants may share a samples file (the same path, or the same sha256)."""
+    found = {v.name: stage_result(folder, v.name) for v in s.variants}
+    new = any(v.evaluate is not None and v.evaluate.samples_sha256 for v in s.variants) or any(
+        isinstance(res, dict) and res.get("samples_sha256") for _, res in found.values())
+    seen_path: dict[str, str] = {}
+    seen_sha: dict[str, str] = {}
     for v in s.variants:
-        path, res = stage_result(folder, v.name)
-        if v.evaluate is not None and v.evaluate.samples_sha256:
-            new = True
+        path, res = found[v.name]
+        if new and v.evaluate is not None:
+            for task, f in sorted(v.evaluate.samples_files.items()):
+                sha = v.evaluate.samples_sha256.get(task)
+                if not sha:
+                    bad(f"{v.name}: evaluate.samples_sha256.{task}", f"no sha256 recorded for its per-item records {f}"
+                        ", though the run records them: the file cannot be checked", FIX_FILES)
+                where = f"{v.name} ({task})"
+                real = str(Path(f).resolve()) if f else f
+                for key, seen, what in ((real, seen_path, "the same file"), (sha, seen_sha, "the same sha256")):
+                    if not key:
+                        continue
+                    other = seen.setdefault(key, where)
+                    if other.split(" (")[0] != v.name:
+                        bad(f"{v.name}: evaluate.samples_files.{task}", f"{what} as {other}'s per-item records ({f}): "
+                            "each variant is scored on its own records", FIX_FILES)
+            if res is None:
+                bad(f"{v.name}: variants/{v.name}/evaluate.result.json", "the evaluate stage's result is missing, though "
+                    "the run records per-item hashes: the summary's samples files cannot be checked against it",
+                    FIX_FILES)
+                continue
         if res is None:
             continue
         if "__unreadable__" in res:
             bad(f"{v.name}: {path}", f"the evaluate stage's result cannot be read ({res['__unreadable__']})", FIX_FILES)
             continue
-        if res.get("samples_sha256"):
-            new = True
         for fld in ("samples_files", "samples_sha256"):
             staged = res.get(fld) or {}
             have = getattr(v.evaluate, fld, None) or {} if v.evaluate is not None else {}
