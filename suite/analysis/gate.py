@@ -156,6 +156,8 @@ def run(config: GateConfig) -> GateResult:
     if result.problems:
         return result
     recompute.verify(s, base, ppl_tasks, bad)
+    recompute.serving(s, base, headline_rule(recipe), recorded_hashes, bad)
+    recompute.engine_checks(s, recipe, bad)
     if result.problems:
         return result
     acc_tasks = [t for t in s.tasks if t not in ppl_tasks]

@@ -72,16 +72,55 @@ def _register(client, summary: RunSummary, v, run_id: str, tags: dict[str, str])
     return name, str(mv.version), False
 
 
+class NotThisRun(Exception):
+    """tracking.json names an MLflow run that does not carry this run's identity: nothing is recorded."""
+
+
+def check_identity(client, summary: RunSummary) -> None:
+    """Every MLflow run the verdict would touch must be this run's, as the suite tagged it when it logged the run
+    (``suite.outputs.mlflow``): the parent's ``suite.run_dir`` tag is the summary's run_dir and its ``recipe_sha256``
+    param (when logged) the summary's; each variant run is a child of that parent (``mlflow.parentRunId``) with the
+    variant's name (``suite.variant``). tracking.json is not signed (``suite.outputs.manifest``): without this check an
+    edit to it would write a verdict, and register candidates, on another run. Raises ``NotThisRun``."""
+    info = summary.tracking
+
+    def read(run_id: str, what: str):
+        try:
+            return client.get_run(run_id).data
+        except Exception as e:  # noqa: BLE001 - not found, unreachable, or a client that cannot read runs
+            raise NotThisRun(f"{what} run {run_id!r} cannot be read to check it is this run's "
+                             f"({type(e).__name__}: {e})") from None
+
+    parent = read(info.parent_run_id, "the parent")
+    tags, params = dict(parent.tags or {}), dict(getattr(parent, "params", None) or {})
+    if tags.get("suite.run_dir") != summary.run_dir:
+        raise NotThisRun(f"the parent run {info.parent_run_id!r} is tagged suite.run_dir={tags.get('suite.run_dir')!r}, "
+                         f"not this run's {summary.run_dir!r} (tracking.json names another run)")
+    if params.get("recipe_sha256") not in (None, summary.recipe_sha256):
+        raise NotThisRun(f"the parent run {info.parent_run_id!r} logged recipe_sha256 {params.get('recipe_sha256')!r}, "
+                         f"not this run's {summary.recipe_sha256!r}")
+    names = {v.name for v in summary.variants}
+    for name, run_id in info.variant_run_ids.items():
+        if name not in names or not run_id:
+            raise NotThisRun(f"tracking.json names a run for {name!r}, which is not a variant of this run")
+        t = dict(read(run_id, f"{name}'s").tags or {})
+        if t.get("mlflow.parentRunId") != info.parent_run_id or t.get("suite.variant") != name:
+            raise NotThisRun(f"{name}'s run {run_id!r} is not this run's (its parent {t.get('mlflow.parentRunId')!r}, "
+                             f"variant {t.get('suite.variant')!r})")
+
+
 def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: str = "recipe",
                 policy_sha256: str | None = None, looser: list[str] | None = None) -> GateRecord:
     """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` (pass, fail or inconclusive: the data
     cannot decide) / ``gate.failed`` / ``gate.inconclusive`` (the reasons) on the parent and each variant run; when
     every gate passed (never on an inconclusive verdict), each quantized variant's checkpoint becomes a version of the
-    registered model ``<recipe>-<variant>`` (once per checkpoint key) with the alias ``alias``."""
+    registered model ``<recipe>-<variant>`` (once per checkpoint key) with the alias ``alias``. Nothing is written unless
+every MLflow run named carries this run's identity (``check_identity``; ``NotThisRun`` otherwise)."""
     from suite.outputs.mlflow import client_for
 
     info = summary.tracking
     client = client_for(info.uri)
+    check_identity(client, summary)  # before any tag: tracking.json is not signed
     verdict = result.outcome if result.outcome in ("pass", "fail", "inconclusive") else "fail"
     tagged, registered, reused = [], [], []
     policy_tags = {"gate.policy": policy, **({"gate.policy_sha256": policy_sha256} if policy_sha256 else {}),

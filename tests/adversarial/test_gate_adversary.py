@@ -46,7 +46,8 @@ def build(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0, 99.0), va
             (run / "variants" / name).mkdir(parents=True, exist_ok=True)
             f = run / "variants" / name / f"samples_{task}.jsonl"
             w = set(bad_items.get(task, ()))
-            rows = [{"task": task, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in w)}
+            rows = [{"task": task, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in w),
+                     "resps": [[f"{name} answer {i}"]]}
                     for i in range(n)]
             f.write_text("".join(json.dumps(r) + "\n" for r in rows))
             scores.append(TaskScore(task=task, metric="acc,none", value=sum(r["acc"] for r in rows) / n, n=n))
@@ -109,8 +110,6 @@ FAIL_T2 = {"default_max_drop": 0.02}
 WRONG_T2 = {T2: range(1, 90, 3)}  # 30 items lost on mmlu: drop 0.1
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: structure() takes tasks from summary.recipe (unchecked); dropping a "
-                   "failing task from summary.tasks + summary.recipe.eval.tasks passes (no --recipe)")
 def test_failing_task_dropped_from_summary_only_is_refused(tmp_path, capsys):
     s = build(tmp_path, FAIL_T2, wrong=WRONG_T2, tasks=(T1, T2))
     assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 1
@@ -118,8 +117,6 @@ def test_failing_task_dropped_from_summary_only_is_refused(tmp_path, capsys):
     assert code != 0, out + err
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: with --recipe (the team's file, hash-checked) the structure still "
-                   "comes from summary.recipe: a failing task dropped from summary.json passes")
 def test_failing_task_dropped_from_summary_only_is_refused_with_team_recipe(tmp_path, capsys):
     s = build(tmp_path, FAIL_T2, wrong=WRONG_T2, tasks=(T1, T2))
     rec = team_recipe(tmp_path, s)
@@ -140,14 +137,19 @@ def test_failing_task_dropped_is_caught_by_verify(tmp_path, capsys, monkeypatch)
     assert code == 2 and "changed since the run was signed" in err, out + err
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: a failing variant removed from summary.variants and summary.recipe "
-                   "(recipe.yaml untouched) goes unjudged; the run passes")
 def test_failing_variant_dropped_from_summary_only_is_refused(tmp_path, capsys):
     s = build(tmp_path, {"max_drop": {T1: 0.02}}, wrong={T1: range(1, 90, 3)})
     # a second, passing variant: the run keeps a variant to judge
     good = copy.deepcopy(fp8(s))
     good["name"] = "fp8b"
     ev = json.loads(json.dumps(bf16(s)["evaluate"]))
+    # its own per-item records (the baseline's answers on every item, its own file), as its evaluate stage writes them
+    vdir = tmp_path / "run" / "variants" / "fp8b"
+    vdir.mkdir(parents=True)
+    own = vdir / f"samples_{T1}.jsonl"
+    own.write_text(open(ev["samples_files"][T1]).read().replace("bf16 answer", "fp8b answer"))
+    ev["samples_files"][T1], ev["samples_sha256"][T1] = str(own), sha256_file(own)
+    (vdir / "evaluate.result.json").write_text(json.dumps(ev))
     good["evaluate"] = ev
     good["metrics"] = {**good["metrics"], f"acc.{T1}": bf16(s)["metrics"][f"acc.{T1}"]}
     good["paired"] = []
@@ -178,8 +180,6 @@ def test_honest_straddling_and_unstable_runs_are_inconclusive(tmp_path, capsys):
     assert gate(tmp_path, capsys, s)[0] == 3
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: tput.output_tok_s.ratio.ci_low/.ci_high are read from summary metrics "
-                   "only (sanity-checked, never recomputed from the repetitions): narrowing them passes")
 def test_narrowed_ratio_interval_is_refused(tmp_path, capsys):
     s = build(tmp_path, TPUT, var_reps=(119.0, 121.0, 123.0))  # stable; ratio 1.21, interval [1.169, 1.252]
     assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
@@ -190,8 +190,6 @@ def test_narrowed_ratio_interval_is_refused(tmp_path, capsys):
     assert code != 0, out + err
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: tput.stable is read from summary metrics, never derived from the "
-                   "recorded repetitions: setting it to 1.0 (and a narrow interval) passes an unstable baseline")
 def test_unstable_point_marked_stable_is_refused(tmp_path, capsys):
     s = build(tmp_path, TPUT, base_reps=(27.0, 361.0, 100.0), var_reps=(150.0, 151.0, 149.0))
     for w in (bf16(s), fp8(s)):
@@ -202,8 +200,6 @@ def test_unstable_point_marked_stable_is_refused(tmp_path, capsys):
     assert code != 0, out + err
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: one repetition (no interval -> inconclusive) becomes a pass when "
-                   "ci_low/ci_high metrics are added to summary.json")
 def test_interval_invented_for_one_repetition_is_refused(tmp_path, capsys):
     s = build(tmp_path, TPUT, base_reps=(100.0,), var_reps=(150.0,))
     assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
@@ -213,19 +209,53 @@ def test_interval_invented_for_one_repetition_is_refused(tmp_path, capsys):
     assert code != 0, out + err
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: acc.<task>.engine_spread is a bare summary metric (not recomputed from "
-                   "the engine checks' samples): deleting it turns inconclusive into pass")
+def with_engine_check(tmp_path, s, wrong_under_check):
+    """eval.engine_check in the recipe, each variant scored again under it (its own samples file, as the stage writes
+    it; the variant also wrong on ``wrong_under_check[name]`` there) and the engine spread derived as the summary does."""
+    from suite.analysis.engine_spread import add_engine_spread
+    from suite.analysis.summary import metric_name
+    from suite.records.summary import RunSummary
+
+    s["recipe"]["eval"]["engine_check"] = {"max_num_seqs": [1]}
+    for v in s["variants"]:
+        d = tmp_path / "run" / "variants" / v["name"] / "check"
+        d.mkdir(parents=True, exist_ok=True)
+        f = d / f"samples_{T1}.jsonl"
+        w = set(wrong_under_check.get(v["name"], ()))
+        base_rows = [json.loads(line) for line in open(v["evaluate"]["samples_files"][T1])]
+        rows = [{**r, "acc": 0.0 if r["doc_id"] in w else r["acc"], "resps": [[f"{v['name']} check {r['doc_id']}"]]}
+                for r in base_rows]
+        f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        ev = copy.deepcopy(v["evaluate"])
+        ev["scores"][0]["value"] = sum(r["acc"] for r in rows) / len(rows)
+        ev["samples_files"], ev["samples_sha256"] = {T1: str(f)}, {T1: sha256_file(f)}
+        v["engine_checks"] = {"max_num_seqs=1": ev}
+    summ = RunSummary.model_validate(s)
+    add_engine_spread(summ.variants, metric_name)
+    return write_run_recipe(tmp_path / "run", summ.model_dump(mode="json"))
+
+
 def test_engine_spread_removed_is_refused(tmp_path, capsys):
     s = build(tmp_path, {"max_drop": {T1: 0.05}})
-    fp8(s)["metrics"][f"acc.{T1}.engine_spread"] = 0.2
+    s = with_engine_check(tmp_path, s, {"fp8": range(1, 180, 3)})  # fp8 loses 60 items (0.2) under the check
+    assert fp8(s)["metrics"][f"acc.{T1}.engine_spread"] == pytest.approx(0.2)
     assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3
     del fp8(s)["metrics"][f"acc.{T1}.engine_spread"]
     code, out, err = gate(tmp_path, capsys, s)
     assert code != 0, out + err
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: removing the paired record and delta_ci_* metrics (samples and hashes "
-                   "untouched) makes a drop gate judged on its point estimate: a straddling interval passes")
+def test_engine_checks_removed_are_refused(tmp_path, capsys):
+    s = build(tmp_path, {"max_drop": {T1: 0.05}})
+    s = with_engine_check(tmp_path, s, {"fp8": range(1, 180, 3)})
+    for v in s["variants"]:
+        v["engine_checks"] = {}
+        for k in [k for k in v["metrics"] if k.startswith(f"acc.{T1}.") and ("engine" in k or "flip" in k)]:
+            del v["metrics"][k]
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code == 2 and "engine_checks" in err, out + err
+
+
 def test_paired_record_removed_is_refused(tmp_path, capsys):
     # drop 0.04 (12 items of 300), limit 0.05: its interval straddles the limit
     s = build(tmp_path, {"max_drop": {T1: 0.05}}, wrong={T1: range(1, 36, 3)})
@@ -252,8 +282,6 @@ class _FakeClient:
         self.tags.append((run_id, k, v))
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: --verify passes while tracking.json (unsigned) redirects the verdict's "
-                   "tags/registration to another MLflow run or server")
 def test_verified_pass_cannot_be_written_onto_another_mlflow_run(tmp_path, capsys, monkeypatch):
     from suite.outputs import manifest, mlflow as suite_mlflow
 
@@ -272,3 +300,35 @@ def test_verified_pass_cannot_be_written_onto_another_mlflow_run(tmp_path, capsy
     capsys.readouterr()
     assert code == 0
     assert ("B-fp8-FAILED", "gate.result", "pass") not in client.tags, client.tags
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-item records of a run that records their hashes: every variant's stage result and a hash for every samples
+# file must be there, and no two variants may be scored on the same file.
+
+def test_deleted_stage_result_is_refused(tmp_path, capsys):
+    s = build(tmp_path, {"max_drop": {T1: 0.05}})
+    (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").unlink()
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code == 2 and "evaluate.result.json" in err and "missing" in err, out + err
+
+
+def test_missing_hash_entry_is_refused(tmp_path, capsys):
+    s = build(tmp_path, {"max_drop": {T1: 0.05}})
+    for where in (fp8(s)["evaluate"], ):
+        del where["samples_sha256"][T1]
+    stage = tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json"
+    stage.write_text(json.dumps(fp8(s)["evaluate"]))
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code == 2 and f"fp8: evaluate.samples_sha256.{T1}" in err, out + err
+
+
+def test_variant_scored_on_the_baselines_samples_is_refused(tmp_path, capsys):
+    s = build(tmp_path, {"max_drop": {T1: 0.02}}, wrong={T1: range(1, 90, 3)})
+    for key in ("samples_files", "samples_sha256"):
+        fp8(s)["evaluate"][key] = dict(bf16(s)["evaluate"][key])
+    fp8(s)["evaluate"]["scores"] = copy.deepcopy(bf16(s)["evaluate"]["scores"])
+    fp8(s)["metrics"][f"acc.{T1}"] = bf16(s)["metrics"][f"acc.{T1}"]
+    (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text(json.dumps(fp8(s)["evaluate"]))
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code == 2 and "the same file" in err, out + err

@@ -40,13 +40,17 @@ def build(tmp_path, var_wrong=range(0), base_reps=(100.0, 101.0, 99.0), var_reps
 
     def evaluation(name, wrong):
         f = run / f"samples_{name}_{TASK}.jsonl"
-        rows = [{"task": TASK, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in wrong)}
+        rows = [{"task": TASK, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in wrong),
+                 "resps": [[f"{name} answer {i}"]]}
                 for i in range(n)]
         f.write_text("".join(json.dumps(r) + "\n" for r in rows))
         value = sum(r["acc"] for r in rows) / len(rows)
-        return EvaluateResult(scores=[TaskScore(task=TASK, metric="acc,none", value=value, n=len(rows))],
-                              results_file="r.json", samples_files={TASK: str(f)},
-                              samples_sha256={TASK: sha256_file(f)}, wall_s=1, engine_load_s=1)
+        ev = EvaluateResult(scores=[TaskScore(task=TASK, metric="acc,none", value=value, n=len(rows))],
+                            results_file="r.json", samples_files={TASK: str(f)},
+                            samples_sha256={TASK: sha256_file(f)}, wall_s=1, engine_load_s=1)
+        (run / "variants" / name).mkdir(parents=True, exist_ok=True)  # the stage result, as the evaluate stage writes it
+        (run / "variants" / name / "evaluate.result.json").write_text(ev.model_dump_json())
+        return ev
 
     s = make_summary({"bf16": {}, "fp8": {}}, tasks=(TASK,), gates=gates or GATES, run_dir=str(run))
     s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
@@ -296,6 +300,13 @@ def test_mlflow_tags_an_inconclusive_gate_and_registers_nothing(tmp_path, monkey
 
         def set_tag(self, run_id, key, value):
             self.tags[(run_id, key)] = value
+
+        def get_run(self, run_id):  # the identity the suite tagged its runs with (record_gate checks it first)
+            from types import SimpleNamespace
+
+            tags = ({"suite.run_dir": s.run_dir} if run_id == "P" else
+                    {"mlflow.parentRunId": "P", "suite.variant": {"B": "bf16", "F": "fp8"}[run_id]})
+            return SimpleNamespace(data=SimpleNamespace(tags=tags, params={"recipe_sha256": s.recipe_sha256}))
 
     client = Client()
     monkeypatch.setattr(track, "client_for", lambda uri: client)

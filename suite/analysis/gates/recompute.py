@@ -29,6 +29,7 @@ from pathlib import Path
 from suite.analysis import paired as pairing
 from suite.analysis import perplexity
 from suite.analysis.gates.base import FIX_SUMMARY
+from suite.analysis.summary import metric_name
 from suite.records.benchmark import BenchmarkResult
 from suite.records.evaluate import EvaluateResult
 
@@ -83,6 +84,20 @@ def _scores(v, base, seed: int, bad) -> None:
                     FIX_SUMMARY)
     if v is base:
         return
+    recorded = {rec.get("task") for rec in v.paired if isinstance(rec, dict)}
+    for sc in v.evaluate.scores:  # a paired record dropped from the summary is recomputed, not skipped
+        b, w = items.get((base.name, sc.task)), items.get((v.name, sc.task))
+        if sc.task in recorded or b is None or w is None:
+            continue
+        c = pairing.compare(sc.task, sc.metric, b, w, seed=seed)
+        key = metric_name("acc", sc.task)
+        v.metrics[f"{key}.items_paired"] = float(c.n)
+        if c.n < 2:
+            continue
+        v.paired.append(c.as_dict())
+        v.metrics.update({f"{key}.delta_ci_low": c.ci_low, f"{key}.delta_ci_high": c.ci_high,
+                          f"{key}.items_gained": float(c.gained), f"{key}.items_lost": float(c.lost)})
+        recorded.add(sc.task)
     for rec in v.paired:
         task = rec.get("task") if isinstance(rec, dict) else None
         b, w = items.get((base.name, task)), items.get((v.name, task))
@@ -149,19 +164,41 @@ def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
 
 def stage_records(s, folder: Path, bad) -> bool:
     """Each variant's summary evaluate must name the samples files and hashes its own stage result names; True when
-    any record of the run (summary or stage result) has ``samples_sha256`` (a run made since the field existed)."""
-    new = False
+    any record of the run (summary or stage result) has ``samples_sha256`` (a run made since the field existed).
+    Such a run must also have every evaluated variant's stage result and a hash for every samples file, and no two
+    variants may share a samples file (the same path, or the same sha256)."""
+    found = {v.name: stage_result(folder, v.name) for v in s.variants}
+    new = any(v.evaluate is not None and v.evaluate.samples_sha256 for v in s.variants) or any(
+        isinstance(res, dict) and res.get("samples_sha256") for _, res in found.values())
+    seen_path: dict[str, str] = {}
+    seen_sha: dict[str, str] = {}
     for v in s.variants:
-        path, res = stage_result(folder, v.name)
-        if v.evaluate is not None and v.evaluate.samples_sha256:
-            new = True
+        path, res = found[v.name]
+        if new and v.evaluate is not None:
+            for task, f in sorted(v.evaluate.samples_files.items()):
+                sha = v.evaluate.samples_sha256.get(task)
+                if not sha:
+                    bad(f"{v.name}: evaluate.samples_sha256.{task}", f"no sha256 recorded for its per-item records {f}"
+                        ", though the run records them: the file cannot be checked", FIX_FILES)
+                where = f"{v.name} ({task})"
+                real = str(Path(f).resolve()) if f else f
+                for key, seen, what in ((real, seen_path, "the same file"), (sha, seen_sha, "the same sha256")):
+                    if not key:
+                        continue
+                    other = seen.setdefault(key, where)
+                    if other.split(" (")[0] != v.name:
+                        bad(f"{v.name}: evaluate.samples_files.{task}", f"{what} as {other}'s per-item records ({f}): "
+                            "each variant is scored on its own records", FIX_FILES)
+            if res is None:
+                bad(f"{v.name}: variants/{v.name}/evaluate.result.json", "the evaluate stage's result is missing, though "
+                    "the run records per-item hashes: the summary's samples files cannot be checked against it",
+                    FIX_FILES)
+                continue
         if res is None:
             continue
         if "__unreadable__" in res:
             bad(f"{v.name}: {path}", f"the evaluate stage's result cannot be read ({res['__unreadable__']})", FIX_FILES)
             continue
-        if res.get("samples_sha256"):
-            new = True
         for fld in ("samples_files", "samples_sha256"):
             staged = res.get(fld) or {}
             have = getattr(v.evaluate, fld, None) or {} if v.evaluate is not None else {}
@@ -190,3 +227,96 @@ def verify(s, base, ppl_tasks: list[str], bad) -> None:
             continue
         _scores(v, base, seed, bad)
         _perplexity(s, v, base, ppl_tasks, seed, bad)
+
+
+# the serving figures the gates judge that ``suite.analysis.tput_spread`` derives from a load point's repetitions
+_POINT_KEYS = ("output_tok_s", "ttft_p99_ms", "tpot_p99_ms")
+_RATIOS = ("tput.output_tok_s.ratio", "tput.output_tok_s.ratio_equal_rate")
+SPREAD_KEYS = {"tput.stable", *(f"tput.{k}.{e}" for k in _POINT_KEYS for e in ("ci_low", "ci_high")),
+               *(f"{r}.{e}" for r in _RATIOS for e in ("ci_low", "ci_high"))}
+
+
+def spread_expected(v, base, headline: str) -> dict[str, float]:
+    """tput.stable and the throughput/latency intervals of ``v``, recomputed from its headline point's recorded
+    repetitions (``suite.runtime.spread``, as ``suite.analysis.tput_spread`` derives them; never the point's own
+    recorded interval fields); one repetition: no interval, no stability."""
+    from suite.analysis.summary import headline_point
+    from suite.runtime import spread
+
+    out: dict[str, float] = {}
+    p = headline_point(v.benchmark, headline) if v.benchmark is not None else None
+    if p is None:
+        return out
+    up = spread.point_update(p)
+    if up["stable"] is not None:
+        out["tput.stable"] = float(up["stable"])
+    for k in _POINT_KEYS:
+        if up[f"{k}_ci_low"] is not None:
+            out[f"tput.{k}.ci_low"], out[f"tput.{k}.ci_high"] = up[f"{k}_ci_low"], up[f"{k}_ci_high"]
+    pb = headline_point(base.benchmark, headline) if v is not base and base.benchmark is not None else None
+    if pb is None or not pb.output_tok_s:
+        return out
+    low, high, _ = spread.ratio_interval(spread.rep_values(p), spread.rep_values(pb))
+    if low is not None:
+        out["tput.output_tok_s.ratio.ci_low"], out["tput.output_tok_s.ratio.ci_high"] = low, high
+    same = next((q for q in base.benchmark.points if q.ok and q.label == p.label and q.workload == p.workload), None)
+    if same is not None and same.output_tok_s:
+        low, high, _ = spread.ratio_interval(spread.rep_values(p), spread.rep_values(same))
+        if low is not None:
+            out["tput.output_tok_s.ratio_equal_rate.ci_low"] = low
+            out["tput.output_tok_s.ratio_equal_rate.ci_high"] = high
+    return out
+
+
+def serving(s, base, headline: str, strict: bool, bad) -> None:
+    """Every variant's tput.stable and throughput/latency intervals must be what its recorded repetitions give
+    (``spread_expected``): a figure added, changed or removed in the summary is bad input naming it. ``strict``
+    (a run made since per-item hashes were recorded): always; otherwise only for a variant whose headline point
+    recorded repetition rows (an older run, or a hand-made summary, keeps its recorded figures)."""
+    from suite.analysis.summary import headline_point
+
+    for v in s.variants:
+        p = headline_point(v.benchmark, headline) if v.benchmark is not None else None
+        pb = headline_point(base.benchmark, headline) if base.benchmark is not None else None
+        if not strict and not (p is not None and p.repetitions and (v is base or (pb is not None and pb.repetitions))):
+            continue
+        want = spread_expected(v, base, headline)
+        have = {k: val for k, val in v.metrics.items() if k in SPREAD_KEYS}
+        for k in sorted(set(want) | set(have)):
+            if not _close(have.get(k), want.get(k)):
+                got = "no figure (one repetition, or none recorded)" if k not in want else f"{want[k]:.6g}"
+                bad(f"{v.name}: {k}", f"recorded {have.get(k, 'nothing')}, but its benchmark record's repetitions "
+                    f"give {got}", FIX_SUMMARY)
+
+
+def engine_checks(s, recipe, bad) -> None:
+    """With ``eval.engine_check`` in the recipe: the baseline must have its engine-check evaluations, and every
+    variant's acc.<task>.engine_spread (flip rate, items, configurations) must be what they give
+    (``suite.analysis.engine_spread``); a figure added, changed or removed in the summary is bad input."""
+    from suite.analysis import engine_spread
+
+    if recipe is None or not recipe.eval.engine_check_configs():
+        return
+    keys = ("engine_spread", "flip_rate", "engine_items", "engine_configs")
+    for v in s.variants:
+        if v.errors:
+            continue
+        if not v.engine_checks:
+            if v.is_baseline:
+                bad(f"{v.name}: engine_checks", "the recipe asks for engine checks (eval.engine_check) but the summary "
+                    "has none for the baseline", FIX_SUMMARY)
+            have = sorted(k for k in v.metrics if k.startswith("acc.") and k.rsplit(".", 1)[-1] in keys)
+            if have:
+                bad(f"{v.name}: {have[0]}", "an engine-spread figure without the engine-check evaluations it comes "
+                    "from", FIX_SUMMARY)
+            continue
+        if v.evaluate is None:
+            continue
+        want = engine_spread.spread_metrics(engine_spread.engine_spreads({"as run": v.evaluate, **v.engine_checks}),
+                                            metric_name)
+        have = {k: val for k, val in v.metrics.items() if k.startswith("acc.") and k.rsplit(".", 1)[-1] in keys}
+        for k in sorted(set(want) | set(have)):
+            a, b = have.get(k), want.get(k)
+            if not (_close(a, b) or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)):
+                bad(f"{v.name}: {k}", f"recorded {a if k in have else 'nothing'}, recomputed "
+                    f"{b if k in want else 'nothing'} from the engine-check evaluations", FIX_SUMMARY)
