@@ -332,3 +332,23 @@ def test_variant_scored_on_the_baselines_samples_is_refused(tmp_path, capsys):
     (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text(json.dumps(fp8(s)["evaluate"]))
     code, out, err = gate(tmp_path, capsys, s)
     assert code == 2 and "the same file" in err, out + err
+
+
+def test_variants_configured_alike_may_share_their_evaluation(tmp_path, capsys):
+    """A variant evaluated exactly like the baseline (a BF16 rerun) reuses its evaluation from the cache and so names
+    the same samples file: allowed when the two evaluate configs agree but for where each writes, refused when not."""
+    s = build(tmp_path, {"max_drop": {T1: 0.02}}, wrong={T1: range(1, 90, 3)})
+    for key in ("samples_files", "samples_sha256", "scores"):
+        fp8(s)["evaluate"][key] = copy.deepcopy(bf16(s)["evaluate"][key])
+    fp8(s)["metrics"][f"acc.{T1}"] = bf16(s)["metrics"][f"acc.{T1}"]
+    (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text(json.dumps(fp8(s)["evaluate"]))
+    config = {"engine": {"model": "/m", "kv_cache_dtype": "auto"}, "tasks": [T1]}
+    for name, out in (("bf16", "a"), ("fp8", "b")):
+        (tmp_path / "run" / "variants" / name / "evaluate.config.json").write_text(
+            json.dumps({**config, "output_dir": out}))
+    code, out, err = gate(tmp_path, capsys, s)
+    assert "the same file" not in err and "the same sha256" not in err, out + err
+    (tmp_path / "run" / "variants" / "fp8" / "evaluate.config.json").write_text(
+        json.dumps({**config, "engine": {"model": "/m", "kv_cache_dtype": "fp8"}, "output_dir": "b"}))
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code == 2 and "the same file" in err, out + err

@@ -162,16 +162,31 @@ def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
     return None, None
 
 
+def _evaluate_config(folder: Path, name: str) -> dict | None:
+    """Variant ``name``'s evaluate stage config as the run wrote it, without where it writes (None: not there)."""
+    try:
+        data = json.loads((folder / "variants" / name / "evaluate.config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data.pop("output_dir", None)
+    return data
+
+
 def stage_records(s, folder: Path, bad) -> bool:
     """Each variant's summary evaluate must name the samples files and hashes its own stage result names; True when
     any record of the run (summary or stage result) has ``samples_sha256`` (a run made since the field existed).
     Such a run must also have every evaluated variant's stage result and a hash for every samples file, and no two
-    variants may share a samples file (the same path, or the same sha256)."""
+    variants may share a samples file (the same path, or the same sha256) unless their evaluate stage configs
+    (variants/<v>/evaluate.config.json, but for where each writes) are the same: two variants whose evaluations are
+    configured alike are one evaluation, reused by content from the evaluation cache (a BF16 rerun beside the
+    baseline), and so share its records honestly."""
     found = {v.name: stage_result(folder, v.name) for v in s.variants}
     new = any(v.evaluate is not None and v.evaluate.samples_sha256 for v in s.variants) or any(
         isinstance(res, dict) and res.get("samples_sha256") for _, res in found.values())
-    seen_path: dict[str, str] = {}
-    seen_sha: dict[str, str] = {}
+    seen_path: dict[str, tuple[str, dict | None]] = {}  # path or sha256 -> (who named it first, its evaluate config)
+    seen_sha: dict[str, tuple[str, dict | None]] = {}
     for v in s.variants:
         path, res = found[v.name]
         if new and v.evaluate is not None:
@@ -185,8 +200,10 @@ def stage_records(s, folder: Path, bad) -> bool:
                 for key, seen, what in ((real, seen_path, "the same file"), (sha, seen_sha, "the same sha256")):
                     if not key:
                         continue
-                    other = seen.setdefault(key, where)
-                    if other.split(" (")[0] != v.name:
+                    mine = _evaluate_config(folder, v.name)
+                    other, theirs = seen.setdefault(key, (where, mine))
+                    same_evaluation = mine is not None and theirs == mine
+                    if other.split(" (")[0] != v.name and not same_evaluation:
                         bad(f"{v.name}: evaluate.samples_files.{task}", f"{what} as {other}'s per-item records ({f}): "
                             "each variant is scored on its own records", FIX_FILES)
             if res is None:
