@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from suite.recipe.loaded import fields_that_differ
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, load_recipe, serving_problems
 
@@ -248,14 +249,6 @@ def started_with(run_dir: Path) -> dict:
     return {"recipe_sha256": sha} if sha else {}
 
 
-def _diff(a, b, where: str = "") -> list[str]:
-    """The dotted fields in which two parsed recipes differ."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [f for k in sorted(set(a) | set(b), key=str)
-                for f in _diff(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))]
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [f for i, (x, y) in enumerate(zip(a, b)) for f in _diff(x, y, f"{where}[{i}]")]
-    return [] if a == b else [where or "(the whole recipe)"]
 
 
 def recipe_changes(run_dir: Path, loaded: LoadedRecipe) -> list[str] | None:
@@ -267,7 +260,7 @@ def recipe_changes(run_dir: Path, loaded: LoadedRecipe) -> list[str] | None:
         return None
     if "recipe" not in start:
         return ["(fields not recorded)"]
-    return _diff(start["recipe"], loaded.recipe.model_dump(mode="json")) or ["(comments or layout only)"]
+    return fields_that_differ(start["recipe"], loaded.recipe.model_dump(mode="json")) or ["(comments or layout only)"]
 
 
 def refuse_recipe_change(run_dir: Path, changed: list[str]) -> SuiteError:

@@ -43,3 +43,14 @@ class LoadedRecipe(BaseModel):
 
 def is_local_model(model_id: str) -> bool:
     return model_id.startswith((".", "/", "~")) or not re.fullmatch(r"[\w.-]+/[\w.-]+", model_id)
+
+
+def fields_that_differ(a, b, where: str = "") -> list[str]:
+    """The dotted fields in which two parsed recipes (plain YAML/JSON data) differ (a resume's recipe against the
+    recorded one; a run's summary copy against the trusted recipe the gate reads)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [f for k in sorted(set(a) | set(b), key=str)
+                for f in fields_that_differ(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [f for i, (x, y) in enumerate(zip(a, b)) for f in fields_that_differ(x, y, f"{where}[{i}]")]
+    return [] if a == b else [where or "(the whole recipe)"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from suite.recipe.loaded import fields_that_differ
 from suite.runtime.errors import Problem, SuiteError
 
 FIX_RECIPE = "gate with the recipe from your repository (`suite gate RUN --recipe RECIPE`) or a --policy file"
@@ -42,13 +43,6 @@ def _recipe_gates(path: Path, recorded: str, what: str):
 _SET_AT_LOAD = {"eval.data_dir"}
 
 
-def _diff(a, b, where: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [f for k in sorted(set(a) | set(b), key=str)
-                for f in _diff(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))]
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [f for i, (x, y) in enumerate(zip(a, b)) for f in _diff(x, y, f"{where}[{i}]")]
-    return [] if a == b else [where or "(the whole recipe)"]
 
 
 def check_copy(summary, trusted, where: str, source: str) -> None:
@@ -66,7 +60,7 @@ def check_copy(summary, trusted, where: str, source: str) -> None:
         first = e.errors()[0]
         raise SuiteError(Problem(source, "recipe", f"the run's recipe copy is not a valid recipe: "
                                  f"{'.'.join(map(str, first['loc']))}: {first['msg']}", FIX_RECIPE)) from None
-    differ = [f for f in _diff(have, want) if f not in _SET_AT_LOAD]
+    differ = [f for f in fields_that_differ(have, want) if f not in _SET_AT_LOAD]
     if differ:
         raise SuiteError(Problem(source, "recipe." + ", recipe.".join(differ[:8]) + (" ..." if len(differ) > 8 else ""),
                                  f"differs from {where} (sha256 as recorded): the run's structure (tasks, variants, "
