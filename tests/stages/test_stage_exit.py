@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from suite.stages.registry import STAGES
+from suite.stages.registry import ENGINE_CHECKS, STAGES
 
 STAGE = textwrap.dedent("""
     import sys, threading, time
@@ -156,6 +156,8 @@ def test_evaluate_close_shuts_down_the_engine_it_started_and_says_when_it_cannot
 
 
 def test_only_the_evaluate_stage_skips_the_teardown():
-    # quantize saves a checkpoint, benchmark stops a server, kvcheck writes scales: their exits stay normal
-    assert {name for name, spec in STAGES.items() if spec.close} == {"evaluate"}
+    # quantize saves a checkpoint, benchmark stops a server, kvcheck writes scales: their exits stay normal; the
+    # engine-check stages are evaluate's entry run again (eval.engine_check), so they end as it does
+    assert {name for name, spec in STAGES.items() if spec.close} == {"evaluate", *ENGINE_CHECKS}
+    assert all(STAGES[name].close == STAGES["evaluate"].close for name in ENGINE_CHECKS)
     assert STAGES["evaluate"].load_close().__module__ == "suite.stages.evaluate.stage"
