@@ -5,6 +5,7 @@ per-item hashes, and judged on its aggregates (as before) on a run made before t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from test_gate_recompute import TASK, bf16, build, fp8, gate
 
@@ -31,6 +32,28 @@ def test_samples_files_deleted_from_the_summary_are_refused(tmp_path, capsys):
     stage = tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json"
     assert code == 2 and "gate: PASS" not in out, out + err
     assert f"fp8: evaluate.samples_files.{TASK}" in err and str(stage) in err and "lacks it" in err, err
+
+
+def test_the_summary_may_name_the_evaluation_caches_copy_of_the_stages_records(tmp_path, capsys):
+    """A real run: the stage writes its samples in the run folder, the evaluation cache keeps a copy, and the summary
+    names the copy (eval-cache/<key>/); the same recorded sha256 makes it the stage's records. An edited copy is still
+    refused by its hash."""
+    import shutil
+
+    s = build(tmp_path, gates={"max_drop": {TASK: 0.05}})
+    stage_results(tmp_path, s)
+    for v in s["variants"]:
+        for task, f in v["evaluate"]["samples_files"].items():
+            copy = tmp_path / "eval-cache" / v["name"] / Path(f).name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, copy)
+            v["evaluate"]["samples_files"][task] = str(copy)
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code == 0 and "gate: PASS" in out, out + err
+    copy = Path(fp8(s)["evaluate"]["samples_files"][TASK])
+    copy.write_text(copy.read_text().replace('"acc": 0.0', '"acc": 1.0', 1))
+    code, out, err = gate(tmp_path, capsys, s)
+    assert code == 2 and "gate: PASS" not in out, out + err
 
 
 def test_a_summary_hash_that_differs_from_the_stage_result_is_refused(tmp_path, capsys):
