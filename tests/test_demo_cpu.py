@@ -65,7 +65,12 @@ def demo_run(tmp_path_factory):
                                       (out / "stderr.txt").read_text())
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     (run_dir,) = [p for p in out.iterdir() if p.is_dir() and p.name.endswith("-demo-cpu")]
-    return run_dir, json.loads((run_dir / "summary.json").read_text()), res
+    # summary.json with its tracking state laid over it from tracking.json, as `suite gate` and `suite sync` read it
+    from suite.analysis.load import load_summary
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["tracking"] is None and (run_dir / "tracking.json").is_file()  # written once, tracking beside it
+    return run_dir, load_summary(str(run_dir)).model_dump(mode="json"), res
 
 
 def test_every_stage_ran(demo_run):

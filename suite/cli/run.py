@@ -15,10 +15,17 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-
 def cmd_run(args) -> int:
     """`suite run`; Ctrl-C ends it with one line (the run folder and how to resume it) and exit 130, no traceback:
     the runner has stopped the stage processes and released the run's lock by then."""
+    import signal
     import sys
+    import threading
 
     from suite.orchestrate.runner import RunInterrupted
 
+    if threading.current_thread() is threading.main_thread():
+        # SIGINT means "stop the run" even where this process inherited it ignored (a shell starts a background
+        # command, `cmd &`, with SIGINT and SIGQUIT ignored, and Python then keeps it so): a `kill -INT` must still
+        # stop the stages, release the lock and say how to resume
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _cmd_run(args)
     except RunInterrupted as e:

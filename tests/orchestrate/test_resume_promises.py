@@ -62,7 +62,10 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_process_or_lock(demo_recipe_c
                                          "import time; time.sleep(300)")
     env = {**os.environ, SERVE_PYTHON_ENV: script, QUANTIZE_PYTHON_ENV: script, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "suite", "run", str(accuracy_only(demo_recipe_copy)), "--no-track"],
-                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as a shell starts a background command (`suite run ... &`): SIGINT ignored; suite run
+                            # must still stop on it
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         deadline = time.monotonic() + 180
         while not pid_file.is_file() and proc.poll() is None and time.monotonic() < deadline:
