@@ -87,9 +87,9 @@ def share_gpus(plan, executor: ExecutorSpec) -> None:
         engine = cfg.engine.model_copy(update={"engine_args": args, "gpu_share": share})
         return cfg.model_copy(update={"engine": engine})
 
-    for vp in plan.variants:
-        vp.evaluate = shared(vp.evaluate)
-        vp.engine_checks = [(label, shared(cfg)) for label, cfg in vp.engine_checks]  # eval.engine_check: as evaluate
+    for vp in plan.variants:  # evaluate's jobs, and eval.engine_check's as evaluate's
+        vp.configs.update({stage: shared(cfg) for stage, cfg in vp.configs.items()
+                           if (STAGES[stage].check_of or stage) == EVALUATE})
 
 
 def build(plan, executor: ExecutorSpec) -> list[Job]:

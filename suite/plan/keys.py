@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from suite.stages.registry import EVALUATE
+
 if TYPE_CHECKING:
     from suite.recipe import VariantSpec
     from suite.records.evaluate import EvaluateConfig
@@ -91,8 +93,9 @@ NOT_IN_KEY_ENV = frozenset({
     "VLLM_SERVER_DEV_MODE", "VLLM_TORCH_PROFILER_DIR", "VLLM_ENGINE_ITERATION_TIMEOUT_S",
 })
 # eval.loglikelihood: grouped scores with the suite's own code, not lm-eval's: its file's content is in the key
-# (read as a file: the module imports lm-eval and vLLM, which the parent never imports)
-GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / "evaluate" / "grouped.py"
+# (read as a file: the module imports lm-eval and vLLM, which the parent never imports); it sits in the evaluate
+# stage's subpackage, which is named as the stage
+GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / EVALUATE / "grouped.py"
 
 
 class FileHashes:

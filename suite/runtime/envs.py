@@ -27,6 +27,7 @@ import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import NewType
 
 from suite.records.schemes import SCHEMES
 from suite.runtime.errors import Problem, SuiteError
@@ -34,6 +35,12 @@ from suite.runtime.secrets import URL_PASSWORD
 from suite.runtime.vllm_alias import install_vllm_version_alias  # noqa: F401  (callers import it from here)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The stage environments, by name. An environment is not a stage: the quantize, kvcheck and sensitivity stages all
+# run in the one named for llmcompressor's pins. ``Environment(...)`` marks a string as an environment's name, which
+# tests/test_architecture.py tells apart from a stage-name literal; suite.stages.registry gives each stage one.
+Environment = NewType("Environment", str)
+QUANTIZE_ENV = Environment("quantize")  # llmcompressor (.venv-quantize)
+SERVE_ENV = Environment("serve")  # vLLM and lm-eval
 QUANTIZE_PYTHON_ENV = "SUITE_QUANTIZE_PYTHON"
 SERVE_PYTHON_ENV = "SUITE_SERVE_PYTHON"
 
@@ -59,7 +66,7 @@ def quantize_python() -> str:
         return str(local)
     if importlib.util.find_spec("llmcompressor") is not None:
         return sys.executable
-    raise SuiteError(Problem("environment", "quantize", "no Python with llmcompressor found",
+    raise SuiteError(Problem("environment", QUANTIZE_ENV, "no Python with llmcompressor found",
                              f"run scripts/setup.sh, or set {QUANTIZE_PYTHON_ENV}=/path/to/python"))
 
 

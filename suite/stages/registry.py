@@ -3,25 +3,23 @@
 A stage is a function ``run(Config) -> Result`` in a module of its own subpackage, run in a process of
 its own by ``python -m suite.stages NAME CONFIG.json RESULT.json`` under the interpreter of its
 environment ('quantize': llmcompressor; 'serve': vLLM and lm-eval). Nothing here imports a stage module:
-the entry is a 'module:function' string, imported only inside the stage process. Adding a stage is one
-``StageSpec`` here and one subpackage under ``suite/stages/``; the planner builds its config
-(``Plan.jobs`` runs the stages of ``RUN_ORDER``).
+the entry is a 'module:function' string, imported only inside the stage process. Each entry also names its
+config builder, 'module:function' too, called by the planner (``suite.plan.planner``) once per variant with the
+plan's context; it reads the recipe, so it lives above the stages (``suite/plan/configs.py`` for these). Adding a
+stage is one ``StageSpec`` here (or ``register_stage`` from outside), one subpackage under ``suite/stages/`` and its
+builder; the planner and the DAG iterate ``RUN_ORDER`` and read the spec, naming no stage.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from suite.records.benchmark import BenchmarkConfig, BenchmarkResult
 from suite.records.evaluate import EvaluateConfig, EvaluateResult
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
 from suite.records.quantize import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
 from suite.records.base import Record
-
-Environment = Literal["quantize", "serve"]
-QUANTIZE_ENV: Environment = "quantize"  # llmcompressor
-SERVE_ENV: Environment = "serve"        # vLLM and lm-eval
+from suite.runtime.envs import QUANTIZE_ENV, SERVE_ENV, Environment  # noqa: F401 -- callers import them from here
 
 # the stages' names: code outside suite/stages/ names a stage by these constants (tests/test_architecture.py)
 QUANTIZE = "quantize"
@@ -55,43 +53,78 @@ class StageSpec:
     shares_gpu: bool = True  # executor.gpu_fraction may give its jobs part of a GPU (False: the GPU is its alone)
     output_dirs: tuple[str, ...] = ()  # folders it writes in the variant folder, removed before it runs again
     check_of: str | None = None  # eval.engine_check: a second run of that stage's entry under other engine arguments
+    # 'module:function' ``build(ctx, spec) -> config | None``: the stage's config for one variant (None: the variant
+    # does not run it), from the planner's ``VariantContext`` (recipe, variant, served model and engine, the other
+    # stages' configs). A stage that builds_checkpoint: its config's ``checkpoint_dir`` is the variant's model folder.
+    config_builder: str | None = None
+    colour: str = "#999999"  # its bars in timeline.png (written into jobs.json: outputs never import this module)
 
     def load_entry(self):
         """The stage's function (imports its module: call this only inside the stage's own process)."""
-        import importlib
-
-        module, _, func = self.entry.partition(":")
-        return getattr(importlib.import_module(module), func)
+        return _load(self.entry)
 
     def load_close(self):
         """The stage's ``close`` function, or None (imports its module: only inside the stage's own process)."""
-        import importlib
+        return None if self.close is None else _load(self.close)
 
-        if self.close is None:
-            return None
-        module, _, func = self.close.partition(":")
-        return getattr(importlib.import_module(module), func)
+    def load_config_builder(self):
+        """The stage's config builder (imports its module: the planner's business, never a stage process's)."""
+        if self.config_builder is None:
+            raise LookupError(f"stage {self.name} names no config_builder: the planner cannot plan its jobs")
+        return _load(self.config_builder)
 
 
+def _load(ref: str):
+    import importlib
+
+    module, _, func = ref.partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+_BUILDERS = "suite.plan.configs"  # the built-in stages' config builders
 STAGES: dict[str, StageSpec] = {s.name: s for s in (
     StageSpec(QUANTIZE, QuantizeConfig, QuantizeResult, QUANTIZE_ENV, "suite.stages.quantize.stage:run",
-              builds_checkpoint=True, prerequisite=True),
+              builds_checkpoint=True, prerequisite=True, config_builder=f"{_BUILDERS}:quantize", colour="#8c6bb1"),
     StageSpec(KVCHECK, KVCheckConfig, KVCheckResult, QUANTIZE_ENV, "suite.stages.kvcheck.stage:run",
-              prerequisite=True),
+              prerequisite=True, config_builder=f"{_BUILDERS}:kvcheck", colour="#41ab5d"),
     StageSpec(EVALUATE, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
-              close="suite.stages.evaluate.stage:close", output_dirs=("evaluate",)),
+              close="suite.stages.evaluate.stage:close", output_dirs=(EVALUATE,),
+              config_builder=f"{_BUILDERS}:evaluate", colour="#2b8cbe"),
     *(StageSpec(name, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
-                close="suite.stages.evaluate.stage:close", output_dirs=(name,), check_of=EVALUATE)
+                close="suite.stages.evaluate.stage:close", output_dirs=(name,), check_of=EVALUATE,
+                config_builder=f"{_BUILDERS}:engine_check")
       for name in ENGINE_CHECKS),
     StageSpec(BENCHMARK, BenchmarkConfig, BenchmarkResult, SERVE_ENV, "suite.stages.benchmark.stage:run",
-              shares_gpu=False, output_dirs=("benchmark",)),
+              shares_gpu=False, output_dirs=(BENCHMARK,), config_builder=f"{_BUILDERS}:benchmark", colour="#e6550d"),
     StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",
               in_run=False),
 )}
 # the order of a run's jobs: every quantize job first (all checkpoints exist before any is served), then the
-# KV-scale checks (kvcheck: a variant's kv_skip_layers: auto is chosen there), then evaluate, then benchmark
+# KV-scale checks (kvcheck: a variant's kv_skip_layers: auto is chosen there), then evaluate, then benchmark.
+# register_stage rebinds it: read it as registry.RUN_ORDER (or import it inside the function that reads it)
 RUN_ORDER: tuple[str, ...] = tuple(name for name, s in STAGES.items() if s.in_run)
 
 
 def stage(name: str) -> StageSpec:
     return STAGES[name]
+
+
+def register_stage(spec: StageSpec, before: str | None = None) -> StageSpec:
+    """Add ``spec`` (a stage of the same name is replaced in place): last in ``RUN_ORDER``, or just before the
+    stage ``before`` (a stage whose jobs must wait for it comes after it)."""
+    global RUN_ORDER
+    if spec.name in STAGES or before is None:
+        STAGES[spec.name] = spec
+    else:
+        items = list(STAGES.items())
+        at = [n for n, _ in items].index(before)
+        STAGES.clear()
+        STAGES.update(items[:at] + [(spec.name, spec)] + items[at:])
+    RUN_ORDER = tuple(name for name, s in STAGES.items() if s.in_run)
+    return spec
+
+
+def unregister_stage(name: str) -> None:
+    global RUN_ORDER
+    STAGES.pop(name, None)
+    RUN_ORDER = tuple(n for n, s in STAGES.items() if s.in_run)
