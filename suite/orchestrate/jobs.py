@@ -72,7 +72,8 @@ def elapsed_by_stage(timeline: list[dict]) -> dict[str, float]:
 
 
 def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) -> None:
-    """jobs.json: the executor, its start-up, the DAG and where and when each job ran (seconds from the start)."""
+    """jobs.json: the executor, its start-up, the DAG, where and when each job ran (seconds from the start) and what
+    timeline.png draws each stage's jobs in (``stages``: the registry's colour; outputs never import the stages)."""
     import json
     import time
 
@@ -84,4 +85,5 @@ def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) 
         "overhead_s": round(overhead, 4),
         "overhead_share": round(overhead / sum(walls), 6) if walls else None,
         "dag": [j.as_dict() for j in plan.dag], "jobs": timeline,
+        "stages": {stage: {"colour": STAGES[stage].colour} for stage in dict.fromkeys(j.stage for j in stage_jobs(plan))},
     }, indent=2))

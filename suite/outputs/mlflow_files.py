@@ -11,18 +11,19 @@ OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's
 
 
 STAGE_FILES = ("*.log", "*.stacks.json")  # each stage process's log and its stack profile (suite.runtime.stacks)
+# a served evaluation's log and stack profile, in the folder of the stage that served it (suite.stages.benchmark.served)
+SERVED_FILES = ("evaluate.log", "evaluate.stacks.json")
 MAX_STAGE_FILE_BYTES = 64 << 20  # a stage that printed in a loop: its log stays in the run folder, not uploaded
 
 
 def stage_files(vdir: Path) -> list[tuple[str, str]]:
-    """Each stage's log and stack profile in a variant's folder (``stages/``), and a served evaluation's, which
-    the benchmark stage runs in its own folder (``stages/served/``); a file over ``MAX_STAGE_FILE_BYTES`` is left
-    out, with a warning."""
+    """Each stage's log and stack profile in a variant's folder (``stages/``), and a served evaluation's, which runs
+    inside another stage's folder (the benchmark's: ``variants/<name>/benchmark/evaluate.log``) and goes to
+    ``stages/served/``; a file over ``MAX_STAGE_FILE_BYTES`` is left out, with a warning."""
     import warnings
 
     found = [(f, "stages") for pattern in STAGE_FILES for f in sorted(vdir.glob(pattern))]
-    found += [(f, "stages/served") for f in (vdir / "benchmark" / "evaluate.log", vdir / "benchmark" / "evaluate.stacks.json")
-              if f.is_file()]
+    found += [(f, "stages/served") for name in SERVED_FILES for f in sorted(vdir.glob(f"*/{name}")) if f.is_file()]
     kept = []
     for f, folder in found:
         if (size := f.stat().st_size) > MAX_STAGE_FILE_BYTES:
@@ -41,13 +42,14 @@ def variant_artifacts(v: VariantSummary, vdir: Path | None = None) -> list[tuple
         files.append((v.evaluate.results_file, "lm_eval"))
         files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
     if v.benchmark:
+        out = Path(v.benchmark.server_log).parent  # the stage's folder, variants/<name>/<folder>/: its files go
+        folder = out.name  # to an artifact folder of that name (outputs never import the stage registry)
         for p in v.benchmark.points:
-            files += [(r.get("result_file"), "benchmark") for r in p.repetitions] or [(p.result_file, "benchmark")]
-        files.append((v.benchmark.server_log, "benchmark"))
-        out = Path(v.benchmark.server_log).parent
-        files += [(str(f), "benchmark") for f in sorted(out.glob("bench-slo-*.json"))]
-        files.append((str(out / "offline.json"), "benchmark"))
-        files += [(str(f), "benchmark/monitor") for f in monitor_files(out)]
+            files += [(r.get("result_file"), folder) for r in p.repetitions] or [(p.result_file, folder)]
+        files.append((v.benchmark.server_log, folder))
+        files += [(str(f), folder) for f in sorted(out.glob("bench-slo-*.json"))]
+        files.append((str(out / "offline.json"), folder))
+        files += [(str(f), f"{folder}/monitor") for f in monitor_files(out)]
     if v.quantize:
         files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
         files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))

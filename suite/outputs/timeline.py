@@ -1,11 +1,14 @@
-"""timeline.png: where and when each job of a run ran (from the runner's jobs.json), one bar per job."""
+"""timeline.png: where and when each job of a run ran (from the runner's jobs.json), one bar per job.
+
+Each stage's colour is the registry's (``StageSpec.colour``), which the runner writes into jobs.json's ``stages``
+(outputs never import the stages); a jobs.json written before that field draws every bar in ``OTHER``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-STAGE_COLOURS = {"quantize": "#8c6bb1", "kvcheck": "#41ab5d", "evaluate": "#2b8cbe", "benchmark": "#e6550d"}
+OTHER = "#999999"  # a stage jobs.json gives no colour
 
 
 def write(jobs_json: Path, out: Path) -> Path | None:
@@ -23,11 +26,12 @@ def write(jobs_json: Path, out: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    colours = {stage: d.get("colour", OTHER) for stage, d in (data.get("stages") or {}).items()}
     jobs.sort(key=lambda j: (j["started_s"], j["id"]))
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(jobs) + 1.4), dpi=110)
     for i, j in enumerate(jobs):
         ax.barh(i, j["ended_s"] - j["started_s"], left=j["started_s"], height=0.6,
-                color=STAGE_COLOURS.get(j["stage"], "#999999"), alpha=0.6 if j.get("state") == "failed" else 1.0)
+                color=colours.get(j["stage"], OTHER), alpha=0.6 if j.get("state") == "failed" else 1.0)
         ax.text(j["ended_s"], i, f"  {j['placement']}" + ("  FAILED" if j.get("state") == "failed" else ""),
                 va="center", fontsize=7)
     ax.set_yticks(range(len(jobs)), [j["id"] for j in jobs], fontsize=8)
