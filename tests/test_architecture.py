@@ -67,32 +67,47 @@ def test_every_module_opens_with_a_line_that_says_what_it_is():
 
 # Issue 38: the stage registry (suite/stages/registry.py) is the only place a stage is described. Outside
 # suite/stages/, a stage is named by the registry's constants (QUANTIZE, EVALUATE, ...) and its properties are
-# read from its StageSpec, never by a string literal. What is left is listed here with its reason; this list
-# only shrinks (a file's count may not grow, and an entry that no longer matches must be removed).
+# read from its StageSpec, never by a string literal. An environment's name is not a stage's even where the two
+# are spelled alike ('quantize'): it is written as ``Environment("quantize")`` (suite.runtime.envs), and only the
+# argument of such a call is told apart. What is left is listed here with its reason; this list only shrinks (a
+# file's count may not grow, and an entry that no longer matches must be removed).
 STAGE_NAMES = {"quantize", "kvcheck", "evaluate", "benchmark"}
-STAGE_LITERALS_ALLOWED = {
-    # runtime is below the stages: "quantize" names the llmcompressor environment in a Problem's field
-    "runtime/envs.py": (1, "the environment's name in a refusal; runtime cannot import the registry"),
-    # outputs may not import suite.stages (contract outputs-no-stages): the colours and the MLflow artifact
-    # folders are keyed by the stage names written in jobs.json and the run folder
-    "outputs/timeline.py": (4, "colour per stage; outputs may not import the registry (outputs-no-stages)"),
-    "outputs/mlflow_files.py": (7, "the benchmark folder's files in the MLflow layout (kept unchanged)"),
-    "plan/keys.py": (1, "the path of stages/evaluate/grouped.py, whose content is in the evaluation key"),
-    # files other engineers were rewriting at the time (issue 38 was split): constants to come
-    "plan/planner.py": (11, "per-stage config builders: to become a StageSpec config builder"),
-}
+STAGE_LITERALS_ALLOWED: dict[str, tuple[int, str]] = {}
+
+
+def _environment_names(tree: ast.AST) -> set[int]:
+    """The ids of the string constants that are the one argument of an ``Environment(...)`` call."""
+    return {id(node.args[0]) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Environment"
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant)}
+
+
+def _literal_lines(source: str, name: str = "<source>") -> list[int]:
+    """The lines of ``source``'s stage-name string literals (an ``Environment(...)``'s argument is not one)."""
+    tree = ast.parse(source, name)
+    environments = _environment_names(tree)
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value in STAGE_NAMES and id(node) not in environments]
 
 
 def _stage_literals() -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for path in _modules():
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel.startswith("stages/"):
+        if rel.startswith("stages/") or not (lines := _literal_lines(path.read_text(), str(path))):
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in STAGE_NAMES:
-                found.setdefault(rel, []).append(node.lineno)
+        found[rel] = lines
     return found
+
+
+def test_the_literal_check_tells_an_environments_name_from_a_stages_only_in_environment_calls():
+    source = """x = "evaluate"
+QUANTIZE_ENV = Environment("quantize")
+y = Environment("quantize", "kvcheck")
+z = env(Environment, "benchmark")
+w = {"quantize": Environment}
+"""
+    assert sorted(_literal_lines(source)) == [1, 3, 3, 4, 5]
 
 
 def test_no_stage_name_literal_outside_the_stages():
