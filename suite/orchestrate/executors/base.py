@@ -14,9 +14,6 @@ if TYPE_CHECKING:
     from suite.orchestrate.jobs import StageOutcome
     from suite.plan.dag import Job
 
-# a stage's outputs in its variant folder, removed before a job runs again after a lost worker
-STAGE_OUTPUTS = {name: s.output_dirs for name, s in STAGES.items() if s.in_run}  # the registry's output_dirs
-
 
 @dataclass
 class JobCall:
@@ -44,7 +41,8 @@ class JobCall:
         vdir = self.run_dir / "variants" / self.variant_plan.variant.name
         for suffix in ("result.json", "log", "stacks.json"):
             (vdir / f"{self.stage}.{suffix}").unlink(missing_ok=True)
-        for sub in STAGE_OUTPUTS.get(self.stage, ()):
+        # its outputs in the variant folder (the registry's output_dirs, read now: a stage registered late counts)
+        for sub in (spec.output_dirs if (spec := STAGES.get(self.stage)) else ()):
             shutil.rmtree(vdir / sub, ignore_errors=True)
 
 
