@@ -117,8 +117,9 @@ def stage_literals(root: Path) -> dict[str, int]:
             continue
         tree = ast.parse(p.read_text())
         # the argument of Environment("quantize") is an environment's name, not a stage's (tests/test_architecture.py)
-        environments = {id(c.args[0]) for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
-                        and c.func.id == "Environment" and len(c.args) == 1 and not c.keywords}
+        environments = {id(c.args[0]) for c in ast.walk(tree) if isinstance(c, ast.Call)
+                        and isinstance(c.func, ast.Name) and c.func.id == "Environment"
+                        and len(c.args) == 1 and not c.keywords}
         n = sum(isinstance(x, ast.Constant) and x.value in STAGE_NAMES and id(x) not in environments
                 for x in ast.walk(tree))
         if n:

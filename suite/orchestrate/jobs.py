@@ -85,5 +85,6 @@ def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) 
         "overhead_s": round(overhead, 4),
         "overhead_share": round(overhead / sum(walls), 6) if walls else None,
         "dag": [j.as_dict() for j in plan.dag], "jobs": timeline,
-        "stages": {stage: {"colour": STAGES[stage].colour} for stage in dict.fromkeys(j.stage for j in stage_jobs(plan))},
+        "stages": {stage: {"colour": STAGES[stage].colour}
+                   for stage in dict.fromkeys(j.stage for j in stage_jobs(plan))},
     }, indent=2))

@@ -39,13 +39,13 @@ def quantize(ctx: VariantContext, spec: StageSpec) -> QuantizeConfig | None:
     key = checkpoint_key(base_model, r.model.revision, variant, r.model.weights, calib_sha, quantizer)
     per_head = q.kv_cache and variant.kv_scales == "per-head"
     kv_tag = ("-kvhead" if per_head else "-kv") if q.kv_cache else ""
+    folder = ctx.plan.checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{kv_tag}-{key}"
     return QuantizeConfig(
         model=base_model, revision=r.model.revision, random_weights=r.model.weights == "random",
         scheme=q.scheme, ignore=q.ignore,
         kv_cache=q.kv_cache, kv_cache_strategy=kv.PER_HEAD_STRATEGY if per_head else None, calibration=calib,
         smoothing_strength=q.smoothing_strength, num_calibration_samples=q.num_calibration_samples,
-        max_seq_length=q.max_seq_length, checkpoint_dir=str(ctx.plan.checkpoints_dir / f"{(q.scheme or 'bf16').lower()}{kv_tag}-{key}"),
-        key=key,
+        max_seq_length=q.max_seq_length, checkpoint_dir=str(folder), key=key,
         provenance={"recipe": r.name, "recipe_sha256": loaded.sha256, "variant": variant.model_dump(),
                     "model": r.model.model_dump(),
                     "calibration_sha256": calib_sha, "quantizer": quantizer},
@@ -144,7 +144,8 @@ def _evaluation(ctx: VariantContext) -> EvaluateConfig | None:
     if ctx.plan.eval_only_args:  # eval.engine_args, typed once
         served_by = served_by.model_copy(update={"engine_args": {**served_by.engine_args, **ctx.plan.eval_only_args}})
     return EvaluateConfig(
-        engine=served_by, tasks=ctx.plan.tasks, batch_size=r.eval.batch_size, data_dir=str(loaded.resolve(r.eval.data_dir)),
+        engine=served_by, tasks=ctx.plan.tasks, batch_size=r.eval.batch_size,
+        data_dir=str(loaded.resolve(r.eval.data_dir)),
         include_path=str(TASKS_DIR), extra_include_paths=include_paths(loaded), apply_chat_template=r.model.chat_template,
         allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
         max_gen_toks=r.eval.max_gen_toks, backend="served" if r.eval.engine == "served" else "vllm",

@@ -103,9 +103,10 @@ class PlanContext:
         tasks = [TaskRun(name=t.name, metric=t.metric,
                          num_fewshot=t.num_fewshot if t.num_fewshot is not None else r.eval.num_fewshot,
                          limit=t.limit if t.limit is not None else r.eval.limit) for t in r.eval.tasks]
-        return cls(loaded, run_dir, checkpoints_dir or loaded.resolve(r.output_dir) / "checkpoints", loaded.model_path(),
-                   tasks, quantizer_versions() if any(v.quantization for v in r.variants) else None,
-                   kv.kv_check_enabled(r), engine_args_as_vllm_takes_them(r.eval.engine_args),
+        checkpoints_dir = checkpoints_dir or loaded.resolve(r.output_dir) / "checkpoints"
+        quantizer = quantizer_versions() if any(v.quantization for v in r.variants) else None
+        return cls(loaded, run_dir, checkpoints_dir, loaded.model_path(), tasks, quantizer, kv.kv_check_enabled(r),
+                   engine_args_as_vllm_takes_them(r.eval.engine_args),
                    [engine_args_as_vllm_takes_them(c) for c in r.eval.engine_check_configs()])
 
 

@@ -30,22 +30,24 @@ def test_jobs_json_carries_the_registrys_colours_and_the_timeline_draws_them(dem
     from suite.recipe import load_recipe
 
     plan = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run")
+    stages = (QUANTIZE, EVALUATE, BENCHMARK)
     rows = [{"id": f"{stage}:fp8-kv", "stage": stage, "started_s": i * 10.0, "ended_s": i * 10.0 + 8.0,
-             "placement": "CPU", "wall_s": 8.0, "overhead_s": 0.01} for i, stage in enumerate((QUANTIZE, EVALUATE, BENCHMARK))]
+             "placement": "CPU", "wall_s": 8.0, "overhead_s": 0.01} for i, stage in enumerate(stages)]
     path = tmp_path / "jobs.json"
     write_timeline(path, LocalExecutor(plan.executor, gpus=[]), plan, rows, time.time())
     written = json.loads(path.read_text())
-    assert written["stages"] == {s: {"colour": STAGES[s].colour} for s in (QUANTIZE, EVALUATE, BENCHMARK)}
+    assert written["stages"] == {s: {"colour": STAGES[s].colour} for s in stages}
     assert timeline.write(path, tmp_path / "timeline.png")
     drawn = _colours(tmp_path / "timeline.png")
-    assert {_rgb(STAGES[s].colour) for s in (QUANTIZE, EVALUATE, BENCHMARK)} <= drawn
+    assert {_rgb(STAGES[s].colour) for s in stages} <= drawn
 
     # a jobs.json written before the stages' colours were in it still draws, every bar in one colour
     del written["stages"]
     path.write_text(json.dumps(written))
     assert timeline.write(path, tmp_path / "old.png")
     drawn = _colours(tmp_path / "old.png")
-    assert _rgb(timeline.OTHER) in drawn and not {_rgb(STAGES[s].colour) for s in (QUANTIZE, EVALUATE, BENCHMARK)} & drawn
+    assert _rgb(timeline.OTHER) in drawn
+    assert not {_rgb(STAGES[s].colour) for s in stages} & drawn
 
 
 def test_the_benchmarks_files_keep_their_artifact_folders(tmp_path):

@@ -62,7 +62,8 @@ def test_a_registered_stage_is_planned_after_its_dependency(registered, demo_rec
     assert plan.jobs()[-1] == (TOY, "fp8-kv") and (TOY, "bf16") not in plan.jobs()  # bf16 builds no checkpoint
     base, fp8 = plan.variants
     assert base.config(TOY) is None
-    assert fp8.config(TOY) == ToyConfig(model=fp8.model_path, output_dir=str(tmp_path / "run" / "variants" / "fp8-kv" / TOY))
+    assert fp8.config(TOY) == ToyConfig(model=fp8.model_path,
+                                        output_dir=str(tmp_path / "run" / "variants" / "fp8-kv" / TOY))
     assert fp8.model_path == fp8.quantize.checkpoint_dir
     jobs = [j.id for j in plan.dag]
     dag.check(plan.dag)  # every dependency an earlier job
