@@ -143,7 +143,8 @@ class LiveDisplay:
         if not self.console.is_terminal and line:
             self.console.print(line, markup=False, highlight=False)
         elif key in self.jobs:
-            shown = f"{count.done:{len(str(count.total))}d}/{count.total}" if count.total is not None else str(count.done)
+            width = len(str(count.total))  # the done count padded to it: the column keeps its width
+            shown = f"{count.done:{width}d}/{count.total}" if count.total is not None else str(count.done)
             self.bar.update(self.jobs[key], description=f"{label}  {count.what}", completed=count.done,
                             total=count.total, count=shown)
 

@@ -105,7 +105,8 @@ def _draw_points(ax, series: Series, prefix: str, line: bool, errors: dict, labe
     return tips
 
 
-def _draw_axes(ax, xs: list[float], xlabel: str, ylabel: str, min_y_span: float | None, notes: list[str] | None) -> None:
+def _draw_axes(ax, xs: list[float], xlabel: str, ylabel: str, min_y_span: float | None,
+               notes: list[str] | None) -> None:
     """Axis ranges (x from 0, y at least ``min_y_span``, noted), labels with the notes under them, grid, tick format."""
     import matplotlib.ticker
 

@@ -46,7 +46,8 @@ def model_folder_problems(loaded: LoadedRecipe) -> list[Problem]:
         # 'models/typo' reads as a hub id only because the folder is missing: its first part is a folder here
         return [Problem(f, "model.id", f"no model folder at {loaded.resolve(r.model.id)} (its parent "
                         f"{loaded.resolve(r.model.id.split('/')[0])} is a folder here, so this is no hub id)",
-                        "give an existing folder, or the Hugging Face id (org/name) from a folder without such a subfolder")]
+                        "give an existing folder, or the Hugging Face id (org/name) from a folder without such a "
+                        "subfolder")]
     return []
 
 
@@ -138,12 +139,14 @@ def _one_task_problems(loaded: LoadedRecipe, i: int, name: str, local: dict, hub
                                 "(`suite data check DIR`)"))
     if tasks.needs_code_execution(name) and not loaded.recipe.eval.allow_code_execution:
         problems.append(Problem(f, fld, f"{name} runs model-written code",
-                                "set eval.allow_code_execution: true to allow it (sandboxed subprocess), or drop the task"))
+                                "set eval.allow_code_execution: true to allow it (sandboxed subprocess), or drop "
+                                "the task"))
     return problems
 
 
 def gate_problems(loaded: LoadedRecipe) -> list[Problem]:
-    """The gates: a per-task gate names an evaluated task, an accuracy gate has tasks to judge, thresholds are finite."""
+    """The gates: a per-task gate names an evaluated task, an accuracy gate has tasks to judge, thresholds are
+    finite."""
     from suite.recipe.schema import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
 
     r, f = loaded.recipe, str(loaded.path)

@@ -130,7 +130,8 @@ def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True
 
 
 def _members(pid: int, popen: subprocess.Popen | None, group: bool) -> list:
-    """What ``stop`` ends, still alive: the process and its descendants, plus (``group``) its process group; never us."""
+    """What ``stop`` ends, still alive: the process and its descendants, plus (``group``) its process group; never
+    this process."""
     # a reaped process's pid may already be someone else's: then only its group is ours to signal
     # (the kernel does not hand out a process-group id as a pid while the group has members)
     reaped = popen is not None and popen.returncode is not None
