@@ -1,6 +1,7 @@
 """What `suite run` says while it works: the start lines, the stages' progress counts, the gate and report at the end.
 
-On a terminal the counts go into the live display (a bar per job with done/total); in a log file (not a terminal)
+On a terminal the counts go into the live display (``LiveDisplay``: a bar per job with done/total once the stage
+wrote a count, and a table of the running and queued jobs); in a log file (not a terminal)
 each job's count is a line of its own, at most one per ``LOG_EVERY_S`` seconds per job (the first count of each
 phase at once), e.g. ``12:03:05 evaluate  fp8-kv    lm-eval generate_until 640/1319``.
 """
