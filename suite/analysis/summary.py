@@ -80,60 +80,14 @@ def headline_rule(recipe) -> str:
 
 
 def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
-    m: dict[str, float] = {}
-    if v.evaluate:
-        for s in v.evaluate.scores:
-            m[metric_name("acc", s.task)] = s.value
-            for k, val in s.all_metrics.items():
-                if k != s.metric and k != "alias":
-                    m[metric_name("acc", s.task, k)] = val
-        accuracy = [s.value for s in v.evaluate.scores if not is_perplexity_metric(s.metric)]  # lower is better
-        if accuracy:
-            m["acc.mean"] = sum(accuracy) / len(accuracy)
-        m["time.evaluate_s"] = v.evaluate.wall_s
-        m["time.engine_load_s"] = v.evaluate.engine_load_s
-        for part, seconds in v.evaluate.time_split_s.items():  # where the evaluation went (MLflow: time.evaluate.*)
-            m[f"time.evaluate.{part}_s"] = seconds
+    """A variant's metrics by stage: accuracy and evaluation times, throughput, quantize time, KV-cache checks."""
+    m = _evaluate_metrics(v.evaluate) if v.evaluate else {}
     if v.benchmark:
-        p = headline_point(v.benchmark, headline_rule)
-        if p:
-            m.update({"tput.output_tok_s": p.output_tok_s, "tput.req_s": p.req_s,
-                      "tput.ttft_p50_ms": p.ttft_p50_ms, "tput.ttft_p99_ms": p.ttft_p99_ms,
-                      "tput.tpot_p50_ms": p.tpot_p50_ms, "tput.tpot_p99_ms": p.tpot_p99_ms})
-            if p.output_tok_s_min is not None:
-                m["tput.output_tok_s.min"], m["tput.output_tok_s.max"] = p.output_tok_s_min, p.output_tok_s_max
-            m.update(tput_spread.spread_metrics(p))
-            if p.server is not None and p.server.running_max is not None:
-                m["tput.peak_concurrency"] = p.server.running_max  # measured: vllm:num_requests_running's max
-            for k in ("hbm_tb_s", "hbm_frac", "tensor_tflops", "tensor_frac"):
-                if k in p.roofline:
-                    m[f"tput.{k}"] = p.roofline[k]
-            if p.ceiling_fraction is not None:
-                m["tput.ceiling_fraction"] = p.ceiling_fraction
-            for k in ("gpu_util_mean", "gpu_sm_clock_mhz_mean", "gpu_power_w_mean", "gpu_mem_used_gib_max"):
-                if p.server is not None and getattr(p.server, k) is not None:
-                    m[f"tput.{k}"] = getattr(p.server, k)  # NVML during the headline point
-        for q in v.benchmark.points:
-            if q.ok:
-                for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms"):
-                    m[metric_name("tput.point", q.label, k)] = getattr(q, k)
-                if (stable := tput_spread.point_spread(q)["stable"]) is not None:
-                    m[metric_name("tput.point", q.label, "stable")] = float(stable)
-        b = v.benchmark
-        for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.kv_capacity_requests", b.peak_concurrency),
-                           ("tput.offline_tok_s", b.offline_tok_s)):
-            if value is not None:
-                m[key] = float(value)
-        if b.slo and b.slo.sustainable_rate is not None and b.slo.steady is not False:  # a burst's rate is not one
-            m["tput.sustainable_rate"] = b.slo.sustainable_rate
-            m["tput.sustainable_output_tok_s"] = b.slo.output_tok_s or 0.0
-        m["time.benchmark_s"] = v.benchmark.wall_s
-        m["time.server_start_s"] = v.benchmark.server_start_s
+        m.update(_benchmark_metrics(v.benchmark, headline_rule))
     if v.quantize:
         m["time.quantize_s"] = v.quantize.wall_s
     if (c := v.kvcheck) is not None:
-        m["kv.flagged_layers"] = float(len(c.flagged_layers))
-        m["kv.skip_layers"] = float(len(c.skip_layers))
+        m["kv.flagged_layers"], m["kv.skip_layers"] = float(len(c.flagged_layers)), float(len(c.skip_layers))
         if c.capacity_vs_bf16 is not None:
             m["kv.capacity_vs_bf16"] = c.capacity_vs_bf16
         if c.kv_scales in c.kl:
@@ -141,6 +95,64 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
         if c.kl_with_skip is not None:
             m["kv.kl_with_skip"] = c.kl_with_skip
         m["time.kvcheck_s"] = c.wall_s
+    return m
+
+
+def _evaluate_metrics(ev) -> dict[str, float]:
+    """Each task's score and its other metrics, the mean accuracy, where the evaluation's time went."""
+    m: dict[str, float] = {}
+    for s in ev.scores:
+        m[metric_name("acc", s.task)] = s.value
+        for k, val in s.all_metrics.items():
+            if k != s.metric and k != "alias":
+                m[metric_name("acc", s.task, k)] = val
+    accuracy = [s.value for s in ev.scores if not is_perplexity_metric(s.metric)]  # lower is better
+    if accuracy:
+        m["acc.mean"] = sum(accuracy) / len(accuracy)
+    m["time.evaluate_s"], m["time.engine_load_s"] = ev.wall_s, ev.engine_load_s
+    for part, seconds in ev.time_split_s.items():  # where the evaluation went (MLflow: time.evaluate.*)
+        m[f"time.evaluate.{part}_s"] = seconds
+    return m
+
+
+def _benchmark_metrics(b, headline_rule: str) -> dict[str, float]:
+    """The headline point's figures, each load point's, the KV capacity, the sustainable rate, the stage's times."""
+    p = headline_point(b, headline_rule)
+    m = _headline_metrics(p) if p else {}
+    for q in b.points:
+        if q.ok:
+            for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms"):
+                m[metric_name("tput.point", q.label, k)] = getattr(q, k)
+            if (stable := tput_spread.point_spread(q)["stable"]) is not None:
+                m[metric_name("tput.point", q.label, "stable")] = float(stable)
+    for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.kv_capacity_requests", b.peak_concurrency),
+                       ("tput.offline_tok_s", b.offline_tok_s)):
+        if value is not None:
+            m[key] = float(value)
+    if b.slo and b.slo.sustainable_rate is not None and b.slo.steady is not False:  # a burst's rate is not one
+        m["tput.sustainable_rate"] = b.slo.sustainable_rate
+        m["tput.sustainable_output_tok_s"] = b.slo.output_tok_s or 0.0
+    m["time.benchmark_s"], m["time.server_start_s"] = b.wall_s, b.server_start_s
+    return m
+
+
+def _headline_metrics(p) -> dict[str, float]:
+    """The headline load point: throughput, latencies, their spread, concurrency, roofline, NVML readings."""
+    m = {"tput.output_tok_s": p.output_tok_s, "tput.req_s": p.req_s, "tput.ttft_p50_ms": p.ttft_p50_ms,
+         "tput.ttft_p99_ms": p.ttft_p99_ms, "tput.tpot_p50_ms": p.tpot_p50_ms, "tput.tpot_p99_ms": p.tpot_p99_ms}
+    if p.output_tok_s_min is not None:
+        m["tput.output_tok_s.min"], m["tput.output_tok_s.max"] = p.output_tok_s_min, p.output_tok_s_max
+    m.update(tput_spread.spread_metrics(p))
+    if p.server is not None and p.server.running_max is not None:
+        m["tput.peak_concurrency"] = p.server.running_max  # measured: vllm:num_requests_running's max
+    for k in ("hbm_tb_s", "hbm_frac", "tensor_tflops", "tensor_frac"):
+        if k in p.roofline:
+            m[f"tput.{k}"] = p.roofline[k]
+    if p.ceiling_fraction is not None:
+        m["tput.ceiling_fraction"] = p.ceiling_fraction
+    for k in ("gpu_util_mean", "gpu_sm_clock_mhz_mean", "gpu_power_w_mean", "gpu_mem_used_gib_max"):
+        if p.server is not None and getattr(p.server, k) is not None:
+            m[f"tput.{k}"] = getattr(p.server, k)  # NVML during the headline point
     return m
 
 

@@ -13,17 +13,11 @@ SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yel
 
 
 def cmd_gate(args) -> int:
-    from rich.table import Table
-
     from suite.analysis import gate
     from suite.analysis.gates import policy as trusted
 
     if getattr(args, "verify", False):  # before anything is read or judged: the run folder is as CI signed it
-        from suite.outputs import manifest
-
-        folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
-        count = manifest.verify(folder)
-        print(f"verified: {count} file(s) as signed in {folder / manifest.NAME}", file=sys.stderr)
+        _verify(args.run)
     summary = load_summary(args.run)
     if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "
@@ -46,6 +40,30 @@ def cmd_gate(args) -> int:
         looser = gate.weaker_than(policy, gate.recipe_gates(summary, source))
         for line in looser:
             print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
+    _print_table(summary, result, policy_label)
+    if not result.checks:
+        print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
+              "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if summary.tracking and not args.no_record:
+        _record(summary, result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha, looser)
+    _print_verdict(result)
+    return result.exit_code
+
+
+def _verify(run: str) -> None:
+    """``--verify``: every file of the run folder is as its manifest signed it (a SuiteError otherwise)."""
+    from suite.outputs import manifest
+
+    folder = Path(run) if Path(run).is_dir() else Path(run).parent
+    count = manifest.verify(folder)
+    print(f"verified: {count} file(s) as signed in {folder / manifest.NAME}", file=sys.stderr)
+
+
+def _print_table(summary, result, policy_label: str) -> None:
+    """One row per check: variant, gate, n, measured, threshold, margin, outcome."""
+    from rich.table import Table
+
     table = Table(title=f"gates: {summary.recipe_name} ({Path(summary.run_dir).name}) — {policy_label}")
     for col in ("variant", "gate", "n", "measured", "threshold", "margin", "result"):
         table.add_column(col, justify="left" if col in ("variant", "gate", "result") else "right")
@@ -53,22 +71,25 @@ def cmd_gate(args) -> int:
         table.add_row(c.variant, c.gate, "" if c.n is None else str(c.n), f"{c.measured:.4f}", f"{c.threshold:.4f}",
                       f"{c.margin:+.4f}", SHOWN[c.outcome])
     _wide_console().print(table)
-    if not result.checks:
-        print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
-              "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if summary.tracking and not args.no_record:
-        from suite.outputs.mlflow_registry import record_gate
 
-        try:
-            rec = record_gate(summary, result, policy=args.policy or getattr(args, "recipe", None) or "recipe",
-                              policy_sha256=policy_sha, looser=looser)
-            for name, version in rec.registered:
-                again = (name, version) in (rec.reused or [])  # the same checkpoint key: no new version
-                print(f"{'already registered' if again else 'registered'} {name} version {version} as 'candidate' "
-                      f"({summary.tracking.uri})")
-        except Exception as e:  # noqa: BLE001 - the verdict stands even when MLflow is unreachable
-            print(f"warning: gate verdict not recorded in MLflow: {type(e).__name__}: {e}", file=sys.stderr)
+
+def _record(summary, result, policy: str, policy_sha: str | None, looser: list[str]) -> None:
+    """The verdict on the run's MLflow runs (and, when every gate passed, the checkpoints registered); a warning
+    when MLflow fails: the verdict stands."""
+    from suite.outputs.mlflow_registry import record_gate
+
+    try:
+        rec = record_gate(summary, result, policy=policy, policy_sha256=policy_sha, looser=looser)
+        for name, version in rec.registered:
+            again = (name, version) in (rec.reused or [])  # the same checkpoint key: no new version
+            print(f"{'already registered' if again else 'registered'} {name} version {version} as 'candidate' "
+                  f"({summary.tracking.uri})")
+    except Exception as e:  # noqa: BLE001 - the verdict stands even when MLflow is unreachable
+        print(f"warning: gate verdict not recorded in MLflow: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def _print_verdict(result) -> None:
+    """A line for each failed or inconclusive check (what to do about it), then the outcome."""
     for c in result.checks:
         if c.outcome == "fail":
             print(f"FAILED {c.variant}: {c.gate}: {c.detail}" if c.detail else
@@ -77,4 +98,3 @@ def cmd_gate(args) -> int:
         elif c.outcome == "inconclusive":
             print(f"INCONCLUSIVE {c.variant}: {c.gate}: {c.reason}" + (f"; to decide: {c.decide}" if c.decide else ""))
     print("gate: " + result.outcome.upper())
-    return result.exit_code

@@ -158,15 +158,16 @@ def print_dag(plan) -> None:
     _wide_console().print(table)
 
 
-def job_table(running: list, queued: list):
-    """The live table of `suite run`: running jobs with where they run, queued ones with what they ask for."""
+def job_table(running: list, queued: list, use=None):
+    """The live table of `suite run`: running jobs with where they run, queued ones with what they will use (``use``:
+    job -> its line, from the executor; by default what the job asks for)."""
     from rich.table import Table
 
     table = Table(title="jobs", expand=False)
-    for col in ("job", "state", "where / asks for"):
+    for col in ("job", "state", "where / will use"):
         table.add_column(col)
     for job, placement in running:
         table.add_row(job.id, "[green]running[/]", placement)
     for job in queued:
-        table.add_row(job.id, "queued", job.resources.describe())
+        table.add_row(job.id, "queued", use(job) if use is not None else job.resources.describe())
     return table

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
@@ -37,12 +36,23 @@ def cmd_run(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     import suite.api
-    from suite.cli.talk import Talk, gate_line, start_lines
-    from suite.recipe import load_recipe
+    from suite.cli.talk import LiveDisplay
 
+    resume, loaded = _what_to_run(args)
+    console = _console()
+    display = LiveDisplay(console, loaded.recipe, track=not args.no_track)
+    with display.live():
+        result = suite.api.run(loaded, output_dir=args.out, track=not args.no_track, force=args.force,
+                               resume=resume, report=display.report, watch=display.watch,
+                               accept_recipe_change=getattr(args, "accept_recipe_change", False))
+        display.table = None
+    return _print_outcome(console, result)
+
+
+def _what_to_run(args):
+    """(the run folder to resume or None, the loaded recipe): RECIPE checked, or --resume's recorded recipe; with
+    ``--executor`` laid over it."""
     if args.resume:
         from suite.orchestrate.rundir import load_run_recipe
 
@@ -54,6 +64,8 @@ def _cmd_run(args) -> int:
     elif args.recipe:
         import sys
 
+        from suite.recipe import load_recipe
+
         # before the first line of the run: the checks ask the serve environment's vLLM (seconds, once per environment)
         print(f"checking {args.recipe} (files, tasks, what the serve environment's vLLM takes) ...", file=sys.stderr,
               flush=True)
@@ -64,77 +76,21 @@ def _cmd_run(args) -> int:
         from suite.cli.recipe import with_executor
 
         loaded = with_executor(loaded, args.executor)
-    console = _console()
-    status = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]",
-              "cached": "[green]ok (cached)[/]", "resumed": "[green]ok (kept from the run)[/]"}
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console)
-    table = {"now": None}
-    talk = Talk()
+    return resume, loaded
 
-    class View:  # the job lines, then the running and queued jobs with their resources
-        def __rich__(self):
-            from rich.console import Group
 
-            return Group(bar.get_renderable(), *([table["now"]] if table["now"] is not None else []))
+def _print_outcome(console, result) -> int:
+    """The summary table, warnings, each failed variant's cause, where the run's outputs are; the exit code."""
+    from rich.markup import escape
 
-    def watch(running: list, queued: list) -> None:
-        from suite.cli.render import job_table
+    from suite.cli.talk import gate_line
 
-        table["now"] = job_table(running, queued) if running or queued else None
-
-    from contextlib import nullcontext
-
-    from rich.live import Live
-
-    # a terminal gets the live job lines and table; a log file one line per event (report below), and nothing
-    # drawn at the end (a Live's last frame there ran into the next line printed)
-    live = Live(View(), console=console, refresh_per_second=4, transient=False) if console.is_terminal else nullcontext()
-    with live:
-        jobs: dict[tuple[str, str], int] = {}
-
-        def report(stage: str, variant: str, event: str, where="") -> None:
-            key = (stage, variant)
-            label = f"{stage:<9} {variant}"
-            if stage == "run":  # the run itself: its folder and logs at the start, its tracking URL
-                lines = start_lines(Path(where), loaded.recipe, not args.no_track) if event == "started" else \
-                    [f"mlflow: {where}"] if event == "tracking" else []
-                for line in lines:
-                    console.print(line, markup=False, highlight=False, soft_wrap=True)
-                return
-            if event == "progress":  # a count the stage wrote (suite.orchestrate.progress)
-                line = talk.progress(key, where)
-                if not console.is_terminal and line:
-                    console.print(line, markup=False, highlight=False)
-                elif key in jobs:
-                    bar.update(jobs[key], description=f"{label}  {where.what}", completed=where.done,
-                               total=where.total)
-                return
-            if not console.is_terminal:  # a log file: rich draws nothing live there, so one line per event
-                console.print(f"{time.strftime('%H:%M:%S')} {label} {event}" + (f" on {where}" if where else ""),
-                              markup=False)
-            if event == "start":
-                jobs[key] = bar.add_task(label, total=None)
-                return
-            talk.ended(key)
-            if key in jobs:
-                bar.update(jobs[key], description=f"{label}  {status.get(event, event)}", total=1, completed=1)
-                bar.stop_task(jobs[key])
-            else:
-                jobs[key] = bar.add_task(f"{label}  {status.get(event, event)}", total=1, completed=1)
-
-        result = suite.api.run(loaded, output_dir=args.out, track=not args.no_track, force=args.force,
-                               resume=resume, report=report, watch=watch,
-                               accept_recipe_change=getattr(args, "accept_recipe_change", False))
-        summary = result.summary
-        table["now"] = None
+    summary = result.summary
     print_summary(summary)
     failed = [v for v in summary.variants if v.errors]
     for w in summary.warnings:
         console.print(f"[yellow]warning[/]: {w}", markup=True)
     for v in failed:  # one line per failed variant, with the cause (a stage's own error line)
-        from rich.markup import escape
-
         console.print(f"[red]error[/]: {escape(v.name)}: " + escape("; ".join(" ".join(e.split()) for e in v.errors)),
                       markup=True, highlight=False, soft_wrap=True)
     print(f"run folder: {summary.run_dir}")

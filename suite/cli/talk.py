@@ -1,6 +1,7 @@
 """What `suite run` says while it works: the start lines, the stages' progress counts, the gate and report at the end.
 
-On a terminal the counts go into the live display (a bar per job with done/total); in a log file (not a terminal)
+On a terminal the counts go into the live display (``LiveDisplay``: a bar per job with done/total once the stage
+wrote a count, and a table of the running and queued jobs); in a log file (not a terminal)
 each job's count is a line of its own, at most one per ``LOG_EVERY_S`` seconds per job (the first count of each
 phase at once), e.g. ``12:03:05 evaluate  fp8-kv    lm-eval generate_until 640/1319``.
 """
@@ -69,3 +70,90 @@ def gate_line(run) -> str | None:
         return None
     verdict = "NO VERDICT" if result.problems else result.outcome.upper()  # bad input is not "inconclusive" (exit 3)
     return f"gate: {verdict} (suite gate {run.run_dir} for the details)"
+
+
+STATUS = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]",
+          "cached": "[green]ok (cached)[/]", "resumed": "[green]ok (kept from the run)[/]"}
+
+
+class LiveDisplay:
+    """`suite run`'s reporter and watcher. On a terminal: a bar per job (its latest count beside it, none before the
+    stage writes one) over a table of the running jobs and the queued ones with what they will use; in a log file one
+    line per event and per count that is due (``Talk``), nothing drawn."""
+
+    def __init__(self, console, recipe, track: bool):
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.console, self.recipe, self.track = console, recipe, track
+        self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20),
+                            TextColumn("{task.fields[count]}", style="progress.download", justify="right"),
+                            TimeElapsedColumn(), console=console)
+        self.table = None  # the running and queued jobs, while there are any
+        self.talk = Talk()
+        self.jobs: dict[tuple[str, str], int] = {}  # (stage, variant) -> its bar
+        self._job_use = None  # what a queued job will use here (suite.orchestrate.executors.job_use), once asked
+
+    def __rich__(self):
+        from rich.console import Group
+
+        return Group(self.bar.get_renderable(), *([self.table] if self.table is not None else []))
+
+    def live(self):
+        """The live view on a terminal; on a log file nothing (a Live's last frame there ran into the next line)."""
+        from contextlib import nullcontext
+
+        from rich.live import Live
+
+        return Live(self, console=self.console, refresh_per_second=4, transient=False) \
+            if self.console.is_terminal else nullcontext()
+
+    def watch(self, running: list, queued: list) -> None:
+        from suite.cli.render import job_table
+
+        if queued and self._job_use is None:
+            from suite.orchestrate.executors import job_use
+
+            self._job_use = job_use(self.recipe.executor)
+        self.table = job_table(running, queued, self._job_use) if running or queued else None
+
+    def report(self, stage: str, variant: str, event: str, where="") -> None:
+        key, label = (stage, variant), f"{stage:<9} {variant}"
+        if stage == "run":  # the run itself: its folder and logs at the start, its tracking URL
+            self._run_event(event, where)
+        elif event == "progress":  # a count the stage wrote (suite.orchestrate.progress)
+            self._count(key, label, where)
+        else:
+            if not self.console.is_terminal:  # a log file: rich draws nothing live there, so one line per event
+                self.console.print(f"{time.strftime('%H:%M:%S')} {label} {event}" + (f" on {where}" if where else ""),
+                                   markup=False)
+            if event == "start":
+                self.jobs[key] = self.bar.add_task(label, total=None, count="")
+            else:
+                self._ended(key, label, event)
+
+    def _run_event(self, event: str, where) -> None:
+        lines = start_lines(Path(where), self.recipe, self.track) if event == "started" else \
+            [f"mlflow: {where}"] if event == "tracking" else []
+        for line in lines:
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def _count(self, key: tuple[str, str], label: str, count) -> None:
+        """A job's count: a log line when one is due, else on its bar (done/total, or done while the total is not
+        known)."""
+        line = self.talk.progress(key, count)
+        if not self.console.is_terminal and line:
+            self.console.print(line, markup=False, highlight=False)
+        elif key in self.jobs:
+            width = len(str(count.total))  # the done count padded to it: the column keeps its width
+            shown = f"{count.done:{width}d}/{count.total}" if count.total is not None else str(count.done)
+            self.bar.update(self.jobs[key], description=f"{label}  {count.what}", completed=count.done,
+                            total=count.total, count=shown)
+
+    def _ended(self, key: tuple[str, str], label: str, event: str) -> None:
+        """A job ended (or was skipped, or kept): its bar full with its outcome; its last count stays beside it."""
+        self.talk.ended(key)
+        if key in self.jobs:
+            self.bar.update(self.jobs[key], description=f"{label}  {STATUS.get(event, event)}", total=1, completed=1)
+            self.bar.stop_task(self.jobs[key])
+        else:
+            self.jobs[key] = self.bar.add_task(f"{label}  {STATUS.get(event, event)}", total=1, completed=1, count="")

@@ -26,6 +26,7 @@ parent is closed FINISHED.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,66 +279,20 @@ def run(config: TrackConfig) -> TrackResult:
         if not config.resumed and (held is None or held == s.finished):
             return TrackResult(info=logged, wall_s=time.perf_counter() - start, already_logged=True)
         relog = True
-    earlier = find_parents(client, config, exp_id)  # left RUNNING or FAILED by a sync that did not finish
-    if earlier:
-        pid = earlier[0].info.run_id
-        client.update_run(pid, status="RUNNING")
-        kids = children_of(client, exp_id, pid)
-        # a sync that broke off: closed variant runs are kept. A resumed run (`suite run --resume`) reran
-        # what had failed: a variant whose run FAILED is logged again as a new run under the same parent
-        # (the old one tagged superseded); variants that finished kept their results and their runs.
-        closed = ("FINISHED",) if relog else ("FINISHED", "FAILED")
-        done = {k: r for k, r in kids.items() if r.info.status in closed}
-        for k, r in kids.items():
-            if relog and r.info.status == "FAILED":
-                client.set_tag(r.info.run_id, "suite.superseded", "true")
-        resumable = {k: r for k, r in kids.items() if k not in done and r.info.status != "FAILED"}
-    else:
-        pid, done, resumable = create_parent(client, exp_id, s), {}, {}
+    pid, reopened, done, resumable = _parent_run(client, config, exp_id, relog)
     child_ids: dict[str, str] = {k: r.info.run_id for k, r in done.items()}
     status = "FAILED"
     try:
-        params = _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
-                          "tasks": s.tasks, **task_params(s.recipe), **{f"version.{k}": v for k, v in s.versions.items()},
-                          **(s.cost.params() if s.cost else {})})
-        had = client.get_run(pid).data.params if earlier else {}
-        # MLflow params cannot change: a resumed run whose environment moved keeps the first values and
-        # says what moved in tags
-        moved = {f"suite.resume.{k}": f"{had[k]} -> {v}"[:5000] for k, v in params.items() if k in had and had[k] != v}
-        _log(client, pid, {k: v for k, v in params.items() if k not in had},
-             {**{f"time.{k}_s": v for k, v in s.stage_wall_s.items()},
-              **{f"time.{k}_elapsed_s": v for k, v in s.stage_elapsed_s.items()}}, moved)
+        _log_parent(client, pid, s, reopened)
         for v in s.variants:
             if v.name in done:
                 if relog:  # kept results, but deltas and ratios may be new (a baseline that ran only now)
                     _log(client, done[v.name].info.run_id, {}, v.metrics, variant_tags(v))
                 continue
-            if v.name in resumable:
-                child_id = resumable[v.name].info.run_id
-            else:
-                child_id = create_child(client, exp_id, pid, s, v)
-            child_ids[v.name] = child_id
-            had = client.get_run(child_id).data.params if v.name in resumable else {}  # a live run: same values
-            _log(client, child_id, {k: val for k, val in variant_params(v, s.versions, s.recipe).items() if k not in had},
-                 v.metrics, variant_tags(v))
-            if s.cost is not None:  # the price behind its cost.* metrics, beside them
-                _log(client, child_id, s.cost.params(), {}, {})
-            # the folder being logged, wherever it is now (a run folder copied from the GPU machine is synced here)
-            _artifacts(client, child_id, variant_artifacts(v, config.summary_path.parent / "variants" / v.name))
-            _tables(client, child_id, v)
-            _system_metrics(client, child_id, v)
-            client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED", end_time=config.end_times.get(v.name))
+            child_ids[v.name] = _log_variant(client, config, exp_id, pid, v, resumable.get(v.name))
         info = TrackingInfo(uri=config.uri, experiment=config.experiment, experiment_id=exp_id,
                             parent_run_id=pid, variant_run_ids=child_ids)
-        import tempfile
-
-        logged = s.model_copy(update={"tracking": info, "tracking_pending": None})
-        with tempfile.TemporaryDirectory(prefix="suite-track-") as tmp:  # the run folder's copy says "logged"
-            copy = logged.write(Path(tmp) / "summary.json")  # only once the parent is closed (below)
-            _artifacts(client, pid, [(str(copy), ""), *((s.artifacts.get(k, ""), "") for k in OUTPUT_PNGS),
-                                     (s.artifacts.get("report_html", ""), ""),
-                                     (s.artifacts.get("recipe", ""), "")])
-        client.set_tag(pid, "suite.summary_finished", s.finished or "")
+        _close_parent_files(client, pid, s, info)
         status = "FINISHED"
     finally:
         try:
@@ -348,6 +303,67 @@ def run(config: TrackConfig) -> TrackResult:
     s.tracking, s.tracking_pending = info, None
     _keep(s, config.summary_path)
     return TrackResult(info=info, wall_s=time.perf_counter() - start)
+
+
+def _parent_run(client, config: TrackConfig, exp_id: str, relog: bool) -> tuple[str, bool, dict, dict]:
+    """The parent run to log into: one a sync that did not finish left RUNNING or FAILED (reopened), else a new
+    one. Also its variant runs: those ``done`` (kept as they are) and those ``resumable`` (logged into again)."""
+    earlier = find_parents(client, config, exp_id)
+    if not earlier:
+        return create_parent(client, exp_id, config.summary), False, {}, {}
+    pid = earlier[0].info.run_id
+    client.update_run(pid, status="RUNNING")
+    kids = children_of(client, exp_id, pid)
+    # a sync that broke off: closed variant runs are kept. A resumed run (`suite run --resume`) reran what had failed: a
+    # variant whose run FAILED is logged again as a new run under the same parent (the old one tagged superseded)
+    closed = ("FINISHED",) if relog else ("FINISHED", "FAILED")
+    done = {k: r for k, r in kids.items() if r.info.status in closed}
+    for k, r in kids.items():
+        if relog and r.info.status == "FAILED":
+            client.set_tag(r.info.run_id, "suite.superseded", "true")
+    resumable = {k: r for k, r in kids.items() if k not in done and r.info.status != "FAILED"}
+    return pid, True, done, resumable
+
+
+def _log_parent(client, pid: str, s: RunSummary, reopened: bool) -> None:
+    """The parent's params (the recipe, tasks, versions, prices) and each stage's wall time."""
+    params = _params({"recipe_sha256": s.recipe_sha256, "model": s.recipe["model"]["id"],
+                      "tasks": s.tasks, **task_params(s.recipe), **{f"version.{k}": v for k, v in s.versions.items()},
+                      **(s.cost.params() if s.cost else {})})
+    had = client.get_run(pid).data.params if reopened else {}
+    # MLflow params cannot change: a resumed run whose environment moved keeps the first values, says what moved in tags
+    moved = {f"suite.resume.{k}": f"{had[k]} -> {v}"[:5000] for k, v in params.items() if k in had and had[k] != v}
+    _log(client, pid, {k: v for k, v in params.items() if k not in had},
+         {**{f"time.{k}_s": v for k, v in s.stage_wall_s.items()},
+          **{f"time.{k}_elapsed_s": v for k, v in s.stage_elapsed_s.items()}}, moved)
+
+
+def _log_variant(client, config: TrackConfig, exp_id: str, pid: str, v: VariantSummary, resumable) -> str:
+    """One variant's run (``resumable``, a live one, else a new one): params, metrics, tags, its folder's files,
+    tables and GPU series; closed FINISHED, or FAILED for a variant with errors. Returns its run id."""
+    s = config.summary
+    child_id = resumable.info.run_id if resumable is not None else create_child(client, exp_id, pid, s, v)
+    had = client.get_run(child_id).data.params if resumable is not None else {}  # a live run: same values
+    _log(client, child_id, {k: val for k, val in variant_params(v, s.versions, s.recipe).items() if k not in had},
+         v.metrics, variant_tags(v))
+    if s.cost is not None:  # the price behind its cost.* metrics, beside them
+        _log(client, child_id, s.cost.params(), {}, {})
+    # the folder being logged, wherever it is now (a run folder copied from the GPU machine is synced here)
+    _artifacts(client, child_id, variant_artifacts(v, config.summary_path.parent / "variants" / v.name))
+    _tables(client, child_id, v)
+    _system_metrics(client, child_id, v)
+    client.set_terminated(child_id, "FAILED" if v.errors else "FINISHED", end_time=config.end_times.get(v.name))
+    return child_id
+
+
+def _close_parent_files(client, pid: str, s: RunSummary, info: TrackingInfo) -> None:
+    """The parent's files (summary.json as logged, plots, report, recipe) and the summary it now holds."""
+    logged = s.model_copy(update={"tracking": info, "tracking_pending": None})
+    with tempfile.TemporaryDirectory(prefix="suite-track-") as tmp:  # the run folder's copy says "logged"
+        copy = logged.write(Path(tmp) / "summary.json")  # only once the parent is closed (below)
+        _artifacts(client, pid, [(str(copy), ""), *((s.artifacts.get(k, ""), "") for k in OUTPUT_PNGS),
+                                 (s.artifacts.get("report_html", ""), ""), (s.artifacts.get("recipe", ""), "")])
+    client.set_tag(pid, "suite.summary_finished", s.finished or "")
 
 
 def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,

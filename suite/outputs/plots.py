@@ -69,49 +69,67 @@ def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     prefix = "pt" + hashlib.sha1(repr((xlabel, ylabel, sorted(series.items()))).encode()).hexdigest()[:8]
-    tips: dict[str, str] = {}
     rc = {"svg.fonttype": "none", "svg.hashsalt": "suite-report", "font.size": 8, "font.family": "sans-serif"}
     with matplotlib.rc_context(rc):
         fig, ax = plt.subplots(figsize=(w / 96, (h + 18 * len(series)) / 96), dpi=96)
-        for k, (name, ps) in enumerate(series.items()):
-            color = COLORS[k % len(COLORS)]
-            ps = sorted(ps)
-            if line and len(ps) > 1:
-                ax.plot([a for a, _, _ in ps], [b for _, b, _ in ps], color=color, linewidth=1, zorder=2)
-            ax.scatter([], [], color=color, s=30, label=name)  # the legend's entry
-            for a, b, tip in ps:
-                gid = f"{prefix}-{len(tips)}"
-                tips[gid] = tip
-                ax.scatter([a], [b], color=color, s=30, zorder=3, gid=gid)
-                _error_bar(ax, a, b, (errors or {}).get(tip), color, f"{prefix}-errbar-{len(tips)}")
-                if labels:
-                    ax.annotate(labels.get(tip, name) if isinstance(labels, dict) else name, (a, b), textcoords="offset points", xytext=(5, 5), fontsize=7, color=color)
-        xs = [p[0] for p in pts]
-        ax.set_xlim(left=min(0.0, min(xs)), right=max(xs) * 1.05 or 1.0)
-        ax.margins(y=0.1)
-        if min_y_span:
-            low, high = ax.get_ylim()
-            if high - low < min_y_span:
-                mid = (low + high) / 2
-                ax.set_ylim(mid - min_y_span / 2, mid + min_y_span / 2)
-            low, high = ax.get_ylim()
-            xlabel += f"   (y axis {low:.3f} to {high:.3f})"
-        for note in notes or ():
-            xlabel += f"\n{note}"
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        for axis in (ax.xaxis, ax.yaxis):  # 12,000 tok/s, 0.5375 accuracy
-            axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}"))
+        tips = _draw_points(ax, series, prefix, line, errors or {}, labels)
+        _draw_axes(ax, [p[0] for p in pts], xlabel, ylabel, min_y_span, notes)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(series), 3), frameon=False)
         fig.tight_layout()
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata=dict.fromkeys(("Date", "Creator", "Format", "Type")))
         plt.close(fig)
-    svg = buf.getvalue()
+    return _inline_svg(buf.getvalue(), prefix, tips)
+
+
+def _draw_points(ax, series: Series, prefix: str, line: bool, errors: dict, labels: bool | dict) -> dict[str, str]:
+    """Each series' points (joined by a line when ``line``), error bars and labels, and its legend entry; returns
+    each point's SVG group id -> its tooltip."""
+    tips: dict[str, str] = {}
+    for k, (name, ps) in enumerate(series.items()):
+        color = COLORS[k % len(COLORS)]
+        ps = sorted(ps)
+        if line and len(ps) > 1:
+            ax.plot([a for a, _, _ in ps], [b for _, b, _ in ps], color=color, linewidth=1, zorder=2)
+        ax.scatter([], [], color=color, s=30, label=name)  # the legend's entry
+        for a, b, tip in ps:
+            gid = f"{prefix}-{len(tips)}"
+            tips[gid] = tip
+            ax.scatter([a], [b], color=color, s=30, zorder=3, gid=gid)
+            _error_bar(ax, a, b, errors.get(tip), color, f"{prefix}-errbar-{len(tips)}")
+            if labels:
+                ax.annotate(labels.get(tip, name) if isinstance(labels, dict) else name, (a, b),
+                            textcoords="offset points", xytext=(5, 5), fontsize=7, color=color)
+    return tips
+
+
+def _draw_axes(ax, xs: list[float], xlabel: str, ylabel: str, min_y_span: float | None,
+               notes: list[str] | None) -> None:
+    """Axis ranges (x from 0, y at least ``min_y_span``, noted), labels with the notes under them, grid, tick format."""
+    import matplotlib.ticker
+
+    ax.set_xlim(left=min(0.0, min(xs)), right=max(xs) * 1.05 or 1.0)
+    ax.margins(y=0.1)
+    if min_y_span:
+        low, high = ax.get_ylim()
+        if high - low < min_y_span:
+            mid = (low + high) / 2
+            ax.set_ylim(mid - min_y_span / 2, mid + min_y_span / 2)
+        low, high = ax.get_ylim()
+        xlabel += f"   (y axis {low:.3f} to {high:.3f})"
+    for note in notes or ():
+        xlabel += f"\n{note}"
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    for axis in (ax.xaxis, ax.yaxis):  # 12,000 tok/s, 0.5375 accuracy
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}"))
+
+
+def _inline_svg(svg: str, prefix: str, tips: dict[str, str]) -> Markup:
+    """matplotlib's SVG made fit for inside an HTML page, each point's tooltip a <title> of its group."""
     svg = svg[svg.index("<svg"):]  # no XML declaration or DOCTYPE inside HTML
     svg = re.sub(r">\s+<", "><", re.sub(r"\s*\n\s*", " ", svg))  # matplotlib indents; the page needs none
     svg = re.sub(r'<g id="(%s-\d+)">' % prefix,

@@ -19,26 +19,44 @@ def is_perplexity(info) -> bool:
 
 def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Checks that need the file system: model folder, data dir, calibration sets, task names."""
-    from suite.stages.quantize import calibration
-    from suite.stages.evaluate import tasks  # local: both read small YAML registries
+    from suite.recipe import guards, kv
+
+    problems = model_folder_problems(loaded)
+    problems += guards.model_problems(loaded) + guards.engine_range_problems(loaded)
+    problems += calibration_problems(loaded)
+    problems += task_problems(loaded)
+    problems += gate_problems(loaded)
+    problems += served_problems(loaded)
+    problems += checkpoint_problems(loaded, serving)
+    problems += traffic_problems(loaded, serving)
+    problems += kv.reference_problems(loaded)
+    problems += output_dir_problems(loaded)
+    if serving:
+        problems += serving_problems(loaded)
+    return problems
+
+
+def model_folder_problems(loaded: LoadedRecipe) -> list[Problem]:
+    """A local ``model.id`` must be a folder with config.json; a missing folder must not pass for a hub id."""
+    r, f = loaded.recipe, str(loaded.path)
+    if loaded.model_is_local() and not (loaded.resolve(r.model.id) / "config.json").is_file():
+        return [Problem(f, "model.id", f"no model folder with config.json at {loaded.resolve(r.model.id)}",
+                        "run scripts/setup.sh (demo model) or give a Hugging Face id / an existing folder")]
+    if not loaded.model_is_local() and loaded.resolve(r.model.id.split("/")[0]).is_dir():
+        # 'models/typo' reads as a hub id only because the folder is missing: its first part is a folder here
+        return [Problem(f, "model.id", f"no model folder at {loaded.resolve(r.model.id)} (its parent "
+                        f"{loaded.resolve(r.model.id.split('/')[0])} is a folder here, so this is no hub id)",
+                        "give an existing folder, or the Hugging Face id (org/name) from a folder without such a "
+                        "subfolder")]
+    return []
+
+
+def calibration_problems(loaded: LoadedRecipe) -> list[Problem]:
+    """Each variant's calibration sets: a set YAML path whose data files exist, or a set name under calibration/."""
+    from suite.stages.quantize import calibration  # local: a small YAML registry
 
     r, f = loaded.recipe, str(loaded.path)
     problems: list[Problem] = []
-    if loaded.model_is_local() and not (loaded.resolve(r.model.id) / "config.json").is_file():
-        problems.append(
-            Problem(f, "model.id", f"no model folder with config.json at {loaded.resolve(r.model.id)}",
-                    "run scripts/setup.sh (demo model) or give a Hugging Face id / an existing folder")
-        )
-    elif not loaded.model_is_local() and loaded.resolve(r.model.id.split("/")[0]).is_dir():
-        # 'models/typo' reads as a hub id only because the folder is missing: its first part is a folder here
-        problems.append(
-            Problem(f, "model.id", f"no model folder at {loaded.resolve(r.model.id)} (its parent "
-                    f"{loaded.resolve(r.model.id.split('/')[0])} is a folder here, so this is no hub id)",
-                    "give an existing folder, or the Hugging Face id (org/name) from a folder without such a subfolder")
-        )
-    from suite.recipe import guards
-
-    problems += guards.model_problems(loaded) + guards.engine_range_problems(loaded)
     known_sets = calibration.available()
     for i, v in enumerate(r.variants):
         q = v.quantization
@@ -59,6 +77,14 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
                 problems.append(Problem(f, fld, f"unknown calibration set {ref!r}",
                                         f"use one of: {', '.join(sorted(known_sets)) or '(none found)'}, "
                                         f"add calibration/{ref}.yaml, or give a set YAML path"))
+    return problems
+
+
+def task_problems(loaded: LoadedRecipe) -> list[Problem]:
+    """``eval.tasks`` as a whole (real weights, a data folder, a perplexity task for the perplexity gate), then each
+    task: known, with a usable metric, its data files present, code execution allowed where it needs it."""
+    r, f = loaded.recipe, str(loaded.path)
+    problems: list[Problem] = []
     if r.model.weights == "random" and r.eval.tasks:
         problems.append(Problem(f, "eval.tasks", "model.weights is 'random': accuracy on random weights means nothing",
                                 "remove eval.tasks (a throughput-only recipe) or use real weights"))
@@ -68,43 +94,63 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
                                 "point it at a folder laid out like ../shared/data"))
     local, include_problems = include_path_tasks(loaded)
     problems += include_problems
-    hub_names = None
-    if any(t.name not in local for t in r.eval.tasks):  # asked of the serve environment's lm-eval, once
-        from suite.runtime.envs import lm_eval_task_names
-
-        try:
-            hub_names = lm_eval_task_names()
-        except SuiteError as e:
-            problems += [Problem(f, "eval.tasks", f"standard lm-eval task names could not be listed: {p.message}",
-                                 p.fix) for p in e.problems]
+    hub_names, hub_problems = _hub_task_names(loaded, local)
+    problems += hub_problems
     if r.gates.max_perplexity_increase is not None and not any(
             t.name in local and is_perplexity(local[t.name]) for t in r.eval.tasks):
         problems.append(Problem(f, "gates.max_perplexity_increase", "no perplexity task in eval.tasks: the gate would "
                                 "have nothing to judge", "add suite_longppl to eval.tasks, or remove the gate"))
     for i, t in enumerate(r.eval.tasks):
-        standard = (t.name in tasks.STANDARD_PRIMARY_METRIC) if hub_names is None else t.name in hub_names
-        if t.name not in local and not standard:
-            near = tasks.suggest(t.name, local)
-            problems.append(
-                Problem(f, f"eval.tasks[{i}].name", f"unknown task {t.name!r}" + (f"; did you mean {near!r}?" if near else ""),
-                        "use a task from tasks/ (`suite tasks`) or a standard lm-eval task name")
-            )
-        elif t.name in local and not local[t.name].higher_is_better and not is_perplexity(local[t.name]):
-            problems.append(Problem(f, f"eval.tasks[{i}].name", "its metric is neither 'higher is better' nor a "
-                                    "perplexity (the summary pairs perplexity tasks apart)", "pick another task"))
-        missing = [f for f in tasks.data_files(t.name) if not (data_dir / f).is_file()] if data_dir.is_dir() else []
-        if missing:
-            problems.append(
-                Problem(f, f"eval.tasks[{i}].name", f"{t.name}: {len(missing)} data file(s) missing under {data_dir}, "
-                        f"e.g. {missing[0]}", "point eval.data_dir at a folder laid out like ../shared/data "
-                        "(`suite data check DIR`)"))
-        if tasks.needs_code_execution(t.name) and not r.eval.allow_code_execution:
-            problems.append(
-                Problem(f, f"eval.tasks[{i}].name", f"{t.name} runs model-written code",
-                        "set eval.allow_code_execution: true to allow it (sandboxed subprocess), or drop the task")
-            )
+        problems += _one_task_problems(loaded, i, t.name, local, hub_names, data_dir)
+    return problems
+
+
+def _hub_task_names(loaded: LoadedRecipe, local: dict) -> tuple[set | None, list[Problem]]:
+    """The serve environment's lm-eval task names, asked once and only when a task is not a local one (None
+    then, or when they could not be listed: the problems say why)."""
+    if all(t.name in local for t in loaded.recipe.eval.tasks):
+        return None, []
+    from suite.runtime.envs import lm_eval_task_names
+
+    try:
+        return lm_eval_task_names(), []
+    except SuiteError as e:
+        return None, [Problem(str(loaded.path), "eval.tasks", f"standard lm-eval task names could not be listed: "
+                              f"{p.message}", p.fix) for p in e.problems]
+
+
+def _one_task_problems(loaded: LoadedRecipe, i: int, name: str, local: dict, hub_names, data_dir) -> list[Problem]:
+    """``eval.tasks[i]``: a local or standard lm-eval task, with a usable metric, its data files, code execution."""
+    from suite.stages.evaluate import tasks  # local: a small YAML registry
+
+    f, fld, problems = str(loaded.path), f"eval.tasks[{i}].name", []
+    standard = (name in tasks.STANDARD_PRIMARY_METRIC) if hub_names is None else name in hub_names
+    if name not in local and not standard:
+        near = tasks.suggest(name, local)
+        problems.append(Problem(f, fld, f"unknown task {name!r}" + (f"; did you mean {near!r}?" if near else ""),
+                                "use a task from tasks/ (`suite tasks`) or a standard lm-eval task name"))
+    elif name in local and not local[name].higher_is_better and not is_perplexity(local[name]):
+        problems.append(Problem(f, fld, "its metric is neither 'higher is better' nor a "
+                                "perplexity (the summary pairs perplexity tasks apart)", "pick another task"))
+    missing = [m for m in tasks.data_files(name) if not (data_dir / m).is_file()] if data_dir.is_dir() else []
+    if missing:
+        problems.append(Problem(f, fld, f"{name}: {len(missing)} data file(s) missing under {data_dir}, "
+                                f"e.g. {missing[0]}", "point eval.data_dir at a folder laid out like ../shared/data "
+                                "(`suite data check DIR`)"))
+    if tasks.needs_code_execution(name) and not loaded.recipe.eval.allow_code_execution:
+        problems.append(Problem(f, fld, f"{name} runs model-written code",
+                                "set eval.allow_code_execution: true to allow it (sandboxed subprocess), or drop "
+                                "the task"))
+    return problems
+
+
+def gate_problems(loaded: LoadedRecipe) -> list[Problem]:
+    """The gates: a per-task gate names an evaluated task, an accuracy gate has tasks to judge, thresholds are
+    finite."""
     from suite.recipe.schema import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
 
+    r, f = loaded.recipe, str(loaded.path)
+    problems: list[Problem] = []
     evaluated = {t.name for t in r.eval.tasks}
     for gate in PER_TASK:
         for task, value in getattr(r.gates, gate).items():
@@ -121,15 +167,6 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
         elif isinstance(value, float) and not math.isfinite(value):
             problems.append(Problem(f, f"gates.{gate}", f"threshold {value} is not a finite number",
                                     "give a finite threshold"))
-    problems += served_problems(loaded)
-    problems += checkpoint_problems(loaded, serving)
-    problems += traffic_problems(loaded, serving)
-    from suite.recipe import kv
-
-    problems += kv.reference_problems(loaded)
-    problems += output_dir_problems(loaded)
-    if serving:
-        problems += serving_problems(loaded)
     return problems
 
 

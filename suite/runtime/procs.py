@@ -114,62 +114,73 @@ def stop(proc: subprocess.Popen | int, grace_s: float = 30.0, group: bool = True
     """SIGTERM a process, its descendants and (``group``) its process group; SIGKILL what is left after
     ``grace_s``; reap it. Safe to call on a process that already ended. Returns what outlived the grace
     ('PID NAME' each; empty when everything ended on SIGTERM), so that a caller can say who made it wait."""
-    import psutil
-
     pid = proc.pid if isinstance(proc, subprocess.Popen) else proc
     popen = proc if isinstance(proc, subprocess.Popen) else None
-
-    def members() -> list:
-        # a reaped process's pid may already be someone else's: then only its group is ours to signal
-        # (the kernel does not hand out a process-group id as a pid while the group has members)
-        reaped = popen is not None and popen.returncode is not None
-        found = {} if reaped else {p.pid: p for p in tree(pid)}
-        if group:
-            found.update({p.pid: p for p in _group_members(pid)})
-        found.pop(os.getpid(), None)
-        return [p for p in found.values() if _alive(p)]
-
-    def signal_all(live: list, sig: int) -> None:
-        for p in live:
-            try:
-                p.send_signal(sig)
-            except psutil.Error:
-                pass
-
-    def wait(live: list, timeout: float) -> None:
-        others = [p for p in live if popen is None or p.pid != popen.pid]  # Popen reaps its own child
-        deadline = time.monotonic() + timeout
-        if popen is not None and any(p.pid == popen.pid for p in live):
-            try:
-                popen.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        # Not psutil.wait_procs: for a process that is not our child it polls until the pid is gone, and an
-        # orphan that ended stays a zombie until its new parent reaps it -- under the stage's supervisor (a
-        # child subreaper that reaps only when its command ends) that was never within the grace, so every
-        # server stop waited the whole of it, whatever the grace was. Ended
-        # is ended: a zombie counts as gone (``_alive``).
-        while (others := [p for p in others if _alive(p)]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    live = members()
+    live = _members(pid, popen, group)
     if live and grace_s > 0:
-        signal_all(live, signal.SIGTERM)
-        wait(live, grace_s)
-    outlived: list[str] = []
-    for _ in range(50):  # a forking tree can add members while we kill
-        live = members()
-        if not live:
-            break
-        if not outlived:
-            outlived = [f"{p.pid} {_name(p)}" for p in live]
-        signal_all(live, signal.SIGKILL)
-        wait(live, 2.0)
+        _signal_all(live, signal.SIGTERM)
+        _wait_ended(live, popen, grace_s)
+    outlived = _kill_left(pid, popen, group)
     if popen is not None:
         try:
             popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+    return outlived
+
+
+def _members(pid: int, popen: subprocess.Popen | None, group: bool) -> list:
+    """What ``stop`` ends, still alive: the process and its descendants, plus (``group``) its process group; never
+    this process."""
+    # a reaped process's pid may already be someone else's: then only its group is ours to signal
+    # (the kernel does not hand out a process-group id as a pid while the group has members)
+    reaped = popen is not None and popen.returncode is not None
+    found = {} if reaped else {p.pid: p for p in tree(pid)}
+    if group:
+        found.update({p.pid: p for p in _group_members(pid)})
+    found.pop(os.getpid(), None)
+    return [p for p in found.values() if _alive(p)]
+
+
+def _signal_all(live: list, sig: int) -> None:
+    import psutil
+
+    for p in live:
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def _wait_ended(live: list, popen: subprocess.Popen | None, timeout: float) -> None:
+    """Wait up to ``timeout`` for every process of ``live`` to end (``popen``'s own child is reaped by it)."""
+    others = [p for p in live if popen is None or p.pid != popen.pid]  # Popen reaps its own child
+    deadline = time.monotonic() + timeout
+    if popen is not None and any(p.pid == popen.pid for p in live):
+        try:
+            popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    # Not psutil.wait_procs: for a process that is not our child it polls until the pid is gone, and an
+    # orphan that ended stays a zombie until its new parent reaps it -- under the stage's supervisor (a
+    # child subreaper that reaps only when its command ends) that was never within the grace, so every
+    # server stop waited the whole of it, whatever the grace was. Ended
+    # is ended: a zombie counts as gone (``_alive``).
+    while (others := [p for p in others if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _kill_left(pid: int, popen: subprocess.Popen | None, group: bool) -> list[str]:
+    """SIGKILL what is still alive until nothing is; 'PID NAME' of each process the first SIGKILL found."""
+    outlived: list[str] = []
+    for _ in range(50):  # a forking tree can add members while we kill
+        live = _members(pid, popen, group)
+        if not live:
+            break
+        if not outlived:
+            outlived = [f"{p.pid} {_name(p)}" for p in live]
+        _signal_all(live, signal.SIGKILL)
+        _wait_ended(live, popen, 2.0)
     return outlived
 
 

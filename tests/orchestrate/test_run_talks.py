@@ -104,6 +104,72 @@ def test_counts_in_a_log_are_periodic_with_the_first_and_last_at_once():
     assert t.progress(key, StageProgress("lm-eval loglikelihood", 0, 5)) is not None  # a new phase: at once
 
 
+def _drawn(display) -> list[str]:
+    """What a terminal shows of the live display now: its lines, right-trimmed."""
+    import io
+
+    from rich.console import Console
+
+    screen = Console(file=io.StringIO(), force_terminal=True, width=140, color_system=None)
+    screen.print(display)
+    return [ln.rstrip() for ln in screen.file.getvalue().splitlines()]
+
+
+def _live_display(gpus: list[int]):
+    """The live display of a demo run whose executor section lists ``gpus`` (the GPUs a local executor uses), on a
+    terminal."""
+    import io
+
+    import yaml
+    from rich.console import Console
+
+    from suite.recipe import Recipe
+
+    recipe = Recipe.model_validate({**yaml.safe_load((ROOT / "recipes" / "demo-cpu.yaml").read_text()),
+                                    "executor": {"gpus": gpus}})
+    console = Console(file=io.StringIO(), force_terminal=True, width=140)
+    return talk.LiveDisplay(console, recipe, track=False)
+
+
+def test_the_live_display_shows_a_job_count_only_once_its_stage_wrote_one():
+    display = _live_display([0])
+    display.report("evaluate", "bf16", "start", "GPU 0")
+    display.report("quantize", "fp8", "start", "GPU 0")
+    line = next(ln for ln in _drawn(display) if "evaluate" in ln)
+    assert "/" not in line and "?" not in line, line  # no "0/?" before the first count
+    display.report("evaluate", "bf16", "progress", StageProgress("lm-eval generate_until", 3, 10))
+    line = next(ln for ln in _drawn(display) if "evaluate" in ln)
+    assert "lm-eval generate_until" in line and " 3/10" in line, line
+    display.report("evaluate", "bf16", "progress", StageProgress("lm-eval generate_until", 10, 10))
+    display.report("evaluate", "bf16", "ok")
+    display.report("quantize", "fp8", "failed")
+    drawn = _drawn(display)
+    evaluate = next(ln for ln in drawn if "evaluate" in ln)
+    quantize = next(ln for ln in drawn if "quantize" in ln)
+    assert "ok" in evaluate and "10/10" in evaluate and "1/1" not in evaluate, evaluate  # its own last count
+    assert "FAILED" in quantize and "/" not in quantize, quantize  # it never counted: no "1/1"
+    display.report("benchmark", "fp8", "skipped")  # never started: a line that says so, and no count
+    skipped = next(ln for ln in _drawn(display) if "benchmark" in ln)
+    assert "skipped" in skipped and "/" not in skipped, skipped
+
+
+def test_queued_jobs_say_what_they_will_use_on_this_machine():
+    from suite.plan.dag import Job, Resources
+
+    bench = Job("benchmark", "fp8", resources=Resources(gpus=1, exclusive=True))
+    evaluate = Job("evaluate", "fp8", resources=Resources(gpus=1, gpu_share=0.5))
+    on_gpu = _live_display([0])
+    on_gpu.watch([], [bench, evaluate])
+    drawn = "\n".join(_drawn(on_gpu))
+    assert "1 GPU (exclusive), 1 CPU" in drawn and "0.5 GPU, 1 CPU" in drawn, drawn
+    on_cpu = _live_display([])  # a local executor without GPUs: every job on the CPU, one at a time
+    on_cpu.watch([], [bench, evaluate])
+    drawn = "\n".join(_drawn(on_cpu))
+    assert "GPU" not in drawn and drawn.count("CPU, one job at a time") == 2, drawn
+    on_cpu.watch([], [])
+    assert on_cpu.table is None
+
+
 def test_the_python_api_runs_the_demo_recipe_and_returns_the_frames(tmp_path, demo_recipe_copy, monkeypatch):
     stand_in_stages(tmp_path, monkeypatch)
     events = []

@@ -6,8 +6,13 @@ done), the executor decides where and when it fits.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
+
+if TYPE_CHECKING:
+    from suite.plan.dag import Job
 
 
 def make_executor(spec: ExecutorSpec) -> Executor:
@@ -21,4 +26,16 @@ def make_executor(spec: ExecutorSpec) -> Executor:
     return LocalExecutor(spec)
 
 
-__all__ = ["Executor", "ExecutorSpec", "Finished", "JobCall", "make_executor"]
+def job_use(spec: ExecutorSpec) -> Callable[[Job], str]:
+    """What a job will use on the executor ``spec`` asks for, as a queued job's line says it: a local executor on a
+    machine without GPUs runs every job on the CPU, one at a time; otherwise what the job asks for (a Ray cluster's
+    GPUs are known only once it is joined)."""
+    if spec.kind != "ray":
+        from suite.orchestrate.executors.local import machine_gpus
+
+        if not machine_gpus(spec):
+            return lambda job: "CPU, one job at a time"
+    return lambda job: job.resources.describe()
+
+
+__all__ = ["Executor", "ExecutorSpec", "Finished", "JobCall", "job_use", "make_executor"]

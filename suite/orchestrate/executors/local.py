@@ -51,13 +51,17 @@ def visible_gpus() -> list[str]:
     return []
 
 
+def machine_gpus(spec: ExecutorSpec) -> list[str]:
+    """The GPUs a local executor of ``spec`` runs jobs on: the recipe's ``executor.gpus``, else those visible here."""
+    return [str(g) for g in spec.gpus] if spec.gpus is not None else visible_gpus()
+
+
 class LocalExecutor(Executor):
     kind = "local"
 
     def __init__(self, spec: ExecutorSpec, gpus: list[str] | None = None):
         self.spec = spec
-        self.gpus = gpus if gpus is not None else (
-            [str(g) for g in spec.gpus] if spec.gpus is not None else visible_gpus())
+        self.gpus = gpus if gpus is not None else machine_gpus(spec)
         self.free = {g: 1.0 for g in self.gpus}  # the share of each GPU no job holds
         self.exclusive: set[str] = set()
         self.active: dict[str, tuple] = {}  # job id -> (job, placement, [(gpu, share)])
