@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The study's chain (started by start.sh as /tmp/h200-chain-loop.sh, the name tools/h200/h200-wait.sh watches for),
 # run from /tmp/suite-chain-src. STEPS picks the parts: a (offline pair, then served pair; a-seq: the four one by one), b (checkpoint by path),
-# c (the suite on the 8B shape), plain (plain vllm serve + vllm bench serve on the same points). Each `suite run` goes
+# c (the suite on the 8B shape), plain (plain vllm serve + vllm bench serve on the same points), d (BF16 under the
+# mode with TRITON_ATTN against FLASH_ATTN, recipes/d-bf16-triton-bi.yaml). Each `suite run` goes
 # through tools/h200/h200-run.sh (its own copy of the tree, setsid, /tmp/suite-run-NAME.log), out /tmp/runs-NAME.
 # Resume on a fresh machine: carry the archive pieces a wait brought back (runs-NAME.tar.gz.part-*) to /tmp/resume
 # before start.sh; each run then continues with `suite run --resume` (missing stages only).
@@ -50,6 +51,8 @@ for step in ${STEPS:-a b c plain}; do
           rm -rf suite && cp -r "$root/suite" suite && cp -r "$root/$R/." "$R/" && log "b: code refreshed from $root"; fi
         ckpt && { start_run b-checkpoint-path && wait_runs; gate b-checkpoint-path; } ;;
     c)  log "c: suite, 8B shape"; start_run c-llama3-8b-shape && wait_runs; gate c-llama3-8b-shape ;;
+    d)  log "d: BF16 under the mode, TRITON_ATTN vs FLASH_ATTN at 64 and 1,024 (batch-invariance.md)"
+        start_run d-bf16-triton-bi && wait_runs ;;
     plain) log "plain: vllm serve + vllm bench serve"
         bash studies/2026-12-05-verdicts/device/plain-vllm.sh >> /tmp/h200-chain.log 2>&1; log "plain: rc $?" ;;
   esac
