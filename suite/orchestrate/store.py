@@ -20,8 +20,9 @@ import shutil
 import threading
 from pathlib import Path
 
+from suite.plan import keys
 from suite.records.base import Record
-from suite.stages.registry import EVALUATE, STAGES
+from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK, RUN_ORDER, STAGES
 
 # the fields of a stage's result that name files the store keeps with it: a path, or {name: path}
 FILE_FIELDS: dict[str, tuple[str, ...]] = {EVALUATE: ("results_file", "samples_files")}
@@ -82,13 +83,49 @@ def in_run_folder(run_dir: Path, jobs) -> dict:
             if (res := read_result(Path(run_dir) / "variants" / name, stage)[0]) is not None}
 
 
-def job_key(vp, stage: str) -> str | None:
-    """The content key the plan gives ``stage``'s job of the variant planned as ``vp`` (a checkpoint's: its config's
-    ``key``), or None when its config carries none."""
+def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str | None:
+    """The content key of ``stage``'s job of the variant planned as ``vp``, given what its earlier stages made
+    (``done``: its ``VariantSummary``, or any object with their results as attributes): a checkpoint's is its
+    config's ``key``; kvcheck's, evaluate's (and eval.engine_check's) and benchmark's hash their config (with what
+    kvcheck chose passed on), the model's identity and their environment's versions (suite.plan.keys). None when the
+    variant does not run ``stage``, or while a prerequisite stage it runs (its checkpoint, kvcheck's choices) has
+    no result in ``done``. ``env``: the stages' environment (its VLLM_* switches are in the serve stages' keys)."""
     config = vp.config(stage)
-    return getattr(config, "key", None) if config is not None else None
+    if config is None:
+        return None
+    spec = STAGES[stage]
+    if spec.builds_checkpoint:
+        return getattr(config, "key", None)
+    earlier = [s for s in RUN_ORDER[:RUN_ORDER.index(stage)] if STAGES[s].prerequisite and vp.config(s) is not None]
+    if any(getattr(done, s, None) is None for s in earlier):
+        return None  # known once they ran: the runner compares it then (runner.schedule)
+    from suite.plan.planner import with_results
+
+    config = with_results(vp, done).config(stage) if done is not None else config
+    built = next((getattr(done, s) for s in earlier if STAGES[s].builds_checkpoint), None)
+    key_of = STAGE_KEYS.get(spec.check_of or stage)
+    return key_of(config, keys.model_identity(vp.model_path, built), env) if key_of else None
+
+
+# each stage's key of (config, model identity, stage environment), but the checkpoint's (its config's ``key``)
+STAGE_KEYS = {
+    KVCHECK: lambda config, model, env: keys.kvcheck_key(config, model),
+    EVALUATE: lambda config, model, env: keys.cache_key(config, model, env=env),
+    BENCHMARK: lambda config, model, env: keys.benchmark_key(config, model, env=env),
+}
+
+
+# the field of a stage's result that records the key it was made under (evaluate's: the evaluation cache's key)
+KEY_FIELDS = ("key", "cache_key")
+
+
+def recorded_key(result: Record) -> str | None:
+    """The key ``result`` records it was made under (None: it records none, an older result)."""
+    return next((getattr(result, f) for f in KEY_FIELDS if getattr(result, f, None)), None)
 
 
 def holds(result: Record, key: str | None) -> bool:
-    """Whether ``result`` was made under ``key`` (a result that records no key matches any)."""
-    return key is None or getattr(result, "key", key) == key
+    """Whether ``result`` was made under ``key`` (a result that records no key matches any; so does a job whose key
+    is not known yet, None)."""
+    made = recorded_key(result)
+    return key is None or made is None or made == key
