@@ -34,14 +34,12 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     """The evaluate stage through the cache: reuse a finished evaluation of the same thing (``vp``: its
     ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``stageproc.StageOutcome``."""
     from suite.orchestrate.stageproc import StageOutcome, run_stage
-    from suite.plan.keys import weights_fingerprint
+    from suite.plan.keys import model_identity
 
     # a checkpoint is named by what made it (its key); its content hash says what it holds: a rebuild that
     # differs (another machine, another GPU) is not the checkpoint the cached scores came from
-    identity = ((vs.quantize.key + (f":{vs.quantize.content_sha256}" if vs.quantize.content_sha256 else ""))
-                if vs.quantize else weights_fingerprint(vp.model_path))
     config = vp.config(stage)  # evaluate, or one of eval.engine_check's evaluate-check-<i>
-    key = cache_key(config, identity, env=env)
+    key = cache_key(config, model_identity(vp.model_path, vs.quantize), env=env)
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
     outcome = run_stage(stage, config, vdir, env, lock, python)

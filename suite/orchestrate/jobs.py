@@ -24,14 +24,12 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
 
         return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python, stage)
     outcome = run_stage(stage, vp.config(stage), vdir, env, lock, python)
-    if outcome.result is not None and "key" in type(outcome.result).model_fields and not outcome.result.key:
+    if outcome.result is not None and not STAGES[stage].builds_checkpoint:  # a checkpoint's records its own key
         # kvcheck's and benchmark's key, recorded in the run folder's result: a resume keeps it while it is the same
-        from suite.orchestrate.store import job_key
+        from suite.orchestrate.store import RunFolder, job_key
 
         if (key := job_key(vp, stage, vs, env)) is not None:
-            result = outcome.result.model_copy(update={"key": key})
-            result.write(vdir / f"{stage}.result.json")
-            outcome = outcome._replace(result=result)
+            outcome = outcome._replace(result=RunFolder(vdir).put(stage, key, outcome.result))
     return outcome
 
 

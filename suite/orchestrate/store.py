@@ -74,13 +74,34 @@ class Store:
         return stored
 
 
+class RunFolder:
+    """A variant's folder of a run as a store: one result a stage (``variants/<name>/<stage>.result.json``), with the
+    key it was made under recorded in it (``KEY_FIELDS``). ``lookup(stage, key)``: the result there when it was made
+    under ``key`` (a result that records none matches, as does ``key`` None: not known yet); ``put`` records the key
+    in the result and writes it there. A resume is the run's plan with each job looked up here first."""
+
+    def __init__(self, vdir: Path):
+        self.vdir = Path(vdir)
+
+    def lookup(self, stage: str, key: str | None) -> Record | None:
+        from suite.orchestrate.stageproc import read_result
+
+        result = read_result(self.vdir, stage)[0]
+        return result if result is not None and holds(result, key) else None
+
+    def put(self, stage: str, key: str, result: Record) -> Record:
+        field = next((f for f in KEY_FIELDS if f in type(result).model_fields), None)
+        if field is not None and getattr(result, field) != key:
+            result = result.model_copy(update={field: key})
+        result.write(self.vdir / result_file(stage))
+        return result
+
+
 def in_run_folder(run_dir: Path, jobs) -> dict:
     """{(stage, variant): result} of the ``jobs`` ((stage, variant) pairs) that have a readable result in the run
-    folder."""
-    from suite.orchestrate.stageproc import read_result
-
+    folder (each folder's ``lookup`` with no key yet: rundir.kept_results judges the keys)."""
     return {(stage, name): res for stage, name in jobs
-            if (res := read_result(Path(run_dir) / "variants" / name, stage)[0]) is not None}
+            if (res := RunFolder(Path(run_dir) / "variants" / name).lookup(stage, None)) is not None}
 
 
 def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str | None:
