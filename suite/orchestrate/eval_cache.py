@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.orchestrate.store import Store
+from suite.orchestrate.store import RunFolder, Store
 from suite.plan.keys import cache_key
 from suite.records.evaluate import EvaluateResult
 from suite.stages.registry import EVALUATE
@@ -43,6 +43,6 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
     outcome = run_stage(stage, config, vdir, env, lock, python)
-    if outcome.result is not None:
-        outcome = outcome._replace(result=store(cache_dir, key, outcome.result.model_copy(update={"cache_key": key})))
+    if outcome.result is not None:  # the run folder's result records its key (a resume compares it), then cached
+        outcome = outcome._replace(result=store(cache_dir, key, RunFolder(vdir).put(stage, key, outcome.result)))
     return outcome

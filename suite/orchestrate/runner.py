@@ -156,6 +156,8 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
                     continue  # still waiting
                 vs = by_name[job.variant]
                 failed_dep = next((d for d in job.deps if state[d] != "ok"), None)
+                if (job.stage, job.variant) in kept and not failed_dep and not vs.errors:
+                    still_kept(job, plans[job.variant], vs, kept, run_dir, env, summary)
                 kept_here = (job.stage, job.variant) in kept and not failed_dep and not vs.errors
                 if not kept_here and (failed_dep or vs.errors or (why := executor.never_fits(job))):
                     pending.remove(job)
@@ -216,6 +218,19 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
         jobs.write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
     summary.stage_elapsed_s = elapsed_by_stage(timeline)
     return totals
+
+
+def still_kept(job, vp, vs, kept: dict, run_dir: Path, env: dict[str, str], summary) -> None:
+    """A kept result whose job is ready, judged by its key now (jobs.kept_result): one made under another key is set
+    aside (``.stale-key``) and its job runs again, with a warning."""
+    held = jobs.kept_result(vp, job.stage, kept[job.stage, job.variant], vs, kept.get((rundir.REBUILD, job.variant)),
+                            run_dir / "variants" / job.variant, env)
+    if held is not None:
+        kept[job.stage, job.variant] = held
+        return
+    rundir.set_aside(kept, run_dir, job.stage, job.variant, "stale-key")
+    summary.warnings.append(f"{job.variant}: its {job.stage} result's content key changed since the run began: it "
+                            "runs again")
 
 
 def refused_at_start(pending: list, kept: dict, executor) -> list[tuple]:

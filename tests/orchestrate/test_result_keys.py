@@ -131,3 +131,36 @@ def test_a_kept_kvcheck_is_judged_by_its_key_once_its_checkpoint_result_is_kept_
     monkeypatch.setattr(k, "quantizer_versions", lambda: {**real(), "torch": "0.0.1"})  # kvcheck's env changed
     kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
     assert (KVCHECK, fp8.variant.name) not in kept and (vdir / "kvcheck.result.stale-key.json").is_file()
+
+
+def test_a_resume_redoes_the_evaluations_whose_task_data_changed_since(demo_recipe_copy, tmp_path, monkeypatch,
+                                                                       capsys):
+    """The task data is in an evaluation's key, and the run folder's result records that key: the baseline's is
+    compared before anything runs, the quantized variant's once its checkpoint's content is known (runner.schedule).
+    Unchanged data: nothing runs again; changed data: both evaluations do, their old results set aside."""
+    import json
+    import shutil
+
+    from conftest import ROOT
+    from test_resume_promises import accuracy_only, stand_in
+
+    from suite import cli
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tasks" / "data", data)
+    _, calls = stand_in(tmp_path, monkeypatch)
+    assert cli.main(["run", str(accuracy_only(demo_recipe_copy, eval__data_dir=str(data))), "--no-track"]) == 0
+    run_dir = Path(capsys.readouterr().out.split("run folder: ")[1].split()[0])
+    recorded = json.loads((run_dir / "variants" / "fp8-kv" / "evaluate.result.json").read_text())["cache_key"]
+    assert recorded  # the run folder's result records its key
+    calls.write_text("")
+    assert cli.main(["run", "--resume", str(run_dir), "--no-track"]) == 0
+    assert calls.read_text() == ""  # the same keys: every kept result is a hit
+    mmlu = next(p for p in sorted((data / "mmlu").rglob("*")) if p.is_file())
+    mmlu.write_bytes(mmlu.read_bytes() + b"\n")
+    assert cli.main(["run", "--resume", str(run_dir), "--no-track"]) == 0
+    assert sorted(calls.read_text().split("\n")[:-1]) == ["evaluate bf16", "evaluate fp8-kv"]
+    for name in ("bf16", "fp8-kv"):
+        assert (run_dir / "variants" / name / "evaluate.result.stale-key.json").is_file()
+    warnings = json.loads((run_dir / "summary.json").read_text())["warnings"]
+    assert "fp8-kv: its evaluate result's content key changed since the run began: it runs again" in warnings
