@@ -15,11 +15,9 @@ from suite.orchestrate.stageproc import StageOutcome, failure_line, interpreter,
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
             lock=None, python: str | None = None) -> StageOutcome:
-    """One job of a plan: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan``; ``vs`` its
-    ``VariantSummary``); evaluations go through the evaluation cache (``eval_cache.evaluate_cached``)."""
-    from suite.plan.planner import with_results
-
-    vp = with_results(vp, vs)  # e.g. the layers kvcheck chose for kv_skip_layers: auto, into later configs
+    """One job of a plan: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan`` as the job runs it: with
+    what a prerequisite stage chose passed on, ``ready_plan``; ``vs`` its ``VariantSummary``); evaluations go
+    through the evaluation cache (``eval_cache.evaluate_cached``)."""
     vdir = run_dir / "variants" / vp.variant.name
     if stage == EVALUATE or STAGES[stage].check_of == EVALUATE:  # eval.engine_check's jobs too
         from suite.orchestrate.eval_cache import evaluate_cached
@@ -31,6 +29,17 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
         if (key := job_key(vp, stage, vs, env)) is not None:
             outcome = outcome._replace(result=RunFolder(vdir).put(stage, key, outcome.result))
     return outcome
+
+
+def ready_plan(vp, stage: str, vs):
+    """The variant's plan as ``stage``'s job runs it: after a prerequisite stage of its variant, with what that
+    chose passed on (``planner.with_results``: e.g. the layers kvcheck chose for kv_skip_layers: auto, into the
+    evaluate and benchmark engine arguments); the plan itself for a job after none (nothing to pass on)."""
+    if not any(STAGES[s].prerequisite and vp.config(s) is not None for s in RUN_ORDER[:RUN_ORDER.index(stage)]):
+        return vp
+    from suite.plan.planner import with_results
+
+    return with_results(vp, vs)
 
 
 def made_with(vs, rebuilt_from=None):

@@ -164,3 +164,26 @@ def test_a_resume_redoes_the_evaluations_whose_task_data_changed_since(demo_reci
         assert (run_dir / "variants" / name / "evaluate.result.stale-key.json").is_file()
     warnings = json.loads((run_dir / "summary.json").read_text())["warnings"]
     assert "fp8-kv: its evaluate result's content key changed since the run began: it runs again" in warnings
+
+
+def test_the_plan_is_not_opened_again_for_a_job_after_no_prerequisite(demo_recipe_copy, tmp_path):
+    """jobs.ready_plan: what kvcheck chose reaches the jobs after it (their configs, so their keys); a job after no
+    prerequisite stage runs the plan as it is (the same object)."""
+    from suite.analysis.summary import variant_summary
+    from suite.orchestrate.jobs import ready_plan
+    from suite.stages.registry import EVALUATE
+
+    p = make_plan(load_recipe(demo_recipe_copy(variants__0__kv_skip_layers="auto")), tmp_path / "run")
+    auto, bf16 = variant(p, quantized=True), variant(p, quantized=False)
+    vs = variant_summary(auto)
+    vs.kvcheck = KVCheckResult(kv_scales="calibrated", option="calibrated", options=[], num_layers=30, num_texts=1,
+                               tokens=10, rows=[], skip_layers=[0], auto=True, wall_s=1.0)
+    assert ready_plan(auto, QUANTIZE, vs) is auto and ready_plan(bf16, EVALUATE, variant_summary(bf16)) is bf16
+    ready = ready_plan(auto, EVALUATE, vs)
+    assert ready.evaluate.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
+    assert ready.benchmark.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
+    built = QuantizeResult(checkpoint=auto.model_path, key=auto.quantize.key, cache_hit=False, wall_s=1.0)
+    vs.quantize = built
+    # the key of the job as it runs: the same whether given the plan or the plan as the job runs it
+    assert store.job_key(auto, BENCHMARK, vs) == store.job_key(ready, BENCHMARK, vs) != store.job_key(
+        auto, BENCHMARK, SimpleNamespace(**{QUANTIZE: built, KVCHECK: vs.kvcheck.model_copy(update={"skip_layers": [1]})}))
