@@ -6,11 +6,12 @@ the files the result names (copied beside it, the result rewritten to point at t
 folder and renamed, so a half-written entry is never used. The evaluation cache is the store at
 ``<output_dir>/eval-cache`` (suite.orchestrate.eval_cache: same layout as before, so its entries still hit).
 
-A run folder holds one result per planned job (``variants/<name>/<stage>.result.json``): ``in_run_folder`` reads
-them, and ``job_key(vp, stage)`` / ``holds(result, key)`` say whether a kept result was made under the key the plan
-gives its job now (suite.orchestrate.rundir.kept_results: a result whose key differs is set aside and its job runs
-again). A stage whose config carries no content key (kvcheck, benchmark, and evaluate, whose key is computed when
-its checkpoint is known: eval_cache) is checked by rundir's version and base-model checks instead.
+A run folder holds one result per planned job (``variants/<name>/<stage>.result.json``): ``RunFolder(vdir)`` is
+the same ``lookup`` / ``put`` over a variant's folder, the key recorded in the result (``KEY_FIELDS``). ``job_key(vp,
+stage, done)`` is the key the plan gives a job once its prerequisites' results are known (kvcheck's, evaluate's and
+benchmark's depend on the checkpoint's content and kvcheck's choices); a resume keeps a result only while it holds
+that key (suite.orchestrate.rundir.kept_results before anything runs, the runner once the job is ready), and a
+result that records no key (an older run folder) is judged by rundir's version and base-model checks alone.
 """
 
 from __future__ import annotations

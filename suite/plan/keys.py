@@ -1,4 +1,5 @@
-"""Every content key in one place: a model's weights, a checkpoint, an evaluation (what decides each, hashed)."""
+"""Every content key in one place: a model's weights, a checkpoint, an evaluation, a kvcheck, a benchmark (what decides
+each, hashed)."""
 
 from __future__ import annotations
 
