@@ -44,5 +44,5 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
         return StageOutcome(hit, None, 0.0)
     outcome = run_stage(stage, config, vdir, env, lock, python)
     if outcome.result is not None:  # the run folder's result records its key (a resume compares it), then cached
-        outcome = outcome._replace(result=store(cache_dir, key, RunFolder(vdir).put(stage, key, outcome.result)))
+        outcome = outcome._replace(result=store(cache_dir, key, RunFolder(vdir, lock).put(stage, key, outcome.result)))
     return outcome

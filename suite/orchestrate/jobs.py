@@ -27,7 +27,7 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
     if outcome.result is not None and not STAGES[stage].builds_checkpoint:  # a checkpoint's records its own key
         # kvcheck's and benchmark's key, recorded in the run folder's result: a resume keeps it while it is the same
         if (key := job_key(vp, stage, vs, env)) is not None:
-            outcome = outcome._replace(result=RunFolder(vdir).put(stage, key, outcome.result))
+            outcome = outcome._replace(result=RunFolder(vdir, lock).put(stage, key, outcome.result))
     return outcome
 
 

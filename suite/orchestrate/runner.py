@@ -201,7 +201,8 @@ class JobLoop:
                 self.settle(job, "ok", "resumed")
             elif failed_dep or vs.errors or (why := self.executor.never_fits(job)):
                 if not vs.errors:
-                    vs.errors.append(f"{job.stage} not run: " + (f"{failed_dep} did not succeed" if failed_dep else why))
+                    why = f"{failed_dep} did not succeed" if failed_dep else why
+                    vs.errors.append(f"{job.stage} not run: {why}")
                 self.settle(job, "skipped", "skipped")
             elif self.executor.submit(job, self.call(job, jobs.ready_plan(self.plans[job.variant], job.stage, vs), vs)):
                 self.pending.remove(job)

@@ -81,8 +81,9 @@ class RunFolder:
     under ``key`` (a result that records none matches, as does ``key`` None: not known yet); ``put`` records the key
     in the result and writes it there. A resume is the run's plan with each job looked up here first."""
 
-    def __init__(self, vdir: Path):
+    def __init__(self, vdir: Path, lock=None):
         self.vdir = Path(vdir)
+        self.lock = lock  # the run's suite.runtime.lock.RunLock: ``put`` writes only while the run owns the folder
 
     def lookup(self, stage: str, key: str | None) -> Record | None:
         from suite.orchestrate.stageproc import read_result
@@ -94,7 +95,8 @@ class RunFolder:
         field = next((f for f in KEY_FIELDS if f in type(result).model_fields), None)
         if field is not None and getattr(result, field) != key:
             result = result.model_copy(update={field: key})
-        result.write(self.vdir / result_file(stage))
+        if self.lock is None or self.lock.owned():  # a run folder taken over by another run is not written
+            result.write(self.vdir / result_file(stage))
         return result
 
 

@@ -71,7 +71,8 @@ def test_job_key_covers_kvcheck_and_benchmark_once_the_checkpoint_is_known(plan)
     assert store.job_key(fp8, BENCHMARK, SimpleNamespace(**{QUANTIZE: built})) is None  # kvcheck's choice not known
     other = built.model_copy(update={"content_sha256": "b" * 64})  # a rebuild that differs: another model
     assert store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: other})) != chk
-    assert store.job_key(bf16, BENCHMARK) == keys.benchmark_key(bf16.benchmark, keys.weights_fingerprint(bf16.model_path))
+    base = keys.weights_fingerprint(bf16.model_path)
+    assert store.job_key(bf16, BENCHMARK) == keys.benchmark_key(bf16.benchmark, base)
 
 
 def benchmark_result(key: str | None) -> BenchmarkResult:
@@ -185,5 +186,19 @@ def test_the_plan_is_not_opened_again_for_a_job_after_no_prerequisite(demo_recip
     built = QuantizeResult(checkpoint=auto.model_path, key=auto.quantize.key, cache_hit=False, wall_s=1.0)
     vs.quantize = built
     # the key of the job as it runs: the same whether given the plan or the plan as the job runs it
+    other_choice = vs.kvcheck.model_copy(update={"skip_layers": [1]})
     assert store.job_key(auto, BENCHMARK, vs) == store.job_key(ready, BENCHMARK, vs) != store.job_key(
-        auto, BENCHMARK, SimpleNamespace(**{QUANTIZE: built, KVCHECK: vs.kvcheck.model_copy(update={"skip_layers": [1]})}))
+        auto, BENCHMARK, SimpleNamespace(**{QUANTIZE: built, KVCHECK: other_choice}))
+
+
+def test_the_run_folder_records_a_key_only_while_the_run_owns_the_folder(tmp_path):
+    from suite.runtime.lock import RunLock
+
+    vdir = tmp_path / "variants" / "bf16"
+    lock = RunLock(tmp_path).acquire()
+    put = store.RunFolder(vdir, lock).put(BENCHMARK, "k1", benchmark_result(None))
+    assert put.key == "k1" and store.RunFolder(vdir).lookup(BENCHMARK, "k1").key == "k1"
+    assert store.RunFolder(vdir).lookup(BENCHMARK, "k2") is None  # made under another key: a miss
+    lock.release()  # the run no longer owns the folder: its result file is left as it is
+    assert store.RunFolder(vdir, lock).put(BENCHMARK, "k2", benchmark_result(None)).key == "k2"
+    assert store.RunFolder(vdir).lookup(BENCHMARK, None).key == "k1"
