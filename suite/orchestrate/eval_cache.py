@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.orchestrate.store import Store
+from suite.orchestrate.store import RunFolder, Store
 from suite.plan.keys import cache_key
 from suite.records.evaluate import EvaluateResult
 from suite.stages.registry import EVALUATE
@@ -34,17 +34,15 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     """The evaluate stage through the cache: reuse a finished evaluation of the same thing (``vp``: its
     ``VariantPlan``, ``vs``: its ``VariantSummary``); a ``stageproc.StageOutcome``."""
     from suite.orchestrate.stageproc import StageOutcome, run_stage
-    from suite.plan.keys import weights_fingerprint
+    from suite.plan.keys import model_identity
 
     # a checkpoint is named by what made it (its key); its content hash says what it holds: a rebuild that
     # differs (another machine, another GPU) is not the checkpoint the cached scores came from
-    identity = ((vs.quantize.key + (f":{vs.quantize.content_sha256}" if vs.quantize.content_sha256 else ""))
-                if vs.quantize else weights_fingerprint(vp.model_path))
     config = vp.config(stage)  # evaluate, or one of eval.engine_check's evaluate-check-<i>
-    key = cache_key(config, identity, env=env)
+    key = cache_key(config, model_identity(vp.model_path, vs.quantize), env=env)
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
     outcome = run_stage(stage, config, vdir, env, lock, python)
-    if outcome.result is not None:
-        outcome = outcome._replace(result=store(cache_dir, key, outcome.result.model_copy(update={"cache_key": key})))
+    if outcome.result is not None:  # the run folder's result records its key (a resume compares it), then cached
+        outcome = outcome._replace(result=store(cache_dir, key, RunFolder(vdir, lock).put(stage, key, outcome.result)))
     return outcome

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
+from suite.orchestrate.store import RunFolder, job_key, recorded_key
 from suite.runtime import envs  # noqa: F401 -- the runner's stage environment and versions, through here
-from suite.stages.registry import EVALUATE, STAGES
+from suite.stages.registry import EVALUATE, RUN_ORDER, STAGES
 
 # re-exported: callers import the stage process's names from here
 from suite.orchestrate.stageproc import StageOutcome, failure_line, interpreter, read_result, run_stage  # noqa: F401
@@ -13,17 +15,60 @@ from suite.orchestrate.stageproc import StageOutcome, failure_line, interpreter,
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
             lock=None, python: str | None = None) -> StageOutcome:
-    """One job of a plan: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan``; ``vs`` its
-    ``VariantSummary``); evaluations go through the evaluation cache (``eval_cache.evaluate_cached``)."""
-    from suite.plan.planner import with_results
-
-    vp = with_results(vp, vs)  # e.g. the layers kvcheck chose for kv_skip_layers: auto, into later configs
+    """One job of a plan: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan`` as the job runs it: with
+    what a prerequisite stage chose passed on, ``ready_plan``; ``vs`` its ``VariantSummary``); evaluations go
+    through the evaluation cache (``eval_cache.evaluate_cached``)."""
     vdir = run_dir / "variants" / vp.variant.name
     if stage == EVALUATE or STAGES[stage].check_of == EVALUATE:  # eval.engine_check's jobs too
         from suite.orchestrate.eval_cache import evaluate_cached
 
         return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python, stage)
-    return run_stage(stage, vp.config(stage), vdir, env, lock, python)
+    outcome = run_stage(stage, vp.config(stage), vdir, env, lock, python)
+    if outcome.result is not None and not STAGES[stage].builds_checkpoint:  # a checkpoint's records its own key
+        # kvcheck's and benchmark's key, recorded in the run folder's result: a resume keeps it while it is the same
+        if (key := job_key(vp, stage, vs, env)) is not None:
+            outcome = outcome._replace(result=RunFolder(vdir, lock).put(stage, key, outcome.result))
+    return outcome
+
+
+def ready_plan(vp, stage: str, vs):
+    """The variant's plan as ``stage``'s job runs it: after a prerequisite stage of its variant, with what that
+    chose passed on (``planner.with_results``: e.g. the layers kvcheck chose for kv_skip_layers: auto, into the
+    evaluate and benchmark engine arguments); the plan itself for a job after none (nothing to pass on)."""
+    if not any(STAGES[s].prerequisite and vp.config(s) is not None for s in RUN_ORDER[:RUN_ORDER.index(stage)]):
+        return vp
+    from suite.plan.planner import with_results
+
+    return with_results(vp, vs)
+
+
+def made_with(vs, rebuilt_from=None):
+    """What a variant's kept results were made with: its prerequisite stages' results in ``vs`` (its
+    ``VariantSummary``), but a checkpoint rebuilt byte for byte under another content key counts as the one the run
+    used (``rebuilt_from``: that one's result; runner.rebuilt kept what was made with it)."""
+    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in RUN_ORDER if STAGES[s].prerequisite})
+    for s in (s for s in RUN_ORDER if STAGES[s].builds_checkpoint):
+        now = getattr(done, s)
+        same = rebuilt_from is not None and now is not None and rebuilt_from.content_sha256
+        if same and rebuilt_from.content_sha256 == now.content_sha256:
+            setattr(done, s, rebuilt_from)
+    return done
+
+
+def kept_result(vp, stage: str, result, vs, rebuilt_from, vdir: Path, env: dict[str, str]):
+    """A kept result (a resumed run) once its job is ready: the run folder's ``lookup`` under the key its earlier
+    stages' results give it now (evaluate's, kvcheck's and benchmark's known only once the checkpoint's content is),
+    or None when it was made under another key. An older result that records no key is kept (rundir's model and
+    version checks judged it). One kept across a byte-identical rebuild under a new checkpoint key is recorded under
+    its key now, so that a later resume finds it."""
+    if recorded_key(result) is None:
+        return result
+    folder = RunFolder(vdir)
+    if folder.lookup(stage, job_key(vp, stage, made_with(vs, rebuilt_from), env)) is None:
+        return None
+    if rebuilt_from is not None and (now := job_key(vp, stage, vs, env)) is not None and now != recorded_key(result):
+        return folder.put(stage, now, result)
+    return result
 
 
 def record(vs, stage: str, result, vp=None) -> None:

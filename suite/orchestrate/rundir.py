@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 from suite.recipe.loaded import fields_that_differ
 from suite.runtime.errors import Problem, SuiteError
@@ -93,44 +94,68 @@ REBUILD = "quantize (rebuilt)"  # kept_results' key for a quantize result whose 
 def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tuple[dict, list[str]]:
     """{(stage, variant): result} a resumed run keeps (none for a new run), and under (REBUILD, variant)
     the quantize results whose checkpoints are gone or whose content key is no longer the plan's; when a resume
-    still has jobs to run, a SuiteError if this machine cannot serve the recipe. A kept evaluate or benchmark
-    result made with other versions of the serve environment's key packages (vLLM, lm-eval, torch,
-    transformers) than it has now is not kept: its file is renamed ``.stale-versions`` and its job runs again
-    (a resumed run must not pair scores of two vLLMs), and neither are the results of an unquantized variant whose
-    model's content changed since the run began (``drop_other_base_models``). With it, a line for each result
-    not kept. Whether a kept result's key is its job's key in the plan: suite.orchestrate.store."""
+    still has jobs to run, a SuiteError if this machine cannot serve the recipe. With it, a line for each result
+    not kept. A result that records the content key it was made under (kvcheck's and benchmark's ``key``, evaluate's
+    ``cache_key``: suite.orchestrate.store) is kept only while its job's key is the same; where that key depends on
+    the checkpoint's content, known only once the quantize job has run again or been kept, the runner compares it
+    then (runner.schedule). Named first, as the reason: an evaluate or benchmark result made with other versions
+    of the serve environment's key packages (vLLM, lm-eval, torch, transformers) than it has now is not kept, its
+    file renamed ``.stale-versions`` (a resumed run must not pair scores of two vLLMs), and neither are the results
+    of an unquantized variant whose model's content changed since the run began (``drop_other_base_models``);
+    for an older result that records no key these two checks are the only ones."""
     from suite.orchestrate import store
     from suite.orchestrate.jobs import builds_checkpoint
 
     if not resume:
         return {}, []
     kept = store.in_run_folder(run_dir, plan.jobs())
-    notes = []
     planned = {vp.variant.name: vp for vp in plan.variants}
+    notes = []
     for (stage, name), res in list(kept.items()):
-        key = store.job_key(planned[name], stage)
-        if not store.holds(res, key):
-            if not builds_checkpoint(stage):  # a result made under another key than its job's now: it runs again
-                set_aside(kept, run_dir, stage, name, "stale-key")
-                notes.append(f"{name}: its {stage} result's content key changed since the run began: it runs again")
-                continue
-            # what builds the checkpoint changed since (the base model's content, the quantization, the calibration
-            # data or the quantizer's versions): it is built again, like a lost one, and what was made with the old
-            # one is redone unless the new one is the same, byte for byte (runner.rebuilt)
-            notes.append(f"{name}: the checkpoint's content key changed since the run began ({res.key[:12]} -> "
-                         f"{str(key)[:12]}): it is built again")
-            kept[REBUILD, name] = kept.pop((stage, name))
-        elif builds_checkpoint(stage) and not (Path(res.checkpoint) / ".complete").is_file():
-            # a fresh machine: the checkpoint is gone. The quantize job runs again and rebuilds it from its
-            # content key; runner.schedule compares the rebuild's content hash with the recorded one
-            # (REBUILD: this result) and redoes what was made with a checkpoint that differs.
-            kept[REBUILD, name] = kept.pop((stage, name))
+        if builds_checkpoint(stage):
+            notes += _check_checkpoint(kept, planned[name], stage, name, res)
+    # what changed by name (the model, the serve environment's versions): the reason a note gives, for a result
+    # that records its key too (its key covers both); an older result without one is judged by these alone
     notes += drop_other_base_models(plan, kept, run_dir)
     notes += drop_other_versions(kept, run_dir)
+    env = None
+    for (stage, name), res in list(kept.items()):
+        if (stage, name) not in kept or stage == REBUILD or store.recorded_key(res) is None or builds_checkpoint(stage):
+            continue
+        if env is None:
+            from suite.runtime.envs import stage_env
+
+            env = stage_env(plan.env)
+        done = SimpleNamespace(**{s: r for (s, n), r in kept.items() if n == name})  # its earlier stages' results
+        key = store.job_key(planned[name], stage, done, env)  # None until its checkpoint is known: runner.schedule
+        if not store.holds(res, key):  # made under another key than its job's now: it runs again
+            set_aside(kept, run_dir, stage, name, "stale-key")
+            notes.append(f"{name}: its {stage} result's content key changed since the run began: it runs again")
     if len([k for k in kept if k[0] != REBUILD]) < len(plan.jobs()):  # something will run: can we serve it?
         if problems := serving_problems(loaded):
             raise SuiteError(problems)
     return kept, notes
+
+
+def _check_checkpoint(kept: dict, vp, stage: str, name: str, res) -> list[str]:
+    """A kept quantize result whose content key is no longer its job's, or whose checkpoint is gone, moves to
+    (REBUILD, variant): its job runs again; a line when the key changed."""
+    from suite.orchestrate import store
+
+    key = store.job_key(vp, stage)
+    if not store.holds(res, key):
+        # what builds the checkpoint changed since (the base model's content, the quantization, the calibration
+        # data or the quantizer's versions): it is built again, like a lost one, and what was made with the old
+        # one is redone unless the new one is the same, byte for byte (runner.rebuilt)
+        kept[REBUILD, name] = kept.pop((stage, name))
+        return [f"{name}: the checkpoint's content key changed since the run began ({res.key[:12]} -> "
+                f"{str(key)[:12]}): it is built again"]
+    if not (Path(res.checkpoint) / ".complete").is_file():
+        # a fresh machine: the checkpoint is gone. The quantize job runs again and rebuilds it from its
+        # content key; runner.schedule compares the rebuild's content hash with the recorded one
+        # (REBUILD: this result) and redoes what was made with a checkpoint that differs.
+        kept[REBUILD, name] = kept.pop((stage, name))
+    return []
 
 
 def set_aside(kept: dict, run_dir: Path, stage: str, name: str, tag: str) -> None:

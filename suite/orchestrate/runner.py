@@ -122,100 +122,133 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
 def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env: dict[str, str], force: bool, lock,
              report: Reporter, watch: Watcher | None = None) -> dict[str, float]:
     """Run the plan's DAG on the executor ``spec`` asks for: a job is sent when every job it waits for has
-    succeeded (skipped, with the reason, when one failed), and the executor starts it when it fits. Writes
-    ``jobs.json`` (where and when each job ran, the executor's overhead); returns each stage's total wall time."""
-    by_name = {v.name: v for v in summary.variants}
-    plans = {vp.variant.name: vp for vp in plan.variants}
-    totals: dict[str, float] = {}
-    state: dict[str, str] = {}  # job id -> ok | failed | skipped
-    refusals: dict[str, str] = {}  # variant -> why its first job refused at the start can never run here
-    pending = jobs.stage_jobs(plan)
-    quantize_left = {j.id for j in pending if jobs.builds_checkpoint(j.stage)}  # checkpoints still to build
-    executor = make_executor(spec)
-    t0 = time.time()
-    timeline: list[dict] = []
-    checked = False
+    succeeded (skipped, with the reason, when one failed), and the executor starts it when it fits; a job whose
+    kept result (a resumed run) holds its key now is not run. Writes ``jobs.json`` (where and when each job ran, the
+    executor's overhead); returns each stage's total wall time."""
+    loop = JobLoop(plan, summary, kept, make_executor(spec), report, env,
+                   lambda job, vp, vs: JobCall(job.stage, vp, vs, run_dir, out_root, env, force, lock,
+                                               jobs.interpreter(job.stage)))
+    executor, t0, checked = loop.executor, time.time(), False
     try:
         executor.start()
-        # before anything runs, not once its inputs exist. Kept apart from the variant's errors until the end: an error
-        # skips every later job of its variant, and the variant's other jobs (kept results of a resumed run, a
-        # checkpoint another variant builds on) must still run
-        for job, why in refused_at_start(pending, kept, executor):
-            pending.remove(job)
-            refusals.setdefault(job.variant, f"{job.stage} not run: {why}")
-            state[job.id] = "skipped"
-            quantize_left.discard(job.id)
-            report(job.stage, job.variant, "skipped")
-        while pending or executor.running():
-            progressed = False
-            if not quantize_left and not checked:  # every checkpoint exists now: same prompts for all?
+        loop.refuse_at_start()
+        while loop.pending or executor.running():
+            if not loop.quantize_left and not checked:  # every checkpoint exists now: same prompts for all?
                 summary.warnings += jobs.preflight(summary.variants)
                 checked = True
-            for job in list(pending):
-                if any(d not in state for d in job.deps):
-                    continue  # still waiting
-                vs = by_name[job.variant]
-                failed_dep = next((d for d in job.deps if state[d] != "ok"), None)
-                kept_here = (job.stage, job.variant) in kept and not failed_dep and not vs.errors
-                if not kept_here and (failed_dep or vs.errors or (why := executor.never_fits(job))):
-                    pending.remove(job)
-                    if not vs.errors and failed_dep:
-                        vs.errors.append(f"{job.stage} not run: {failed_dep} did not succeed")
-                    elif not vs.errors:
-                        vs.errors.append(f"{job.stage} not run: {why}")
-                    state[job.id] = "skipped"
-                    quantize_left.discard(job.id)
-                    progressed = True
-                    report(job.stage, job.variant, "skipped")
-                    continue
-                if (job.stage, job.variant) in kept:
-                    pending.remove(job)
-                    result = kept[job.stage, job.variant]
-                    jobs.record(vs, job.stage, result, plans[job.variant])
-                    totals[job.stage] = totals.get(job.stage, 0.0) + getattr(result, "wall_s", 0.0)
-                    state[job.id] = "ok"
-                    quantize_left.discard(job.id)
-                    progressed = True
-                    report(job.stage, job.variant, "resumed")
-                    continue
-                call = JobCall(job.stage, plans[job.variant], vs, run_dir, out_root, env, force, lock,
-                               jobs.interpreter(job.stage))
-                if executor.submit(job, call):
-                    pending.remove(job)
-                    progressed = True
-                    where = dict((j.id, p) for j, p in executor.running()).get(job.id, "")
-                    report(job.stage, job.variant, "start", where)
+            progressed = loop.send_ready()
             if watch is not None:
-                watch(executor.running(), [j for j in pending])
+                watch(executor.running(), list(loop.pending))
             if not executor.running():
-                if pending and not progressed:  # nothing runs, nothing changed: these can never start
-                    raise RuntimeError(f"jobs that cannot start: {', '.join(j.id for j in pending)}")
+                if loop.pending and not progressed:  # nothing runs, nothing changed: these can never start
+                    raise RuntimeError(f"jobs that cannot start: {', '.join(j.id for j in loop.pending)}")
                 continue  # something became ready (a kept result, a skip): look again
             for f in executor.wait():
-                job, outcome = f.job, f.outcome
-                vs = by_name[job.variant]
-                timeline.append(f.as_dict(t0))
-                totals[job.stage] = totals.get(job.stage, 0.0) + outcome.wall_s
-                quantize_left.discard(job.id)
-                if outcome.note:
-                    summary.warnings.append(f"{job.variant}: {outcome.note}")
-                if outcome.error:
-                    vs.errors.append(outcome.error)
-                    state[job.id] = "failed"
-                    report(job.stage, job.variant, "failed")
-                    continue
-                jobs.record(vs, job.stage, outcome.result, plans[job.variant])
-                if jobs.builds_checkpoint(job.stage) and (old := kept.get((rundir.REBUILD, job.variant))) is not None:
-                    summary.warnings += rebuilt(old, outcome.result, job.variant, plan, kept)
-                state[job.id] = "ok"
-                report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
+                loop.finished(f, t0)
     finally:
-        for name, why in refusals.items():  # first: the cause, before what followed from it
-            by_name[name].errors.insert(0, why)
+        for name, why in loop.refusals.items():  # first: the cause, before what followed from it
+            loop.by_name[name].errors.insert(0, why)
         executor.close()
-        jobs.write_timeline(run_dir / "jobs.json", executor, plan, timeline, t0)
-    summary.stage_elapsed_s = elapsed_by_stage(timeline)
-    return totals
+        jobs.write_timeline(run_dir / "jobs.json", executor, plan, loop.timeline, t0)
+    summary.stage_elapsed_s = elapsed_by_stage(loop.timeline)
+    return loop.totals
+
+
+class JobLoop:
+    """One run's job loop as it stands: the jobs still pending, what each settled one came to (``state``: job id ->
+    ok | failed | skipped), the variants' summaries and plans, each stage's total time and the timeline. ``call``:
+    (job, the variant's plan as the job runs it, its summary) -> the executor's JobCall."""
+
+    def __init__(self, plan, summary, kept: dict, executor, report: Reporter, env: dict[str, str], call):
+        self.plan, self.summary, self.kept, self.executor, self.report, self.env, self.call = (
+            plan, summary, kept, executor, report, env, call)
+        self.by_name = {v.name: v for v in summary.variants}
+        self.plans = {vp.variant.name: vp for vp in plan.variants}
+        self.totals: dict[str, float] = {}
+        self.state: dict[str, str] = {}
+        self.refusals: dict[str, str] = {}  # variant -> why its first job refused at the start can never run here
+        self.pending = jobs.stage_jobs(plan)
+        self.quantize_left = {j.id for j in self.pending if jobs.builds_checkpoint(j.stage)}  # still to build
+        self.timeline: list[dict] = []
+
+    def settle(self, job, state: str, event: str) -> None:
+        """``job`` ends here without being sent: ``state`` recorded, ``event`` reported."""
+        self.pending.remove(job)
+        self.state[job.id] = state
+        self.quantize_left.discard(job.id)
+        self.report(job.stage, job.variant, event)
+
+    def refuse_at_start(self) -> None:
+        """Before anything runs, not once its inputs exist. Kept apart from the variant's errors until the end: an
+        error skips every later job of its variant, and the variant's other jobs (kept results of a resumed run, a
+        checkpoint another variant builds on) must still run."""
+        for job, why in refused_at_start(self.pending, self.kept, self.executor):
+            self.refusals.setdefault(job.variant, f"{job.stage} not run: {why}")
+            self.settle(job, "skipped", "skipped")
+
+    def send_ready(self) -> bool:
+        """Each pending job whose dependencies are settled: resumed from its kept result (when it holds the job's
+        key now), skipped, or sent to the executor with the variant's plan as it runs it (jobs.ready_plan: what a
+        prerequisite stage chose passed on). Whether anything moved."""
+        progressed = False
+        for job in [j for j in self.pending if all(d in self.state for d in j.deps)]:
+            vs = self.by_name[job.variant]
+            failed_dep = next((d for d in job.deps if self.state[d] != "ok"), None)
+            if not failed_dep and not vs.errors and self.kept_holds(job, vs):
+                result = self.kept[job.stage, job.variant]
+                jobs.record(vs, job.stage, result, self.plans[job.variant])
+                self.totals[job.stage] = self.totals.get(job.stage, 0.0) + getattr(result, "wall_s", 0.0)
+                self.settle(job, "ok", "resumed")
+            elif failed_dep or vs.errors or (why := self.executor.never_fits(job)):
+                if not vs.errors:
+                    why = f"{failed_dep} did not succeed" if failed_dep else why
+                    vs.errors.append(f"{job.stage} not run: {why}")
+                self.settle(job, "skipped", "skipped")
+            elif self.executor.submit(job, self.call(job, jobs.ready_plan(self.plans[job.variant], job.stage, vs), vs)):
+                self.pending.remove(job)
+                where = dict((j.id, p) for j, p in self.executor.running()).get(job.id, "")
+                self.report(job.stage, job.variant, "start", where)
+            else:
+                continue  # does not fit now
+            progressed = True
+        return progressed
+
+    def kept_holds(self, job, vs) -> bool:
+        """Whether ``job`` has a kept result made under its key now (jobs.kept_result); one made under another key is
+        set aside (``.stale-key``) and the job runs again, with a warning."""
+        if (job.stage, job.variant) not in self.kept:
+            return False
+        held = jobs.kept_result(self.plans[job.variant], job.stage, self.kept[job.stage, job.variant], vs,
+                                self.kept.get((rundir.REBUILD, job.variant)),
+                                self.plan.run_dir / "variants" / job.variant, self.env)
+        if held is not None:
+            self.kept[job.stage, job.variant] = held
+            return True
+        rundir.set_aside(self.kept, self.plan.run_dir, job.stage, job.variant, "stale-key")
+        self.summary.warnings.append(f"{job.variant}: its {job.stage} result's content key changed since the run "
+                                     "began: it runs again")
+        return False
+
+    def finished(self, f, t0: float) -> None:
+        """A job the executor ran: its outcome into its variant's summary (a rebuilt checkpoint compared with the
+        one the run used), its time into the totals and the timeline."""
+        job, outcome = f.job, f.outcome
+        vs = self.by_name[job.variant]
+        self.timeline.append(f.as_dict(t0))
+        self.totals[job.stage] = self.totals.get(job.stage, 0.0) + outcome.wall_s
+        self.quantize_left.discard(job.id)
+        if outcome.note:
+            self.summary.warnings.append(f"{job.variant}: {outcome.note}")
+        if outcome.error:
+            vs.errors.append(outcome.error)
+            self.state[job.id] = "failed"
+            self.report(job.stage, job.variant, "failed")
+            return
+        jobs.record(vs, job.stage, outcome.result, self.plans[job.variant])
+        if jobs.builds_checkpoint(job.stage) and (old := self.kept.get((rundir.REBUILD, job.variant))) is not None:
+            self.summary.warnings += rebuilt(old, outcome.result, job.variant, self.plan, self.kept)
+        self.state[job.id] = "ok"
+        self.report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
 
 
 def refused_at_start(pending: list, kept: dict, executor) -> list[tuple]:

@@ -6,11 +6,12 @@ the files the result names (copied beside it, the result rewritten to point at t
 folder and renamed, so a half-written entry is never used. The evaluation cache is the store at
 ``<output_dir>/eval-cache`` (suite.orchestrate.eval_cache: same layout as before, so its entries still hit).
 
-A run folder holds one result per planned job (``variants/<name>/<stage>.result.json``): ``in_run_folder`` reads
-them, and ``job_key(vp, stage)`` / ``holds(result, key)`` say whether a kept result was made under the key the plan
-gives its job now (suite.orchestrate.rundir.kept_results: a result whose key differs is set aside and its job runs
-again). A stage whose config carries no content key (kvcheck, benchmark, and evaluate, whose key is computed when
-its checkpoint is known: eval_cache) is checked by rundir's version and base-model checks instead.
+A run folder holds one result per planned job (``variants/<name>/<stage>.result.json``): ``RunFolder(vdir)`` is
+the same ``lookup`` / ``put`` over a variant's folder, the key recorded in the result (``KEY_FIELDS``). ``job_key(vp,
+stage, done)`` is the key the plan gives a job once its prerequisites' results are known (kvcheck's, evaluate's and
+benchmark's depend on the checkpoint's content and kvcheck's choices); a resume keeps a result only while it holds
+that key (suite.orchestrate.rundir.kept_results before anything runs, the runner once the job is ready), and a
+result that records no key (an older run folder) is judged by rundir's version and base-model checks alone.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import shutil
 import threading
 from pathlib import Path
 
+from suite.plan import keys
 from suite.records.base import Record
-from suite.stages.registry import EVALUATE, STAGES
+from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK, RUN_ORDER, STAGES
 
 # the fields of a stage's result that name files the store keeps with it: a path, or {name: path}
 FILE_FIELDS: dict[str, tuple[str, ...]] = {EVALUATE: ("results_file", "samples_files")}
@@ -73,22 +75,81 @@ class Store:
         return stored
 
 
+class RunFolder:
+    """A variant's folder of a run as a store: one result a stage (``variants/<name>/<stage>.result.json``), with the
+    key it was made under recorded in it (``KEY_FIELDS``). ``lookup(stage, key)``: the result there when it was made
+    under ``key`` (a result that records none matches, as does ``key`` None: not known yet); ``put`` records the key
+    in the result and writes it there. A resume is the run's plan with each job looked up here first."""
+
+    def __init__(self, vdir: Path, lock=None):
+        self.vdir = Path(vdir)
+        self.lock = lock  # the run's suite.runtime.lock.RunLock: ``put`` writes only while the run owns the folder
+
+    def lookup(self, stage: str, key: str | None) -> Record | None:
+        from suite.orchestrate.stageproc import read_result
+
+        result = read_result(self.vdir, stage)[0]
+        return result if result is not None and holds(result, key) else None
+
+    def put(self, stage: str, key: str, result: Record) -> Record:
+        field = next((f for f in KEY_FIELDS if f in type(result).model_fields), None)
+        if field is not None and getattr(result, field) != key:
+            result = result.model_copy(update={field: key})
+        if self.lock is None or self.lock.owned():  # a run folder taken over by another run is not written
+            result.write(self.vdir / result_file(stage))
+        return result
+
+
 def in_run_folder(run_dir: Path, jobs) -> dict:
     """{(stage, variant): result} of the ``jobs`` ((stage, variant) pairs) that have a readable result in the run
-    folder."""
-    from suite.orchestrate.stageproc import read_result
-
+    folder (each folder's ``lookup`` with no key yet: rundir.kept_results judges the keys)."""
     return {(stage, name): res for stage, name in jobs
-            if (res := read_result(Path(run_dir) / "variants" / name, stage)[0]) is not None}
+            if (res := RunFolder(Path(run_dir) / "variants" / name).lookup(stage, None)) is not None}
 
 
-def job_key(vp, stage: str) -> str | None:
-    """The content key the plan gives ``stage``'s job of the variant planned as ``vp`` (a checkpoint's: its config's
-    ``key``), or None when its config carries none."""
+def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str | None:
+    """The content key of ``stage``'s job of the variant planned as ``vp``, given what its earlier stages made
+    (``done``: its ``VariantSummary``, or any object with their results as attributes): a checkpoint's is its
+    config's ``key``; kvcheck's, evaluate's (and eval.engine_check's) and benchmark's hash their config (with what
+    kvcheck chose passed on), the model's identity and their environment's versions (suite.plan.keys). None when the
+    variant does not run ``stage``, or while a prerequisite stage it runs (its checkpoint, kvcheck's choices) has
+    no result in ``done``. ``env``: the stages' environment (its VLLM_* switches are in the serve stages' keys)."""
     config = vp.config(stage)
-    return getattr(config, "key", None) if config is not None else None
+    if config is None:
+        return None
+    spec = STAGES[stage]
+    if spec.builds_checkpoint:
+        return getattr(config, "key", None)
+    earlier = [s for s in RUN_ORDER[:RUN_ORDER.index(stage)] if STAGES[s].prerequisite and vp.config(s) is not None]
+    if any(getattr(done, s, None) is None for s in earlier):
+        return None  # known once they ran: the runner compares it then (runner.schedule)
+    from suite.plan.planner import with_results
+
+    config = with_results(vp, done).config(stage) if done is not None else config
+    built = next((getattr(done, s) for s in earlier if STAGES[s].builds_checkpoint), None)
+    key_of = STAGE_KEYS.get(spec.check_of or stage)
+    return key_of(config, keys.model_identity(vp.model_path, built), env) if key_of else None
+
+
+# each stage's key of (config, model identity, stage environment), but the checkpoint's (its config's ``key``)
+STAGE_KEYS = {
+    KVCHECK: lambda config, model, env: keys.kvcheck_key(config, model),
+    EVALUATE: lambda config, model, env: keys.cache_key(config, model, env=env),
+    BENCHMARK: lambda config, model, env: keys.benchmark_key(config, model, env=env),
+}
+
+
+# the field of a stage's result that records the key it was made under (evaluate's: the evaluation cache's key)
+KEY_FIELDS = ("key", "cache_key")
+
+
+def recorded_key(result: Record) -> str | None:
+    """The key ``result`` records it was made under (None: it records none, an older result)."""
+    return next((getattr(result, f) for f in KEY_FIELDS if getattr(result, f, None)), None)
 
 
 def holds(result: Record, key: str | None) -> bool:
-    """Whether ``result`` was made under ``key`` (a result that records no key matches any)."""
-    return key is None or getattr(result, "key", key) == key
+    """Whether ``result`` was made under ``key`` (a result that records no key matches any; so does a job whose key
+    is not known yet, None)."""
+    made = recorded_key(result)
+    return key is None or made is None or made == key

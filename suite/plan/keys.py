@@ -1,4 +1,5 @@
-"""Every content key in one place: a model's weights, a checkpoint, an evaluation (what decides each, hashed)."""
+"""Every content key in one place: a model's weights, a checkpoint, an evaluation, a kvcheck, a benchmark (what decides
+each, hashed)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from suite.stages.registry import EVALUATE
 
 if TYPE_CHECKING:
     from suite.recipe import VariantSpec
+    from suite.records.benchmark import BenchmarkConfig
     from suite.records.evaluate import EvaluateConfig
+    from suite.records.kvcheck import KVCheckConfig
+    from suite.records.quantize import QuantizeResult
 
 
 # what builds a checkpoint, as the quantize environment has it (asked of its interpreter, never of this one)
@@ -210,4 +214,64 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     if engine_env:  # only when set: keys made without them stay valid
         parts["engine_env"] = engine_env
     hashes.save()
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ the keys of kvcheck's and benchmark's results
+# What decides a kvcheck or benchmark result, hashed as cache_key hashes an evaluation's: the stage's config (paths
+# replaced by the content they name, output folders left out), the model's identity (model_identity) and the versions
+# of the environment the stage runs in. A run folder's result records its key (``key``); a resume keeps it only while
+# its job's key is the same (suite.orchestrate.store). The GPU is not in these keys, as it is not in the evaluation's.
+
+
+def model_identity(model_path: str, quantized: "QuantizeResult | None" = None) -> str:
+    """What a variant is served from, by content: its checkpoint's content key with the content sha256 of what the
+    quantize job wrote (a rebuild that differs is another model), or the model's ``weights_fingerprint``."""
+    if quantized is not None:
+        return quantized.key + (f":{quantized.content_sha256}" if quantized.content_sha256 else "")
+    return weights_fingerprint(model_path)
+
+
+def _file_sha256(path: str | None) -> str | None:
+    p = Path(path) if path else None
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p is not None and p.is_file() else None
+
+
+def kvcheck_key(config: "KVCheckConfig", model: str, versions: dict[str, str | None] | None = None) -> str:
+    """``model``: ``model_identity``; ``versions``: the quantize environment's (kvcheck runs there; default: asked of
+    its interpreter), those of QUANTIZER_PACKAGES."""
+    cfg = config.model_dump(exclude={"model"})
+    cfg["texts_file"] = _file_sha256(config.texts_file)  # the held-out texts by content, not by path
+    versions = versions if versions is not None else quantizer_versions()
+    parts = {"model": model, "config": cfg, "versions": {k: versions.get(k) for k in QUANTIZER_PACKAGES}}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str] | None = None,
+                  env: dict[str, str] | None = None) -> str:
+    """``model``: ``model_identity``; ``versions``: the serve environment's (default: asked of its interpreter);
+    ``env``: the stage's environment (its VLLM_* switches, as in cache_key). Served scoring (``config.evaluate``)
+    enters by its own cache_key."""
+    from suite.stages.registry import EVALUATE
+
+    if versions is None:
+        from suite.runtime.envs import serve_versions
+
+        versions = serve_versions()
+    cfg = config.model_dump(exclude={"output_dir", EVALUATE})
+    cfg["engine"].pop("model")  # the path is replaced by the model's content identity
+    if cfg.get("dataset"):  # workload 'dataset': its content (sha256 recorded by the planner), not its path
+        cfg["dataset"] = {k: v for k, v in cfg["dataset"].items() if k != "path"}
+    hashes = _hash_cache()
+    # workload 'tasks' reads the task data: its content; another workload reads none (the folder is not its input)
+    cfg["data_dir"] = (_tree_digest(Path(config.data_dir), hashes)
+                       if config.data_dir and "tasks" in config.workloads else None)
+    hashes.save()
+    parts = {
+        "model": model, "config": cfg, "versions": {k: versions.get(k) for k in KEY_PACKAGES},
+        "engine_env": {k: v for k, v in (env or {}).items() if k.startswith("VLLM_") and k not in NOT_IN_KEY_ENV},
+    }
+    served = getattr(config, EVALUATE)
+    if served is not None:
+        parts["served_evaluation"] = cache_key(served, model, versions, env)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -214,3 +214,5 @@ class BenchmarkResult(Record):
     server_log: str
     server_command: list[str] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
+    key: Optional[str] = Field(None, description="the content key it was made under (suite.plan.keys), recorded by the "
+                               "parent; None: a result from before keys were recorded")

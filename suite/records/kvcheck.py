@@ -66,3 +66,5 @@ class KVCheckResult(Record):
     capacity_vs_bf16: Optional[float] = Field(None, description="2L/(L+s): KV capacity against a BF16 cache, less page padding")
     wall_s: float
     versions: dict[str, str] = Field(default_factory=dict)
+    key: Optional[str] = Field(None, description="the content key it was made under (suite.plan.keys), recorded by the "
+                               "parent; None: a result from before keys were recorded")
