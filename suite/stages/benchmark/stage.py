@@ -18,6 +18,7 @@ Where the server's engine start went is read from its log (``suite.runtime.engin
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import subprocess
 import sys
@@ -43,6 +44,8 @@ from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_p
 from suite.runtime.engine.startlog import parse_engine_start
 from suite.stages.benchmark.slo import capacity, search
 from suite.stages.benchmark.workload import MERGED_BENCH_ARGS, dataset_rows, task_prompts, write_dataset
+
+log = logging.getLogger(__name__)
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
@@ -326,7 +329,7 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
                 evaluation = evaluate_on_server(config.evaluate, config.engine, proc, port, api_key, out_dir, log_path)
                 reset_prefix_cache(port, api_key)  # the load points must not reuse the evaluation's prompts
                 evaluate_s = time.perf_counter() - t_eval
-                print(f"benchmark: served evaluation {evaluate_s:.1f} s; prefix cache reset", flush=True)
+                log.info("benchmark: served evaluation %.1f s; prefix cache reset", evaluate_s)
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
                                 server_log=log_path, gpus=gpus, client=client)
             several = len(config.workloads) > 1
