@@ -121,3 +121,44 @@ def test_no_stage_name_literal_outside_the_stages():
     problems += [f"suite/{rel}: listed in STAGE_LITERALS_ALLOWED but has none: remove the entry"
                  for rel in STAGE_LITERALS_ALLOWED if rel not in found]
     assert not problems, "\n".join(problems)
+
+
+# Issue 38: a stage process says what it does through ``logging.getLogger(__name__)``; the stage entry
+# (suite/stages/__main__.py setup_logging) sets up the one handler, which gives each line the time and the stage.
+# Direct writes to stdout / stderr are left only where a line must be bare, each listed with its reason.
+STREAM_WRITES_ALLOWED = {
+    "stages/__main__.py": (2, "the usage line, before the handler exists; the refused result's 'RuntimeError: ...' "
+                              "line, which the parent reports as the failure (procs.error_line matches it at a "
+                              "line's start)"),
+}
+
+
+def _prints_and_stream_writes(rel_dir: str) -> tuple[list[str], dict[str, list[int]]]:
+    prints, writes = [], {}
+    for path in _modules():
+        rel = path.relative_to(PACKAGE).as_posix()
+        if not rel.startswith(rel_dir):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "print":
+                prints.append(f"suite/{rel}:{node.lineno}")
+            elif (isinstance(func, ast.Attribute) and func.attr == "write" and isinstance(func.value, ast.Attribute)
+                  and func.value.attr in ("stdout", "stderr") and isinstance(func.value.value, ast.Name)
+                  and func.value.value.id == "sys"):
+                writes.setdefault(rel, []).append(node.lineno)
+    return prints, writes
+
+
+def test_stage_processes_log_through_logging_not_print():
+    prints, writes = _prints_and_stream_writes("stages/")
+    assert not prints, ("print() in a stage module: log through logging.getLogger(__name__) (the stage entry's "
+                        f"handler writes it to the stage's log): {prints}")
+    problems = [f"suite/{rel}: {len(lines)} sys.stdout/sys.stderr write(s) (allowed "
+                f"{STREAM_WRITES_ALLOWED.get(rel, (0, ''))[0]}) at lines {lines}: log through logging instead"
+                for rel, lines in sorted(writes.items()) if len(lines) > STREAM_WRITES_ALLOWED.get(rel, (0, ""))[0]]
+    problems += [f"suite/{rel}: listed in STREAM_WRITES_ALLOWED but has fewer: lower its count"
+                 for rel, (n, _why) in STREAM_WRITES_ALLOWED.items() if len(writes.get(rel, [])) < n]
+    assert not problems, "\n".join(problems)

@@ -26,6 +26,7 @@ them document by document.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import warnings
@@ -61,10 +62,13 @@ class PairedComparison:
 
 
 def item_scores(samples_file: str | Path, metric: str) -> dict[tuple[str, int], float]:
-    """{(subtask, doc_id): score} for one 'metric,filter' from a samples_<task>.jsonl file."""
+    """{(subtask, doc_id): score} for one 'metric,filter' from a samples_<task>.jsonl file, or from a gzipped file of
+    the same rows (a name ending in .gz: an archived run folder's ``evaluate/items.jsonl.gz``, whose rows keep only
+    task, doc_id, filter and the scores; studies/2026-12-05-verdicts/scripts/collect.py)."""
     name, _, filt = metric.partition(",")
     scores = {}
-    with open(samples_file, encoding="utf-8") as fh:
+    opener = gzip.open if str(samples_file).endswith(".gz") else open
+    with opener(samples_file, "rt", encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
             if row.get("filter", "none") == (filt or "none") and name in row:

@@ -5,18 +5,29 @@
 ``RunSummary`` with the current analysis code (suite.analysis.summary.finish): a partial run (interrupted, no
 summary.json yet) too, each planned job without a result then an error of its variant, so no gate passes it.
 ``rebuild(run_dir)`` also writes summary.json and the report (suite.outputs.publish, without tracking).
+
+An archived folder (the studies' collect step) keeps ``variants/<v>/evaluate/items.jsonl.gz`` in place of lm-eval's
+samples file: the same rows cut to task, doc_id, filter and the scores, gzipped. Where a result's samples file is gone
+and its folder holds such a file (and the result names no other samples file in that folder: one items file a
+folder), the paired comparisons read it instead (``suite.analysis.paired.item_scores`` reads gzip), for accuracy
+tasks only (a perplexity task pairs what the items file does not keep); the summary keeps the recorded paths and
+says in a warning which files were read (``ARCHIVED``). Anything else missing is refused, naming the file.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from suite.analysis import summary as summaries
 from suite.records.summary import RunSummary, VariantSummary
 
 # what the runner and the analysis write into a variant's summary: rebuilt from the folder, never copied
 _DERIVED = ("metrics", "paired", "perplexity")
+ITEMS_FILE = "items.jsonl.gz"  # an archived evaluate folder's per-item scores (see the module docstring)
+ARCHIVED = "archived run folder: the paired comparisons read"  # the start of the warning that says so
 
 
 def summarize(run_dir: Path) -> RunSummary:
@@ -47,15 +58,22 @@ def summarize(run_dir: Path) -> RunSummary:
             elif (stage, v.name) in planned and earlier is None:
                 v.errors.append(f"{stage} not finished: " + (bad or f"no {stage}.result.json in the run folder"))
     versions = summary.versions
-    warnings = list(summary.warnings)
+    warnings = [w for w in summary.warnings if not w.startswith(ARCHIVED)]  # said again below if still so
     summary.warnings = []
     try:
-        summaries.finish(summary, recipe, versions, totals)
+        with _items_in_place_of_samples(summary) as read:
+            summaries.finish(summary, recipe, versions, totals)
     except FileNotFoundError as e:  # an archived folder whose per-item samples were packed or left out
         from suite.runtime.errors import Problem, SuiteError
 
         raise SuiteError(Problem(str(e.filename), "", "a stage result names this file and it is not in the run folder",
-                                 "restore the run folder's stage files (the paired comparisons read every sample)")) from None
+                                 f"restore the run folder's stage files (the paired comparisons read every sample; "
+                                 f"an {ITEMS_FILE} beside a gone samples file stands in for it when it is the only one "
+                                 "its result names in that folder)")) from None
+    if read:
+        names = sorted({_relative(f, run_dir) for f in read})
+        summary.warnings.append(f"{ARCHIVED} {len(names)} {ITEMS_FILE} file(s) in place of lm-eval's samples files, "
+                                f"which are not in the folder (the same per-item scores): {', '.join(names)}")
     summary.warnings = list(dict.fromkeys(warnings + summary.warnings))  # the runner's, then the analysis' (once)
     if earlier is not None and "track" in earlier.stage_wall_s:
         summary.stage_wall_s["track"] = earlier.stage_wall_s["track"]
@@ -65,6 +83,55 @@ def summarize(run_dir: Path) -> RunSummary:
 
         summary.stage_elapsed_s = elapsed_by_stage(json.loads(jobs.read_text()).get("jobs", []))
     return summary
+
+
+def archive_notes(summary: RunSummary) -> list[str]:
+    """The summary's warnings that say the paired comparisons read archived items files (``ARCHIVED``)."""
+    return [w for w in summary.warnings if w.startswith(ARCHIVED)]
+
+
+@contextmanager
+def _items_in_place_of_samples(summary: RunSummary) -> Iterator[list[str]]:
+    """While the analysis runs, each evaluation's gone samples file that an archived items file stands in for
+    (``_stand_in``) names that file; the recorded paths are put back after. Yields the items files so named."""
+    swapped: list[tuple[dict, str, str]] = []  # (an evaluation's samples_files, task, recorded path)
+    read: list[str] = []
+    try:
+        for v in summary.variants:
+            for ev in [v.evaluate, *v.engine_checks.values()]:
+                for task, path in list((ev.samples_files if ev is not None else {}).items()):
+                    if (items := _stand_in(ev, task, path)) is not None:
+                        swapped.append((ev.samples_files, task, path))
+                        ev.samples_files[task] = items
+                        read.append(items)
+        yield read
+    finally:
+        for files, task, path in swapped:
+            files[task] = path
+
+
+def _stand_in(evaluation, task: str, path: str) -> str | None:
+    """The items file that stands in for ``task``'s samples file ``path`` of ``evaluation``: None where the samples
+    file is there, the task is a perplexity, no items file is in its folder, another samples file of the evaluation
+    is in that folder too (which task the items file holds is not known), or it holds no score of the task's
+    metric."""
+    from suite.analysis.paired import is_perplexity_metric, item_scores
+
+    samples = Path(path)
+    items = samples.parent / ITEMS_FILE
+    metric = next((s.metric for s in evaluation.scores if s.task == task), None)
+    if samples.exists() or metric is None or is_perplexity_metric(metric) or not items.is_file():
+        return None
+    if any(Path(p).parent == samples.parent for t, p in evaluation.samples_files.items() if t != task):
+        return None
+    return str(items) if item_scores(items, metric) else None
+
+
+def _relative(path: str, run_dir: Path) -> str:
+    try:
+        return Path(path).relative_to(run_dir).as_posix()
+    except ValueError:
+        return path
 
 
 def _skeleton(run_dir: Path, earlier: RunSummary | None) -> RunSummary:

@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 LOG_FORMAT = "%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
+# This module runs as ``__main__`` (``python -m suite.stages``): its logger is named for the package's module, so that
+# its records reach the ``suite`` logger's handler.
+log = logging.getLogger("suite.stages.__main__")
 
 
 def setup_logging(stage: str, stream=None) -> logging.Handler:
@@ -33,7 +36,8 @@ def main(argv: list[str]) -> int:
     from suite.stages.registry import STAGES
 
     if len(argv) != 3 or argv[0] not in STAGES:
-        print(f"usage: python -m suite.stages {{{','.join(STAGES)}}} CONFIG.json RESULT.json", file=sys.stderr)
+        # before any handler (the stage is not known yet): a command-line error, written as argparse writes one
+        sys.stderr.write(f"usage: python -m suite.stages {{{','.join(STAGES)}}} CONFIG.json RESULT.json\n")
         return 2
     name, cfg_path, out_path = argv
     spec = STAGES[name]
@@ -56,7 +60,9 @@ def main(argv: list[str]) -> int:
         from suite.runtime.lock import result_allowed
 
         if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
-            print(f"RuntimeError: result not written: {refused}", file=sys.stderr)
+            # written bare, not through the handler: an exception's line, which the parent reports as the
+            # stage's failure (suite.runtime.procs.error_line matches it only at the start of a line)
+            sys.stderr.write(f"RuntimeError: result not written: {refused}\n")
             if close is not None:
                 end_without_teardown(close, code=3)
             return 3
@@ -103,8 +109,7 @@ def _start_sampling(path: Path) -> None:
         if os.environ.get(stacks.ENV, "1") != "0":
             _sampling.append((stacks.StackSampler(path=path, may_write=_may_write).start(), path))
     except Exception as exc:  # noqa: BLE001 -- e.g. no thread to be had under a pids limit
-        print(f"warning: no stack profile for this stage ({path}): {type(exc).__name__}: {exc}", file=sys.stderr,
-              flush=True)
+        log.warning("no stack profile for this stage (%s): %s: %s", path, type(exc).__name__, exc)
 
 
 def _may_write() -> bool:
@@ -136,10 +141,9 @@ def _finish_sampling() -> None:
             return
         data = sampler.write(path)
         if data["samples"]:
-            print(stacks.report(data), file=sys.stderr, flush=True)
+            log.info("%s", stacks.report(data))
     except Exception as exc:  # noqa: BLE001 -- the stage's own outcome stands
-        print(f"warning: the stage's stack profile was not written ({path}): {type(exc).__name__}: {exc}",
-              file=sys.stderr, flush=True)
+        log.warning("the stage's stack profile was not written (%s): %s: %s", path, type(exc).__name__, exc)
 
 
 def end_without_teardown(close, code: int = 0, timeout_s: float = 60.0) -> None:
@@ -157,8 +161,7 @@ def end_without_teardown(close, code: int = 0, timeout_s: float = 60.0) -> None:
         try:
             close()
         except BaseException as exc:  # noqa: BLE001 -- reported, not fatal: the stage is done
-            print(f"warning: the stage's close() failed after the stage ended: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+            log.warning("the stage's close() failed after the stage ended: %s: %s", type(exc).__name__, exc)
 
     faulthandler.dump_traceback_later(timeout_s + 30, exit=True)
     closer = threading.Thread(target=run_close, name="stage-close", daemon=True)
@@ -166,8 +169,8 @@ def end_without_teardown(close, code: int = 0, timeout_s: float = 60.0) -> None:
     _follow(closer.ident)
     closer.join(timeout_s)
     if closer.is_alive():
-        print(f"warning: the stage's close() had not returned after {timeout_s:.0f} s; ending without it; where "
-              "each thread was:", file=sys.stderr)
+        log.warning("the stage's close() had not returned after %.0f s; ending without it; where each thread was:",
+                    timeout_s)
         faulthandler.dump_traceback(all_threads=True)
     _finish_sampling()
     sys.stdout.flush()

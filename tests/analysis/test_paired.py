@@ -50,6 +50,24 @@ def test_item_scores_reads_one_filter(tmp_path):
     assert item_scores(f, "exact_match,flexible-extract") == {("g", 0): 0.0}
 
 
+def test_item_scores_reads_an_archived_items_file_as_the_samples_file(tmp_path):
+    """An archived run folder's evaluate/items.jsonl.gz (studies/2026-12-05-verdicts/scripts/collect.py): lm-eval's
+    rows cut to task, doc_id, filter, filtered_resps and the scores (resps_key on the strict-match row), gzipped."""
+    import gzip
+
+    rows = [{"task": "g", "doc_id": 0, "filter": "strict-match", "filtered_resps": ["32"], "exact_match": 1.0,
+             "resps_key": "95704dbc8f43bc6c"},
+            {"task": "g", "doc_id": 0, "filter": "flexible-extract", "filtered_resps": ["3"], "exact_match": 0.0},
+            {"task": "g", "doc_id": 1, "filter": "strict-match", "filtered_resps": ["2.5"], "exact_match": 0.0,
+             "resps_key": "c3db54777d1596c8"}]
+    plain, packed = tmp_path / "samples_g.jsonl", tmp_path / "items.jsonl.gz"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with gzip.open(packed, "wt", encoding="utf-8") as fh:
+        fh.write(plain.read_text())
+    for metric in ("exact_match,strict-match", "exact_match,flexible-extract"):
+        assert item_scores(packed, metric) == item_scores(plain, metric) != {}
+
+
 def test_mcnemar_agrees_with_the_exact_binomial_sum():
     """scipy's binomtest against the two-sided sum written out: 2 * P(X <= min) for X ~ Bin(g + l, 1/2)."""
     import math

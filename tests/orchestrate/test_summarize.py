@@ -1,19 +1,24 @@
 """`suite summarize RUN_DIR` (issue 38 part 3): a run folder's summary rebuilt from its stage results, running no
 stage: the same metrics as the runner's for a full run, an error per missing job for a partial run (no gate passes
-it), and the same for a folder moved elsewhere (stand-in stages: see test_run_talks.stand_in_stages)."""
+it), and the same for a folder moved elsewhere (stand-in stages: see test_run_talks.stand_in_stages); an archived
+folder (items.jsonl.gz in place of lm-eval's samples files) is compared item by item from its items files."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 from pathlib import Path
 
+import pytest
+from conftest import ROOT
 from test_run_talks import stand_in_stages
 
 import suite
 from suite import cli
 from suite.analysis.load import load_summary
-from suite.orchestrate.summarize import summarize
-from suite.runtime.errors import EXIT_OK
+from suite.orchestrate.summarize import ARCHIVED, summarize
+from suite.runtime.errors import EXIT_OK, SuiteError
 
 
 def a_run(tmp_path, demo_recipe_copy, monkeypatch) -> Path:
@@ -94,3 +99,81 @@ def test_a_moved_run_folder_is_summarized_at_its_new_place(tmp_path, demo_recipe
     text = (moved / "summary.json").read_text()
     assert str(run_dir) + "/" not in text, "a path still names the folder's old place"
     assert cli.main(["gate", str(moved), "--no-record"]) == EXIT_OK
+
+
+TASK = "suite_mmlu"  # what the stand-in evaluate scores, on acc,none (test_runner_stage.RESULT)
+
+
+def with_samples(run_dir: Path, scores: dict[str, list[float]]) -> None:
+    """Give each variant's evaluate result a samples file of lm-eval's shape holding these per-item scores."""
+    for name, values in scores.items():
+        vdir = run_dir / "variants" / name
+        samples = vdir / "evaluate" / f"samples_{TASK}.jsonl"
+        samples.parent.mkdir(exist_ok=True)
+        samples.write_text("".join(json.dumps({
+            "doc_id": i, "task": TASK, "filter": "none", "doc": {"question": f"q{i}"}, "arguments": [[f"q{i}", " A"]],
+            "resps": [[[-1.0, bool(v)]]], "filtered_resps": [[-1.0, bool(v)]], "acc": v}) + "\n"
+            for i, v in enumerate(values)))
+        data = json.loads((vdir / "evaluate.result.json").read_text())
+        data["samples_files"] = {TASK: str(samples)}
+        (vdir / "evaluate.result.json").write_text(json.dumps(data))
+
+
+def archive(run_dir: Path) -> None:
+    """What the studies' collect step does to a run folder (studies/2026-12-05-verdicts/scripts/collect.py): each
+    evaluate folder's samples file becomes items.jsonl.gz beside it (each row's task, doc_id, filter, filtered_resps
+    and score) and goes."""
+    for samples in run_dir.glob("variants/*/evaluate/samples_*.jsonl"):
+        with gzip.open(samples.parent / "items.jsonl.gz", "wt", encoding="utf-8") as out:
+            for line in samples.read_text().splitlines():
+                row = json.loads(line)
+                out.write(json.dumps({k: row[k] for k in ("task", "doc_id", "filter", "filtered_resps", "acc")}) + "\n")
+        samples.unlink()
+
+
+def test_an_archived_folder_is_compared_item_by_item_from_its_items_files(tmp_path, demo_recipe_copy, monkeypatch,
+                                                                          capsys):
+    run_dir = a_run(tmp_path, demo_recipe_copy, monkeypatch)
+    with_samples(run_dir, {"bf16": [1.0] * 20 + [0.0] * 20,
+                           "fp8-kv": [1.0] * 17 + [0.0] * 3 + [1.0] + [0.0] * 19})  # 3 items lost, 1 gained
+    assert cli.main(["summarize", str(run_dir)]) == EXIT_OK
+    assert ARCHIVED not in capsys.readouterr().out
+    full = load_summary(run_dir)
+    (paired,) = next(v for v in full.variants if v.name == "fp8-kv").paired
+    assert (paired["n"], paired["gained"], paired["lost"]) == (40, 1, 3)
+
+    archive(run_dir)
+    assert cli.main(["summarize", str(run_dir)]) == EXIT_OK
+    said = capsys.readouterr().out.splitlines()
+    assert said[1] == (f"{ARCHIVED} 2 items.jsonl.gz file(s) in place of lm-eval's samples files, which are not in "
+                       "the folder (the same per-item scores): variants/bf16/evaluate/items.jsonl.gz, "
+                       "variants/fp8-kv/evaluate/items.jsonl.gz")
+    after = load_summary(run_dir)
+    assert metrics(after) == metrics(full)
+    assert [v.paired for v in after.variants] == [v.paired for v in full.variants]
+    assert after.warnings == [*full.warnings, said[1]]
+    # the summary keeps the paths the stage recorded (the gate's per-item records are the stage's, not the archive's)
+    assert [v.evaluate.samples_files for v in after.variants] == [v.evaluate.samples_files for v in full.variants]
+    assert cli.main(["summarize", str(run_dir)]) == EXIT_OK  # summarized again: said once
+    assert load_summary(run_dir).warnings == after.warnings
+
+    (run_dir / "variants" / "fp8-kv" / "evaluate" / "items.jsonl.gz").unlink()  # nothing stands in for it: refused
+    with pytest.raises(SuiteError) as refused:
+        summarize(run_dir)
+    assert f"fp8-kv/evaluate/samples_{TASK}.jsonl" in str(refused.value)
+
+
+def test_a_real_archived_study_folder_gives_the_paired_comparison_its_run_recorded(tmp_path):
+    """The verdicts study's served run, as studies/2026-12-05-verdicts/scripts/collect.py kept it (items.jsonl.gz in
+    place of lm-eval's samples files; the run's own summary.json beside), summarized in a copy."""
+    study = ROOT / "studies/2026-12-05-verdicts/results/runs-a-served/20261205-120418-verdicts-a-served"
+    run_dir = tmp_path / study.name
+    shutil.copytree(study, run_dir)
+    recorded = json.loads((study / "summary.json").read_text())
+    summary = summarize(run_dir)
+    assert [v.paired for v in summary.variants] == [v["paired"] for v in recorded["variants"]]
+    (paired,) = summary.variants[1].paired
+    assert (paired["n"], paired["gained"], paired["lost"]) == (1319, 55, 69)
+    assert [w for w in summary.warnings if w.startswith(ARCHIVED)] == [
+        f"{ARCHIVED} 2 items.jsonl.gz file(s) in place of lm-eval's samples files, which are not in the folder (the "
+        "same per-item scores): variants/bf16-served/evaluate/items.jsonl.gz, variants/fp8kv-served/evaluate/items.jsonl.gz"]

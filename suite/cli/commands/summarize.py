@@ -7,6 +7,8 @@ HELP = "rebuild a run's summary.json and report from its stage results (a partia
 DESCRIPTION = ("Reads RUN_DIR's stage results (variants/<name>/<stage>.result.json), recipe.yaml, plan.json and "
                "jobs.json, makes the summary with this version's analysis code and writes summary.json and "
                "report.html again. A planned job without a result is an error of its variant (no gate passes it). "
+               "An archived folder whose evaluate folders keep items.jsonl.gz in place of lm-eval's samples files is "
+               "compared item by item from those (said in the output and the summary's warnings). "
                "MLflow is left alone: `suite sync` logs a run.")
 EXAMPLES = (
     "suite summarize runs/20260101-120000-demo-cpu",
@@ -20,11 +22,13 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from suite.orchestrate.summarize import rebuild
+    from suite.orchestrate.summarize import archive_notes, rebuild
     from suite.runtime.errors import EXIT_OK
 
     summary = rebuild(Path(args.run))
     bad = [v.name for v in summary.variants if v.errors]
     print(f"{summary.run_dir}/summary.json: {len(summary.variants)} variant(s)"
           + (f", with errors: {', '.join(bad)}" if bad else ""))
+    for note in archive_notes(summary):
+        print(note)
     return EXIT_OK

@@ -38,40 +38,16 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1,
                           f"parallel {pipeline_parallel} the GPUs' {util:.0f}% busy does not separate GPU from host")
     roof = roofline or {}
     tensor, hbm = roof.get("tensor_frac"), roof.get("hbm_frac")
-    power, limit = stats.gpu_power_w_mean, stats.gpu_power_limit_w
-    power_frac = power / limit if power is not None and limit else None
-    figures = (f"kernels ran {util:.0f}% of the time"
-               + (f", {power:.0f} W of {limit:.0f}" if power_frac is not None else "")
-               + (f", tensor {100 * tensor:.1f}% / HBM {100 * hbm:.1f}% of peak (roofline)"
-                  if tensor is not None and hbm is not None else ""))
+    figures = _gpu_figures(stats, util, tensor, hbm)
     queue = f"mean {stats.waiting_mean or 0:.1f} waiting, {stats.running_mean or 0:.0f} running"
     core = stats.loaded_engine_core_cpu_pct if stats.loaded_engine_core_cpu_pct is not None else stats.engine_core_cpu_pct
-    client = stats.loaded_client_cpu_pct
-    if client is not None and client >= BUSY_CORE:  # not the limit while the engine queues, but it colours latencies
-        figures += (f"; the benchmark client used {client:.0f}% of a core too, so its TTFT/TPOT may include "
-                    "the client's own lag")
     host, host_n = getattr(stats, "gpu_idle_host_frac", None), getattr(stats, "host_bound_samples", 0)
-    phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the engine core at a full core while "
-              f"the GPU idled part of the time), holding {100 * host:.0f}% of the GPU's idle time") if host_n and host else ""
-    shared = getattr(stats, "engine_core_shared_core_samples", None)
-    if phases and shared is not None:  # where the processes ran was recorded (not in older records)
-        phases += (f", in {shared} of them with the engine core on the same physical core as the client or a busy "
-                   "API server" if shared else ", none of them with the engine core on the client's or a busy API "
-                   "server's physical core")
+    phases = _host_phases(stats, host, host_n)
     if util >= BUSY_UTIL:
-        if tensor is not None and hbm is not None and max(tensor, hbm) >= NEAR_ROOF:
-            how = "near its " + ("tensor" if tensor >= hbm else "memory-bandwidth") + " roof"
-        elif tensor is not None and hbm is not None and (power_frac is None or power_frac < LOW_POWER):
-            how = ("far from both roofs: busy with small, latency-bound kernels; more work per step (a larger "
-                   "batch) would use it better than a faster GPU")
-        elif tensor is not None and hbm is not None:
-            how = ("far from both roofs of the model's arithmetic yet drawing power: work the roofline leaves out "
-                   "(attention, activations, recomputation) may be what fills it")
-        else:
-            how = "no roofline to say how close to its roofs"
         # a busy point can still hold host-bound phases (the 8B shape's BF16 at 90.5% busy: 13 samples, 59% of its
         # idle time): named, so that a label on the 90% line shows what it rests on
         named = phases if host is not None and host >= HOST_SHARE and host_n >= PHASE_SAMPLES else ""
+        how = _how_busy(tensor, hbm, _power_frac(stats))
         return "gpu", f"the engine had a queue ({queue}) and the GPU was busy ({figures}{named}): {how}"
     if util < IDLE_UTIL and core is not None and core >= BUSY_CORE:
         return "engine-cpu", (f"the engine had a queue ({queue}) while the GPU idled ({figures}) and the engine-core "
@@ -94,6 +70,55 @@ def gpu_evidence(stats, roofline: dict | None, pipeline_parallel: int = 1,
     core_said = f"{core:.0f}%" if core is not None else "unknown"
     return "engine", (f"the engine had a queue ({queue}); GPU evidence does not decide ({figures}, engine core "
                       f"{core_said} CPU{phases})")
+
+
+def _power_frac(stats) -> float | None:
+    """The GPUs' mean power draw over the loaded samples as a share of their power limit; None where not read."""
+    power, limit = stats.gpu_power_w_mean, stats.gpu_power_limit_w
+    return power / limit if power is not None and limit else None
+
+
+def _gpu_figures(stats, util: float, tensor: float | None, hbm: float | None) -> str:
+    """What the GPU samples say, for a reason: utilisation, power against the limit, the roofline fractions, and a
+    benchmark client at a full core (not the limit while the engine queues, but it colours latencies)."""
+    figures = (f"kernels ran {util:.0f}% of the time"
+               + (f", {stats.gpu_power_w_mean:.0f} W of {stats.gpu_power_limit_w:.0f}"
+                  if _power_frac(stats) is not None else "")
+               + (f", tensor {100 * tensor:.1f}% / HBM {100 * hbm:.1f}% of peak (roofline)"
+                  if tensor is not None and hbm is not None else ""))
+    client = stats.loaded_client_cpu_pct
+    if client is not None and client >= BUSY_CORE:
+        figures += (f"; the benchmark client used {client:.0f}% of a core too, so its TTFT/TPOT may include "
+                    "the client's own lag")
+    return figures
+
+
+def _host_phases(stats, host: float | None, host_n: int) -> str:
+    """The host-bound samples (``bottleneck.host_phases``) and the share of the GPU's idle time they hold, with
+    whether the engine core shared a physical core with the client or a busy API server; '' without any."""
+    if not (host_n and host):
+        return ""
+    phases = (f"; {host_n} of {stats.gpu_samples} samples were host-bound (the engine core at a full core while "
+              f"the GPU idled part of the time), holding {100 * host:.0f}% of the GPU's idle time")
+    shared = getattr(stats, "engine_core_shared_core_samples", None)
+    if shared is not None:  # where the processes ran was recorded (not in older records)
+        phases += (f", in {shared} of them with the engine core on the same physical core as the client or a busy "
+                   "API server" if shared else ", none of them with the engine core on the client's or a busy API "
+                   "server's physical core")
+    return phases
+
+
+def _how_busy(tensor: float | None, hbm: float | None, power_frac: float | None) -> str:
+    """How a busy GPU was used: near a roof, busy with small kernels (low power), or drawing power far from both."""
+    if tensor is not None and hbm is not None and max(tensor, hbm) >= NEAR_ROOF:
+        return "near its " + ("tensor" if tensor >= hbm else "memory-bandwidth") + " roof"
+    if tensor is not None and hbm is not None and (power_frac is None or power_frac < LOW_POWER):
+        return ("far from both roofs: busy with small, latency-bound kernels; more work per step (a larger "
+                "batch) would use it better than a faster GPU")
+    if tensor is not None and hbm is not None:
+        return ("far from both roofs of the model's arithmetic yet drawing power: work the roofline leaves out "
+                "(attention, activations, recomputation) may be what fills it")
+    return "no roofline to say how close to its roofs"
 
 
 def relabel(point: LoadPoint, engine_args: dict) -> tuple[str, str]:

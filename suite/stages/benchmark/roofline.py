@@ -24,9 +24,11 @@ dtype-size table of our own that must follow every new safetensors dtype (FP8 va
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 # name fragment (as NVML and nvidia-smi give it, e.g. 'NVIDIA H200') -> (HBM TB/s, dense BF16 TFLOP/s, dense FP8 TFLOP/s)
 GPU_PEAKS = {
@@ -44,7 +46,7 @@ def detect_gpu() -> str | None:
     try:
         import pynvml
     except ImportError:
-        print("roofline: nvidia-ml-py is not installed: no GPU name (set throughput.gpu)", file=sys.stderr)
+        log.warning("roofline: nvidia-ml-py is not installed: no GPU name (set throughput.gpu)")
         return None
     try:
         pynvml.nvmlInit()

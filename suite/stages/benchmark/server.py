@@ -22,12 +22,13 @@ are what the result uses. ``num_gpu_blocks`` x ``block_size`` is not: vLLM's own
 ``num_gpu_blocks`` is summed over data-parallel engines (on the CPU build too the blocks are counted in
 ``num_gpu_blocks``; ``num_cpu_blocks`` stays None). The log line stays as the fallback (a vLLM whose
 gauge lacks those labels, or a server run with ``disable_log_stats``, which exports no metrics) and
-as a cross-check: a disagreement is printed in the stage log.
+as a cross-check: a disagreement is a warning in the stage log.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -44,6 +45,7 @@ from pathlib import Path
 from suite.runtime import procs
 from suite.records.evaluate import EngineConfig
 
+log = logging.getLogger(__name__)
 VLLM_CLI = [sys.executable, "-m", "suite.runtime.engine.vllm_cli"]
 KV_TOKENS_RE = re.compile(r"KV cache size: ([\d,]+) tokens")
 MAX_CONC_RE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
@@ -241,17 +243,17 @@ def kv_capacity_from_log(log_text: str) -> tuple[int | None, float | None]:
 
 def kv_capacity(metrics: str | None, log_text: str) -> tuple[int | None, float | None, str]:
     """(KV tokens, max concurrency at max_model_len, where they came from): the gauge when it has them,
-    else the log line; a disagreement between the two is printed (the stage log)."""
+    else the log line; a disagreement between the two is a warning in the stage log."""
     g_tokens, g_conc = kv_capacity_from_metrics(metrics)
     l_tokens, l_conc = kv_capacity_from_log(log_text)
     if g_tokens is None:
         source = "the server log (no kv_cache_size_tokens in vllm:cache_config_info)" if l_tokens else "none"
-        print(f"benchmark: KV capacity from {source}: {l_tokens} tokens", flush=True)
+        log.info("benchmark: KV capacity from %s: %s tokens", source, l_tokens)
         return l_tokens, l_conc, source
     agrees = l_tokens is None or l_tokens == g_tokens
     check = ("" if l_tokens is None else "; the log line agrees" if agrees
              else f"; the log line says {l_tokens} tokens (not used)")
-    print(f"benchmark: KV capacity from {CACHE_INFO}: {g_tokens} tokens{check}", flush=True)
+    (log.info if agrees else log.warning)("benchmark: KV capacity from %s: %s tokens%s", CACHE_INFO, g_tokens, check)
     return g_tokens, g_conc if g_conc is not None else l_conc, CACHE_INFO
 
 
@@ -307,9 +309,8 @@ def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path
         outlived = procs.stop(proc, grace_s=STOP_GRACE_S)
         stop_s = time.perf_counter() - t_stop
         if outlived:
-            print(f"benchmark: {len(outlived)} server process(es) outlived SIGTERM by {STOP_GRACE_S:g} s and were "
-                  f"killed ({stop_s:.1f} s to stop): {'; '.join(outlived)}", flush=True)
+            log.warning("benchmark: %d server process(es) outlived SIGTERM by %g s and were killed (%.1f s to stop): %s",
+                        len(outlived), STOP_GRACE_S, stop_s, "; ".join(outlived))
         elif stop_s > SLOW_STOP_S:  # a slow exit; zombies count as ended (procs.stop), which once made every stop 10 s
-            print(f"benchmark: the server took {stop_s:.1f} s to stop, though every process ended on SIGTERM",
-                  flush=True)
+            log.warning("benchmark: the server took %.1f s to stop, though every process ended on SIGTERM", stop_s)
         log.close()

@@ -5,7 +5,7 @@ ceiling (``suite.stages.benchmark.offline``: the same workload through ``LLM.gen
 (``suite.stages.benchmark.server``: a free loopback port, its own process group, a per-run random API key, identified
 before any load, failing at once with the server's own error line if it exits or another process holds the port),
 whose KV-cache capacity is read from its ``/metrics`` (``vllm:cache_config_info``; the log line as fallback). It runs each load
-point ``repetitions`` times with ``vllm bench serve`` (random dataset, ``--ignore-eos``, a fresh seed per
+point ``repetitions`` times with ``vllm bench serve`` (``suite.stages.benchmark.points``: random dataset, ``--ignore-eos``, a fresh seed per
 run, saved JSON) while ``suite.stages.benchmark.bottleneck`` samples ``/metrics`` and CPU use, labels what bounded each
 point, adds roofline fractions (``suite.stages.benchmark.roofline``), searches the sustainable rate under the SLO
 (``suite.stages.benchmark.slo``), and always stops the whole process tree, also on failure. A failed point (client
@@ -18,16 +18,17 @@ Where the server's engine start went is read from its log (``suite.runtime.engin
 from __future__ import annotations
 
 import json
-import statistics
+import logging
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from suite.runtime import procs, progress
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark import server
-from suite.runtime import spread
 from suite.runtime.engine import determinism
 from suite.stages.benchmark.bottleneck import ServerMonitor
 from suite.stages.benchmark.host import host_cpu
@@ -42,112 +43,16 @@ from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_p
     server_line, tail, vllm_server)
 from suite.runtime.engine.startlog import parse_engine_start
 from suite.stages.benchmark.slo import capacity, search
-from suite.stages.benchmark.workload import MERGED_BENCH_ARGS, dataset_rows, task_prompts, write_dataset
+from suite.stages.benchmark.points import (bench_command, combine_repetitions, load_points, point_from_json,
+                                           repetition_row)
+from suite.stages.benchmark.workload import dataset_rows, task_prompts, write_dataset
+
+log = logging.getLogger(__name__)
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
     """SIGTERM the server's whole tree and process group, SIGKILL what is left after ``grace_s``."""
     procs.stop(proc, grace_s)
-
-
-def load_points(config: BenchmarkConfig) -> list[tuple[str, object, int | None]]:
-    points = [(f"rate-{r}", r, None) for r in config.request_rates]
-    points += [(f"concurrency-{c}", "inf", c) for c in config.concurrencies]
-    return points
-
-
-def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir: Path, filename: str,
-                  num_prompts: int | None = None, seed: int | None = None, dataset: Path | None = None,
-                  dataset_name: str = "custom", row_output_lens: bool = False) -> list[str]:
-    if dataset is None:
-        data = ["--dataset-name", "random", "--random-input-len", str(config.input_len),
-                "--random-output-len", str(config.output_len)]
-    elif dataset_name == "sharegpt":  # a team's ShareGPT file, read by vLLM's loader: output lengths are the answers'
-        data = ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
-    else:  # the accuracy tasks' prompts (suite.stages.benchmark.workload) or a JSONL file's, as vLLM's custom dataset
-        data = ["--dataset-name", "custom", "--dataset-path", str(dataset),  # -1: each row's output_tokens
-                "--custom-output-len", "-1" if row_output_lens else str(config.output_len)]
-        if not config.chat_template:
-            data.append("--skip-chat-template")
-    cmd = [*server.VLLM_CLI, "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
-           "--endpoint", "/v1/completions", "--model", config.engine.model, "--tokenizer", config.engine.model,
-           *data, "--num-prompts", str(num_prompts or config.num_prompts),
-           "--request-rate", str(rate), "--ignore-eos", "--seed", str(config.seed if seed is None else seed),
-           *bench_args_argv(config.bench_args), "--save-result", "--result-dir", str(out_dir), "--result-filename", filename, "--disable-tqdm"]
-    if config.warmup_requests:
-        cmd += ["--num-warmups", str(config.warmup_requests)]
-    if concurrency is not None:
-        cmd += ["--max-concurrency", str(concurrency)]
-    return cmd
-
-
-def bench_args_argv(bench_args: dict) -> list[str]:
-    """throughput.bench_args as ``vllm bench serve`` flags (checked by `suite validate` against its parser): true a
-    bare flag, false left out, a list the flag's values; percentile_metrics and metric_percentiles merged with the
-    suite's own (the summary reads p50 and p99 of TTFT, TPOT, ITL and E2EL)."""
-    out: list[str] = []
-    args = {k.replace("-", "_"): v for k, v in bench_args.items()}
-    for key, ours in MERGED_BENCH_ARGS.items():
-        theirs = str(args.pop(key, "")).replace(" ", "")
-        merged = list(dict.fromkeys([*ours.split(","), *(x for x in theirs.split(",") if x)]))
-        out += ["--" + key.replace("_", "-"), ",".join(merged)]
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            out.append(flag)
-        elif isinstance(value, list):
-            out += [flag, *map(str, value)]
-        elif value is not False:
-            out += [flag, str(value)]
-    return out
-
-
-def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
-    d = json.loads(path.read_text())
-    completed = int(d.get("completed", 0))
-    failed = int(d.get("failed", d.get("num_prompts", completed) - completed) or 0)
-    return LoadPoint(
-        label=label, request_rate=rate, max_concurrency=concurrency, ok=completed > 0 and failed == 0,
-        error=(f"{failed} requests failed" if failed else None if completed else "no request completed"),
-        completed=completed, failed=failed,
-        duration_s=float(d.get("duration", 0.0)), output_tok_s=float(d.get("output_throughput", 0.0)),
-        input_tok_s=d["total_input_tokens"] / d["duration"] if d.get("total_input_tokens") and d.get("duration") else None,
-        mean_input_len=d["total_input_tokens"] / completed if d.get("total_input_tokens") and completed else None,
-        req_s=float(d.get("request_throughput", 0.0)), ttft_p50_ms=float(d.get("p50_ttft_ms", 0.0)),
-        ttft_p99_ms=float(d.get("p99_ttft_ms", 0.0)), tpot_p50_ms=float(d.get("p50_tpot_ms", 0.0)),
-        tpot_p99_ms=float(d.get("p99_tpot_ms", 0.0)), result_file=str(path),
-        e2el_p50_ms=d.get("p50_e2el_ms", d.get("median_e2el_ms")), max_concurrent_requests=d.get("max_concurrent_requests"),
-    )
-
-
-REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
-              "e2el_p50_ms", "result_file")
-
-
-def repetition_row(p: LoadPoint) -> dict:
-    return {k: getattr(p, k) for k in REP_FIELDS}
-
-
-MEDIAN_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
-                 "input_tok_s", "mean_input_len", "e2el_p50_ms")
-
-
-def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:
-    """A point's figures are the medians over its repetitions (``statistics.median``: of an even count,
-    the mean of the middle two), each figure on its own; the server stats and result file are those of
-    the repetition closest to the median output tok/s; every repetition's figures and the spread are kept."""
-    tok_s = [p.output_tok_s for p, _ in reps]
-    mid = statistics.median(tok_s)
-    point, stats = min(reps, key=lambda r: abs(r[0].output_tok_s - mid))
-    update: dict = {"repetitions": [repetition_row(p) for p, _ in reps], "server": stats,
-                    "output_tok_s_min": min(tok_s), "output_tok_s_max": max(tok_s)}
-    for f in MEDIAN_FIELDS:
-        vals = [getattr(p, f) for p, _ in reps if getattr(p, f) is not None]
-        if vals:
-            update[f] = statistics.median(vals)
-    update["completed"] = sum(p.completed for p, _ in reps) // len(reps)
-    combined = point.model_copy(update=update)
-    return combined.model_copy(update=spread.point_update(combined))  # intervals and the stability rule
 
 
 class LoadRunner:
@@ -300,78 +205,130 @@ def run(config: BenchmarkConfig) -> BenchmarkResult:
         gpus.close()
 
 
-def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler, client: WarmClient) -> BenchmarkResult:
-    from suite.runtime.envs import package_versions
+class _Roof(NamedTuple):
+    """What a point's annotation reads besides the point (``annotate``): the model's costs, the GPU's peaks, the
+    offline ceiling's tokens/s."""
 
+    cost: ModelCost | None
+    peak: object
+    offline_tok_s: float | None
+
+
+@dataclass
+class _Rounds:
+    """The server rounds of one benchmark: the last round's points, server and SLO search, the earlier rounds'
+    points, and the seconds each part took (the result's accounting)."""
+
+    count: int  # API servers of the current round
+    earlier: list[dict] = field(default_factory=list)
+    points: list[LoadPoint] = field(default_factory=list)
+    slo: object = None
+    evaluation: object = None
+    evaluate_s: float = 0.0
+    kv_page: str | None = None
+    ready_s: float = 0.0
+    cmd: list[str] = field(default_factory=list)
+    served_s: float = 0.0
+    client_s: float = 0.0
+    start_stop_s: float = 0.0
+
+
+def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler, client: WarmClient) -> BenchmarkResult:
+    """The GPU's name and peaks, the model's costs and the offline ceiling; then the server rounds; then the result."""
     log_path = out_dir / "server.log"
     gpu = config.gpu or detect_gpu()
     named_peak = gpu_peak(gpu)
-    peak = named_peak[1] if named_peak else None
     cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
     offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
-    offline_tok_s = offline["output_tok_s"] if offline else None
-    slo = None
-    count = config.api_server_count
-    earlier: list[dict] = []
-    served_s = client_s = start_stop_s = evaluate_s = 0.0
-    evaluation = None
+    roof = _Roof(cost, named_peak[1] if named_peak else None, offline["output_tok_s"] if offline else None)
+    rounds = _serve_rounds(config, out_dir, log_path, gpus, client, roof)
+    return _result(config, rounds, offline, roof.offline_tok_s, gpu, gpus, log_path, start)
+
+
+def _serve_rounds(config: BenchmarkConfig, out_dir: Path, log_path: Path, gpus: GpuSampler, client: WarmClient,
+                  roof: _Roof) -> _Rounds:
+    """Serve, evaluate on the server first where the evaluation is served, measure every load point and (last) the
+    SLO search; while the points are frontend-bound with room to grow, restart with more API servers and measure
+    again."""
+    r = _Rounds(count=config.api_server_count)
     while True:
-        points: list[LoadPoint] = []
         t_server = time.perf_counter()
-        with vllm_server(config.engine, count, config.seed, log_path, config.server_timeout_s,
+        with vllm_server(config.engine, r.count, config.seed, log_path, config.server_timeout_s,
                          env=SERVED_ENV if config.evaluate else None) as (proc, port, ready_s, cmd, api_key):
-            kv_page = metrics_text(port)  # vllm:cache_config_info is set before /health answers
-            if config.evaluate is not None and evaluation is None:  # served: the tasks first, on this server
+            r.ready_s, r.cmd = ready_s, cmd
+            r.kv_page = metrics_text(port)  # vllm:cache_config_info is set before /health answers
+            if config.evaluate is not None and r.evaluation is None:  # served: the tasks first, on this server
                 t_eval = time.perf_counter()
-                evaluation = evaluate_on_server(config.evaluate, config.engine, proc, port, api_key, out_dir, log_path)
+                r.evaluation = evaluate_on_server(config.evaluate, config.engine, proc, port, api_key, out_dir, log_path)
                 reset_prefix_cache(port, api_key)  # the load points must not reuse the evaluation's prompts
-                evaluate_s = time.perf_counter() - t_eval
-                print(f"benchmark: served evaluation {evaluate_s:.1f} s; prefix cache reset", flush=True)
-            runner = LoadRunner(config, proc, port, out_dir, tag=f"a{count}-" if earlier else "", api_key=api_key,
+                r.evaluate_s = time.perf_counter() - t_eval
+                log.info("benchmark: served evaluation %.1f s; prefix cache reset", r.evaluate_s)
+            runner = LoadRunner(config, proc, port, out_dir, tag=f"a{r.count}-" if r.earlier else "", api_key=api_key,
                                 server_log=log_path, gpus=gpus, client=client)
-            several = len(config.workloads) > 1
-            runner.points_total = len(config.workloads) * len(load_points(config))  # the SLO search adds probes
-            for workload in config.workloads:
-                for label, rate, conc in load_points(config):
-                    label = f"{workload}-{label}" if several else label
-                    point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions, workload)
-                    if not point.ok:  # no number from a broken point: the stage fails, with the reason
-                        raise ServerError(f"load point {label}: {point.error}")
-                    if several:
-                        point = point.model_copy(update={"workload": workload})
-                    points.append(annotate(point, config, cost, peak, offline_tok_s if workload == config.workloads[0] else None))
-            more = next_api_server_count(points, count, config.max_api_server_count)
+            r.points = _measure_points(config, runner, roof)
+            more = next_api_server_count(r.points, r.count, config.max_api_server_count)
             if more is None and config.slo:
-                n = config.slo.num_prompts or config.num_prompts
-
-                def probe(rate: float, prompts: int) -> LoadPoint:
-                    label = f"slo-{rate:g}" if prompts == n else f"slo-{rate:g}-n{prompts}"  # a resized probe
-                    p = runner.measure(label, rate, None, prompts, 1)
-                    return annotate(p, config, cost, peak, offline_tok_s)
-
-                slo = search(probe, config.slo, n, capacity([p for p in points if p.workload in (None, config.workloads[0])]))
-            client_s += runner.client_s
+                r.slo = _slo_search(config, runner, r.points, roof)
+            r.client_s += runner.client_s
             t_stop = time.perf_counter()
-        served_s += time.perf_counter() - t_server
-        start_stop_s += ready_s + (time.perf_counter() - t_stop)
+        r.served_s += time.perf_counter() - t_server
+        r.start_stop_s += r.ready_s + (time.perf_counter() - t_stop)
         if more is None:
-            break
+            return r
         # frontend-bound with room to grow: restart with more API servers and measure again
-        earlier.append({"api_server_count": count, "points": [p.model_dump() for p in points]})
-        count = more
-    kv_tokens, max_conc, _ = kv_capacity(kv_page, log_path.read_text(errors="replace"))
+        r.earlier.append({"api_server_count": r.count, "points": [p.model_dump() for p in r.points]})
+        r.count = more
+
+
+def _measure_points(config: BenchmarkConfig, runner: LoadRunner, roof: _Roof) -> list[LoadPoint]:
+    """Every workload's load points on this server, each annotated; a broken point fails the stage."""
+    points: list[LoadPoint] = []
+    several = len(config.workloads) > 1
+    runner.points_total = len(config.workloads) * len(load_points(config))  # the SLO search adds probes
+    for workload in config.workloads:
+        for label, rate, conc in load_points(config):
+            label = f"{workload}-{label}" if several else label
+            point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions, workload)
+            if not point.ok:  # no number from a broken point: the stage fails, with the reason
+                raise ServerError(f"load point {label}: {point.error}")
+            if several:
+                point = point.model_copy(update={"workload": workload})
+            ceiling = roof.offline_tok_s if workload == config.workloads[0] else None
+            points.append(annotate(point, config, roof.cost, roof.peak, ceiling))
+    return points
+
+
+def _slo_search(config: BenchmarkConfig, runner: LoadRunner, points: list[LoadPoint], roof: _Roof):
+    """The highest rate that meets the SLOs (``slo.search``), probed on this server from the first workload's
+    capacity."""
+    n = config.slo.num_prompts or config.num_prompts
+
+    def probe(rate: float, prompts: int) -> LoadPoint:
+        label = f"slo-{rate:g}" if prompts == n else f"slo-{rate:g}-n{prompts}"  # a resized probe
+        p = runner.measure(label, rate, None, prompts, 1)
+        return annotate(p, config, roof.cost, roof.peak, roof.offline_tok_s)
+
+    return search(probe, config.slo, n, capacity([p for p in points if p.workload in (None, config.workloads[0])]))
+
+
+def _result(config: BenchmarkConfig, r: _Rounds, offline: dict | None, offline_tok_s: float | None, gpu: str | None,
+            gpus: GpuSampler, log_path: Path, start: float) -> BenchmarkResult:
+    """The stage's result: the last round's points and server, the KV capacity, the offline ceiling, the seconds."""
+    from suite.runtime.envs import package_versions
+
+    kv_tokens, max_conc, _ = kv_capacity(r.kv_page, log_path.read_text(errors="replace"))
     gpu_sampling = f"NVML, GPUs {gpus.indices}" if gpus.available else gpus.error
     return BenchmarkResult(
-        points=points, kv_cache_tokens=kv_tokens,
+        points=r.points, kv_cache_tokens=kv_tokens,
         max_concurrency_at_max_len=max_conc,
         peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None,
         offline_preemptions=offline.get("preemptions") if offline else None,
-        offline_batch_limits=offline.get("batch_limits") if offline else None, slo=slo, gpu=gpu, host_cpu=host_cpu(),
+        offline_batch_limits=offline.get("batch_limits") if offline else None, slo=r.slo, gpu=gpu, host_cpu=host_cpu(),
         gpu_sampling=gpu_sampling, workload=config.workloads[0] if len(config.workloads) > 1 else None,
-        api_server_count=count, scaled_from=earlier, client_s=client_s,
-        overhead_s=max(0.0, served_s - start_stop_s - client_s - evaluate_s),
-        server_start_s=ready_s, engine_start=parse_engine_start(log_path.read_text(errors="replace"), ready_s),
-        evaluate=evaluation, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=cmd,
+        api_server_count=r.count, scaled_from=r.earlier, client_s=r.client_s,
+        overhead_s=max(0.0, r.served_s - r.start_stop_s - r.client_s - r.evaluate_s),
+        server_start_s=r.ready_s, engine_start=parse_engine_start(log_path.read_text(errors="replace"), r.ready_s),
+        evaluate=r.evaluation, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=r.cmd,
         versions=package_versions(),
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -26,6 +27,7 @@ from suite.runtime.engine import determinism
 from suite.records.evaluate import SAMPLER_ENV, EngineConfig
 from suite.records.evaluate import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
 
+log = logging.getLogger(__name__)
 
 
 def lm_eval_model_args(engine: EngineConfig, seed: int, batch_size, max_gen_toks: int | None) -> dict:
@@ -162,17 +164,17 @@ _started: list = []  # the in-process lm-eval models this process built (``close
 
 def close() -> None:
     """Shut down the vLLM engine this process started (its engine-core process and the client's threads), after the
-    result is written (registry ``close``); the process then ends without the interpreter's teardown. Prints how
+    result is written (registry ``close``); the process then ends without the interpreter's teardown. Logs how
     long it took, or that it found no engine to shut down (a vLLM whose ``LLM`` keeps it elsewhere)."""
     for lm in _started:
         engine = getattr(getattr(getattr(lm, "model", None), "llm_engine", None), "engine_core", None)
         if not callable(getattr(engine, "shutdown", None)):
-            print("warning: evaluate: no llm_engine.engine_core.shutdown() on lm-eval's vLLM model; its engine is "
-                  "left to the stage's supervisor", file=sys.stderr, flush=True)
+            log.warning("evaluate: no llm_engine.engine_core.shutdown() on lm-eval's vLLM model; its engine is "
+                        "left to the stage's supervisor")
             continue
         t0 = time.perf_counter()
         engine.shutdown()
-        print(f"evaluate: engine shut down in {time.perf_counter() - t0:.1f} s", flush=True)
+        log.info("evaluate: engine shut down in %.1f s", time.perf_counter() - t0)
     _started.clear()
 
 

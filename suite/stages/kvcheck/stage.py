@@ -102,6 +102,8 @@ def greedy_skip(model, model_dir: str, texts, option: str, ranked: list[dict], k
 
 
 def run(config: KVCheckConfig) -> KVCheckResult:
+    """Check the variant's scale option against the checkpoint, measure each recipe option's KL against BF16 and the
+    per-layer report, choose the scales (``kv_scales: auto``), then the layers kept in BF16."""
     start = time.perf_counter()
     from suite.runtime.envs import package_versions
     from suite.stages.kvcheck import measure as kc
@@ -109,25 +111,59 @@ def run(config: KVCheckConfig) -> KVCheckResult:
     texts = read_texts(config.texts_file, config.num_texts)
     calibrated = kc.read_kv_scales(config.model)
     auto = config.kv_scales == "auto"
-    if config.kv_scales in ("calibrated", "per-head") and not calibrated:
-        raise ValueError(f"{config.model}: kv_scales {config.kv_scales} but the checkpoint has no k/v scales")
-    if auto and calibrated:
-        raise ValueError(f"{config.model}: kv_scales auto chooses among the options of a checkpoint without k/v "
-                         "scales, and this one has calibrated scales")
+    _check_scales_against_checkpoint(config, calibrated, auto)
     model = kc.load_hooked_model(config.model)
     cfg = getattr(model.config, "text_config", model.config)
     num_layers = int(cfg.num_hidden_layers)
-    given = [] if auto else [config.kv_scales]
-    recipe_opts = list(dict.fromkeys([*given, *config.candidates, "unit"]))
-    recipe_opts = [o for o in recipe_opts if o not in ("calibrated", "per-head") or calibrated]
-    # 'dynamic' (kvcheck's): the ideal per-tensor scale, the reference of the attention-error flag
-    options = list(dict.fromkeys([KVCHECK_OPTION[o] for o in recipe_opts] + ["dynamic"]))
+    recipe_opts, options = _options(config, auto, calibrated)
     rows = kc.kv_scale_report(config.model, texts, options, max_tokens=config.max_tokens, model=model)
     reference = kc.bf16_reference(model, config.model, texts, config.max_tokens)
     kl = {}
     for o in recipe_opts:
         kl[o] = _kl_row(kc.kv_fake_quant_kl(config.model, texts, KVCHECK_OPTION[o], model=model, reference=reference,
                                             max_tokens=config.max_tokens))
+    scales, best, reason = _choose(config, kl, recipe_opts, auto)
+    in_use = KVCHECK_OPTION[scales]
+    log.info("%s: KV scales %s%s; %s", config.model, scales, " (auto)" if auto else "", reason or "no candidates")
+    flagged = [r for r in rows if r.option == in_use and r.tensor in CHECKED_TENSORS and r.flags]
+    tokens = int(kl[scales]["tokens"])
+    skip, ranked, target, kl_with_skip = _skip_layers(config, model, texts, in_use, num_layers, reference, kl, scales)
+    flagged_layers = sorted({r.layer for r in flagged} - set(skip))
+    log.info("layers kept in BF16: %s; flagged: %s", skip or "none", flagged_layers or "none")
+    return KVCheckResult(
+        kv_scales=scales, kv_scales_auto=auto, option=in_use, options=options, num_layers=num_layers,
+        num_texts=len(texts),
+        tokens=tokens, rows=[vars(r) for r in rows], flagged=[vars(r) for r in flagged], flagged_layers=flagged_layers,
+        kl=kl, recommended=best, recommended_reason=reason, ranked=ranked, skip_layers=skip, auto=config.auto_skip,
+        kl_target=target, kl_with_skip=kl_with_skip, capacity_vs_bf16=capacity(num_layers, len(skip)),
+        wall_s=time.perf_counter() - start, versions=package_versions())
+
+
+def _check_scales_against_checkpoint(config: KVCheckConfig, calibrated, auto: bool) -> None:
+    """Refuse a scale option the checkpoint cannot serve: calibrated or per-head scales without k/v scales in it,
+    or ``auto`` (which chooses among the options of a checkpoint without them) on one that has them."""
+    if config.kv_scales in ("calibrated", "per-head") and not calibrated:
+        raise ValueError(f"{config.model}: kv_scales {config.kv_scales} but the checkpoint has no k/v scales")
+    if auto and calibrated:
+        raise ValueError(f"{config.model}: kv_scales auto chooses among the options of a checkpoint without k/v "
+                         "scales, and this one has calibrated scales")
+
+
+def _options(config: KVCheckConfig, auto: bool, calibrated) -> tuple[list[str], list[str]]:
+    """(the recipe's options whose KL is measured: the given one, the candidates and unit, those needing k/v scales
+    only where the checkpoint has them; kvcheck's options of the per-layer report, with 'dynamic')."""
+    given = [] if auto else [config.kv_scales]
+    recipe_opts = list(dict.fromkeys([*given, *config.candidates, "unit"]))
+    recipe_opts = [o for o in recipe_opts if o not in ("calibrated", "per-head") or calibrated]
+    # 'dynamic' (kvcheck's): the ideal per-tensor scale, the reference of the attention-error flag
+    options = list(dict.fromkeys([KVCHECK_OPTION[o] for o in recipe_opts] + ["dynamic"]))
+    return recipe_opts, options
+
+
+def _choose(config: KVCheckConfig, kl: dict[str, dict], recipe_opts: list[str],
+            auto: bool) -> tuple[str, str | None, str]:
+    """(the scales served: the recommendation under ``auto``, else the given option; the recommendation among the
+    candidates, ``choose_scales``; why, in words)."""
     candidates = [o for o in (config.candidates or recipe_opts) if o in kl]
     best = choose_scales({o: kl[o]["kl"] for o in candidates}, candidates)
     reason = (f"KL(BF16 || FP8 KV) with every layer in FP8 over {int(kl[best]['tokens'])} held-out tokens: "
@@ -137,11 +173,16 @@ def run(config: KVCheckConfig) -> KVCheckResult:
     if scales is None:
         raise ValueError(f"{config.model}: kv_scales auto has no option to choose from (candidates "
                          f"{config.candidates})")
-    in_use = KVCHECK_OPTION[scales]
-    log.info("%s: KV scales %s%s; %s", config.model, scales, " (auto)" if auto else "", reason or "no candidates")
+    return scales, best, reason
+
+
+def _skip_layers(config: KVCheckConfig, model, texts, in_use: str, num_layers: int, reference, kl: dict[str, dict],
+                 scales: str) -> tuple[list[int], list[dict], float | None, float | None]:
+    """(the layers kept in BF16, the layers ranked by their one-layer KL, the KL target, the KL with those layers
+    kept): ``kv_skip_layers: auto`` chooses them greedily (``greedy_skip``); given layers are measured as given."""
+    from suite.stages.kvcheck import measure as kc
+
     skip = sorted(set(config.skip_layers))
-    flagged = [r for r in rows if r.option == in_use and r.tensor in CHECKED_TENSORS and r.flags]
-    tokens = int(kl[scales]["tokens"])
     ranked: list[dict] = []
     target = kl_with_skip = None
     if config.auto_skip or config.sweep:
@@ -157,12 +198,4 @@ def run(config: KVCheckConfig) -> KVCheckResult:
     elif skip:
         kl_with_skip = kc.kv_fake_quant_kl(config.model, texts, in_use, skip_layers=skip, model=model,
                                            reference=reference, max_tokens=config.max_tokens).kl
-    flagged_layers = sorted({r.layer for r in flagged} - set(skip))
-    log.info("layers kept in BF16: %s; flagged: %s", skip or "none", flagged_layers or "none")
-    return KVCheckResult(
-        kv_scales=scales, kv_scales_auto=auto, option=in_use, options=options, num_layers=num_layers,
-        num_texts=len(texts),
-        tokens=tokens, rows=[vars(r) for r in rows], flagged=[vars(r) for r in flagged], flagged_layers=flagged_layers,
-        kl=kl, recommended=best, recommended_reason=reason, ranked=ranked, skip_layers=skip, auto=config.auto_skip,
-        kl_target=target, kl_with_skip=kl_with_skip, capacity_vs_bf16=capacity(num_layers, len(skip)),
-        wall_s=time.perf_counter() - start, versions=package_versions())
+    return skip, ranked, target, kl_with_skip

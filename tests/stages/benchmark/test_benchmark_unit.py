@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import textwrap
 import subprocess
 import sys
@@ -258,13 +259,15 @@ VLLM_CPU_KV_LINE = ("(EngineCore pid=27494) INFO 12-01 13:01:49 [kv_cache_utils.
                     "46,592 tokens, Maximum concurrency for 1,024 tokens per request: 45.50x")
 
 
-def test_kv_capacity_comes_from_vllms_cache_config_gauge(capsys):
+def test_kv_capacity_comes_from_vllms_cache_config_gauge(caplog):
     """The /metrics page vllm-cpu 0.32 served for the demo model (max_model_len 1024, 1 GiB KV space), and
     the log line that server printed: the gauge's labels carry the same figures."""
     text = VLLM_CPU_METRICS.read_text()
     assert bench_server.kv_capacity_from_metrics(text) == (46592, 45.5)
-    assert bench_server.kv_capacity(text, VLLM_CPU_KV_LINE) == (46592, 45.5, "vllm:cache_config_info")
-    assert "the log line agrees" in capsys.readouterr().out
+    with caplog.at_level(logging.INFO, logger="suite.stages.benchmark.server"):
+        assert bench_server.kv_capacity(text, VLLM_CPU_KV_LINE) == (46592, 45.5, "vllm:cache_config_info")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, "benchmark: KV capacity from vllm:cache_config_info: 46592 tokens; the log line agrees")]
     from prometheus_client.parser import text_string_to_metric_families
 
     (info,) = [f for f in text_string_to_metric_families(text) if f.name == "vllm:cache_config_info"]
@@ -280,11 +283,14 @@ def bottleneck_names(text: str) -> set[str]:
     return set(bottleneck.parse_prometheus(text))
 
 
-def test_kv_capacity_gauge_wins_over_the_log_and_the_log_is_the_fallback(capsys):
+def test_kv_capacity_gauge_wins_over_the_log_and_the_log_is_the_fallback(caplog):
+    caplog.set_level(logging.INFO, logger="suite.stages.benchmark.server")
     text = VLLM_CPU_METRICS.read_text()
     other = VLLM_CPU_KV_LINE.replace("46,592", "50,000").replace("45.50x", "48.83x")
     assert bench_server.kv_capacity(text, other)[:2] == (46592, 45.5)
-    assert "the log line says 50000 tokens (not used)" in capsys.readouterr().out
+    (disagrees,) = caplog.records  # a disagreement is a warning in the stage log
+    assert disagrees.levelno == logging.WARNING and disagrees.getMessage().endswith(
+        "46592 tokens; the log line says 50000 tokens (not used)")
     # two data-parallel engines: the figure is per engine (the smaller), as vLLM logs it
     two = ('# TYPE vllm:cache_config_info gauge\n'
            'vllm:cache_config_info{block_size="16",engine="0",kv_cache_max_concurrency="8.0",kv_cache_size_tokens="8192",num_gpu_blocks="1024"} 1.0\n'
@@ -293,8 +299,11 @@ def test_kv_capacity_gauge_wins_over_the_log_and_the_log_is_the_fallback(capsys)
     # a vLLM whose gauge has no kv_cache_size_tokens, no /metrics page at all, or not Prometheus text: the log line
     old = two.replace('kv_cache_size_tokens="8192",', "").replace('kv_cache_size_tokens="7680",', "")
     for page in (old, None, "", "this is { not prometheus"):
+        caplog.clear()
         assert bench_server.kv_capacity(page, VLLM_CPU_KV_LINE)[:2] == (46592, 45.5), page
-        assert "KV capacity from the server log" in capsys.readouterr().out
+        assert [r.getMessage() for r in caplog.records] == [
+            "benchmark: KV capacity from the server log (no kv_cache_size_tokens in vllm:cache_config_info): "
+            "46592 tokens"], page
     assert bench_server.kv_capacity(None, "no such line") == (None, None, "none")
 
 
@@ -360,7 +369,7 @@ def test_a_server_dying_while_not_ready_fails_at_once_not_after_the_budget(tmp_p
     assert "before it was ready" in str(e.value) and "RuntimeError: engine core died" in str(e.value)
 
 
-def test_gpu_name_from_nvml_and_none_without_a_driver(monkeypatch):
+def test_gpu_name_from_nvml_and_none_without_a_driver(monkeypatch, caplog):
     import types
 
     from suite.stages.benchmark import roofline
@@ -385,8 +394,11 @@ def test_gpu_name_from_nvml_and_none_without_a_driver(monkeypatch):
     assert roofline.detect_gpu() is None
     fake.nvmlInit, fake.nvmlDeviceGetCount = (lambda: None), (lambda: 0)
     assert roofline.detect_gpu() is None
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
-    assert roofline.detect_gpu() is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: said in the stage log
+    with caplog.at_level(logging.WARNING, logger="suite.stages.benchmark.roofline"):
+        assert roofline.detect_gpu() is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "roofline: nvidia-ml-py is not installed: no GPU name (set throughput.gpu)"]
 
 
 def test_gpu_name_on_this_machine_is_nvmls_or_none():
