@@ -125,7 +125,7 @@ def _benchmark_metrics(b, headline_rule: str) -> dict[str, float]:
                 m[metric_name("tput.point", q.label, k)] = getattr(q, k)
             if (stable := tput_spread.point_spread(q)["stable"]) is not None:
                 m[metric_name("tput.point", q.label, "stable")] = float(stable)
-    for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.kv_capacity_requests", b.peak_concurrency),
+    for key, value in (("tput.kv_cache_tokens", b.kv_cache_tokens), ("tput.kv_capacity_requests", b.kv_capacity_requests),
                        ("tput.offline_tok_s", b.offline_tok_s)):
         if value is not None:
             m[key] = float(value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from suite.records.evaluate import EngineConfig, EngineStart, EvaluateConfig, EvaluateResult
 from suite.records.base import Record
@@ -185,7 +185,11 @@ class BenchmarkResult(Record):
     points: list[LoadPoint]
     kv_cache_tokens: Optional[int] = None
     max_concurrency_at_max_len: Optional[float] = None
-    peak_concurrency: Optional[float] = Field(None, description="KV tokens / (input_len + output_len)")
+    # a capacity, not a measurement (the measured peak of running requests is each point's server.running_max);
+    # results written before the rename call it peak_concurrency, which still loads
+    kv_capacity_requests: Optional[float] = Field(
+        None, description="KV tokens / (input_len + output_len): how many requests of the workload's length the KV "
+        "cache holds at once", validation_alias=AliasChoices("kv_capacity_requests", "peak_concurrency"))
     offline_tok_s: Optional[float] = Field(None, description="offline LLM.generate on the same workload")
     offline_s: Optional[float] = None
     offline_preemptions: Optional[float] = Field(

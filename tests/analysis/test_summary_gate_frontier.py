@@ -179,7 +179,7 @@ def _bench(*points):
                      repetitions=[{"output_tok_s": r, "ttft_p99_ms": 100.0 + i, "tpot_p99_ms": 10.0 + i}
                                   for i, r in enumerate(reps)],
                      server=ServerStats(running_max=running)) for label, reps, running in points]
-    return BenchmarkResult(points=pts, kv_cache_tokens=76800, peak_concurrency=100.0, server_start_s=1, wall_s=1,
+    return BenchmarkResult(points=pts, kv_cache_tokens=76800, kv_capacity_requests=100.0, server_start_s=1, wall_s=1,
                            server_log="s")
 
 

@@ -34,7 +34,7 @@ def summary_with_everything(tmp_path):
                          server=ServerStats(samples=10), bottleneck="engine" if r == 100 else "offered-load",
                          bottleneck_reason="the engine had a queue", roofline={"hbm_frac": 0.21, "tensor_frac": 0.44})
                for r in (50, 100)]
-        v.benchmark = BenchmarkResult(points=pts, kv_cache_tokens=900_000, peak_concurrency=1171.9, server_start_s=90,
+        v.benchmark = BenchmarkResult(points=pts, kv_cache_tokens=900_000, kv_capacity_requests=1171.9, server_start_s=90,
                                       wall_s=300, server_log="/x/server.log", gpu="NVIDIA H200",
                                       slo=SloResult(sustainable_rate=32, bracket_high=48, output_tok_s=6900,
                                                     ttft_p99_ms=124, probes=[{"rate": 32, "meets": True, "why": "ok",

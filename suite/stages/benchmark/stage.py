@@ -321,7 +321,7 @@ def _result(config: BenchmarkConfig, r: _Rounds, offline: dict | None, offline_t
     return BenchmarkResult(
         points=r.points, kv_cache_tokens=kv_tokens,
         max_concurrency_at_max_len=max_conc,
-        peak_concurrency=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
+        kv_capacity_requests=kv_tokens / (config.input_len + config.output_len) if kv_tokens else None,
         offline_tok_s=offline_tok_s, offline_s=offline["generate_s"] if offline else None,
         offline_preemptions=offline.get("preemptions") if offline else None,
         offline_batch_limits=offline.get("batch_limits") if offline else None, slo=r.slo, gpu=gpu, host_cpu=host_cpu(),

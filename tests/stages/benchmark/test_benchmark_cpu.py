@@ -62,7 +62,7 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
     assert p.server.gpu_samples == 0 and p.server.gpu_util_mean is None and res.gpu_sampling.startswith(("NVML", "no NVML"))
     samples = [json.loads(line) for line in (tmp_path / "bench" / "monitor-rate-inf-r0.jsonl").read_text().splitlines()]
     assert samples and all("cpu" in s and "gpu" not in s for s in samples)
-    assert res.kv_cache_tokens > 0 and res.peak_concurrency == res.kv_cache_tokens / 136  # 128 in + 8 out
+    assert res.kv_cache_tokens > 0 and res.kv_capacity_requests == res.kv_cache_tokens / 136  # 128 in + 8 out
     assert res.client_s > 0 and 0 <= res.overhead_s < res.client_s and res.api_server_count == 1
     print(f"benchmark wall {res.wall_s:.1f} s, clients {res.client_s:.1f} s, suite overhead {res.overhead_s:.2f} s")
     # the SLO is loose: 1 req/s and 2 req/s (max_rate) both meet it

@@ -27,3 +27,16 @@ def test_at_the_offline_ceiling_with_a_busy_gpu_the_point_is_the_engines_not_eng
 def test_the_same_evidence_well_below_the_ceiling_or_without_one_stays_engine_cpu():
     assert classify_point(_point(0.60), {})[0] == "engine-cpu"
     assert classify_point(_point(None), {})[0] == "engine-cpu"
+
+
+def test_the_kv_capacity_is_named_a_capacity_and_older_results_still_load():
+    """The KV-derived figure is ``kv_capacity_requests``; a result written when it was ``peak_concurrency`` loads
+    into it (the measured peak is each point's server.running_max, never this field)."""
+    from suite.records.benchmark import BenchmarkResult
+
+    base = {"points": [], "server_start_s": 1.0, "wall_s": 1.0, "server_log": "server.log"}
+    old = BenchmarkResult.model_validate({**base, "peak_concurrency": 586.375})
+    assert old.kv_capacity_requests == 586.375
+    written = old.model_dump()
+    assert "peak_concurrency" not in written and written["kv_capacity_requests"] == 586.375
+    assert BenchmarkResult.model_validate(written).kv_capacity_requests == 586.375
