@@ -12,12 +12,13 @@ case "${1:-all}" in
   threads1)  OMP_NUM_THREADS=1 $PY $R/threads1.json --reps 1 ;;            # one OpenMP thread
   seqs16)    $PY $R/seqs16.json --reps 1 --arg max_num_seqs=16 ;;          # 16 sequences a step instead of 256
   tokens512) OMP_NUM_THREADS=1 $PY $R/tokens512.json --reps 1 --arg max_num_batched_tokens=512 ;;  # chunked prefill
-  loaded)    # two more busy loops on the 2 cores. One OpenMP thread: with the demo's two, under these loops and the
-             # others' load, the scoring ran at 28 input tok/s (about 45 minutes) and was stopped, as was a scoring
-             # with ONEDNN_MAX_CPU_ISA=AVX512_CORE (7 s a request); threads1 shows the count does not move the bits
+  loaded)    # two more busy loops on the 2 cores, with one OpenMP thread and with the demo's two. (A first try with two
+             # threads, while the others' load was ~20, ran at 28 input tok/s, about 45 minutes, and was stopped, as
+             # was a scoring with ONEDNN_MAX_CPU_ISA=AVX512_CORE at 7 s a request; the two-thread run below came later)
              python3 -c 'while 1: pass' & L1=$!
              python3 -c 'while 1: pass' & L2=$!
              OMP_NUM_THREADS=1 $PY $R/loaded-threads1.json --reps 1
+             $PY $R/loaded-threads2.json --reps 1
              kill $L1 $L2 ;;
   probe)     # the BF16 matmul alone: bit-identical across threads and load, not across oneDNN's ISA
              P=/work/main/.venv/bin/python
