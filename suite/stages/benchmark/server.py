@@ -299,8 +299,8 @@ def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path
     port = free_port()
     api_key = secrets.token_urlsafe(24)
     cmd = serve_command(engine, port, api_server_count, seed)
-    log = open(log_path, "w")
-    proc = procs.spawn(cmd, stdout=log, env={**os.environ, **(env or {}), "VLLM_API_KEY": api_key})
+    server_log = open(log_path, "w")
+    proc = procs.spawn(cmd, stdout=server_log, env={**os.environ, **(env or {}), "VLLM_API_KEY": api_key})
     try:
         ready_s = wait_healthy(proc, port, timeout_s, log_path, api_key, engine.model)
         yield proc, port, ready_s, cmd, api_key
@@ -313,4 +313,4 @@ def vllm_server(engine: EngineConfig, api_server_count: int, seed: int, log_path
                         len(outlived), STOP_GRACE_S, stop_s, "; ".join(outlived))
         elif stop_s > SLOW_STOP_S:  # a slow exit; zombies count as ended (procs.stop), which once made every stop 10 s
             log.warning("benchmark: the server took %.1f s to stop, though every process ended on SIGTERM", stop_s)
-        log.close()
+        server_log.close()

@@ -227,6 +227,31 @@ def test_a_server_that_refuses_our_key_is_not_ours(tmp_path, monkeypatch):
     assert not no_leftover("class H(http.server")
 
 
+def test_a_server_that_outlives_sigterm_or_stops_slowly_is_a_warning_in_the_stage_log(tmp_path, monkeypatch, caplog):
+    """The server's stop is said in the stage log: processes killed after the grace, or a slow stop."""
+    ignores_term = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    slow_exit = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.4), sys.exit(0))); "
+                 "print('up', flush=True); time.sleep(60)")
+    monkeypatch.setattr(bench_server, "wait_healthy", lambda *a, **k: 0.0)  # no HTTP here: the stop is the point
+    monkeypatch.setattr(bench_server, "STOP_GRACE_S", 1.5)
+    monkeypatch.setattr(bench_server, "SLOW_STOP_S", 0.2)
+    caplog.set_level(logging.WARNING, logger="suite.stages.benchmark.server")
+    said = []
+    for script in (ignores_term, slow_exit):
+        monkeypatch.setattr(bench_server, "VLLM_CLI", [sys.executable, "-c", script])
+        caplog.clear()
+        with bench_server.vllm_server(EngineConfig(model="m"), 1, 0, tmp_path / "server.log", 30) as (proc, *_):
+            deadline = time.monotonic() + 30
+            while "up" not in (tmp_path / "server.log").read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)  # its signal handler is set before it prints
+        said.append([r.getMessage() for r in caplog.records])
+        assert proc.poll() is not None and (tmp_path / "server.log").read_text().startswith("up")
+    assert len(said[0]) == 1 and said[0][0].startswith("benchmark: 1 server process(es) outlived SIGTERM by 1.5 s "
+                                                       "and were killed"), said
+    assert len(said[1]) == 1 and said[1][0].startswith("benchmark: the server took ") and said[1][0].endswith(
+        " s to stop, though every process ended on SIGTERM"), said
+
+
 def test_server_that_exits_is_reported_with_its_log(tmp_path, monkeypatch):
     """A server that dies at start fails fast with its log, and leaves nothing running."""
     monkeypatch.setattr(bench_server, "VLLM_CLI", [sys.executable, "-c",
