@@ -225,3 +225,78 @@ def write_run_recipe(run_dir, summary: dict) -> dict:
     (run_dir / "recipe.yaml").write_text(text)
     summary["recipe_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     return summary
+
+
+def gate_bench(reps) -> "BenchmarkResult":
+    """One rate-inf load point whose repetitions are ``reps`` (output tok/s), as the benchmark stage records it."""
+    from suite.records.benchmark import BenchmarkResult, LoadPoint
+
+    rows = [{"output_tok_s": r, "req_s": 1.0, "ttft_p99_ms": 90.0, "tpot_p99_ms": 15.0} for r in reps]
+    point = LoadPoint(label="rate-inf", output_tok_s=sorted(reps)[len(reps) // 2], req_s=1.0, ttft_p99_ms=90.0,
+                      tpot_p99_ms=15.0, repetitions=rows)
+    return BenchmarkResult(points=[point], server_start_s=1, wall_s=1, server_log="l")
+
+
+def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0, 99.0),
+                    var_reps=(150.0, 151.0, 149.0), tasks=("suite_gsm8k",), stage_files=True,
+                    samples_path=None) -> dict:
+    """A finished run under tmp_path/run, as `suite run` writes one, for the gate's tests: per-item samples files with
+    their sha256, variants/<v>/evaluate.result.json (unless ``stage_files`` is False), recipe.yaml with its recorded
+    hash, and the summary derived from them (returned as a dict). The baseline (bf16) is right on items i % 3 != 0;
+    the variant (fp8) also wrong on ``wrong[task]``. ``samples_path(run, variant, task)``: where a samples file goes
+    (default variants/<v>/samples_<task>.jsonl)."""
+    import json
+
+    from suite.analysis.gates.recompute import sha256_file
+    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
+    from suite.recipe import Recipe
+    from suite.records.evaluate import EvaluateResult, TaskScore
+    from suite.records.summary import VariantSummary
+
+    wrong = wrong or {}
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    samples_path = samples_path or (lambda run, name, task: run / "variants" / name / f"samples_{task}.jsonl")
+
+    def evaluation(name, bad_items):
+        scores, files, shas = [], {}, {}
+        (run / "variants" / name).mkdir(parents=True, exist_ok=True)
+        for task in tasks:
+            f = samples_path(run, name, task)
+            w = set(bad_items.get(task, ()))
+            rows = [{"task": task, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in w),
+                     "resps": [[f"{name} answer {i}"]]}
+                    for i in range(n)]
+            f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            scores.append(TaskScore(task=task, metric="acc,none", value=sum(r["acc"] for r in rows) / n, n=n))
+            files[task], shas[task] = str(f), sha256_file(f)
+        ev = EvaluateResult(scores=scores, results_file="r.json", samples_files=files, samples_sha256=shas, wall_s=1,
+                            engine_load_s=1)
+        if stage_files:
+            (run / "variants" / name / "evaluate.result.json").write_text(ev.model_dump_json())
+        return ev
+
+    s = make_summary({"bf16": {}, "fp8": {}}, tasks=tasks, gates=gates, run_dir=str(run))
+    s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
+    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path="/m", evaluate=evaluation("bf16", {}),
+                                 benchmark=gate_bench(list(base_reps))),
+                  VariantSummary(name="fp8", is_baseline=False, model_path="/m", evaluate=evaluation("fp8", wrong),
+                                 benchmark=gate_bench(list(var_reps)))]
+    for v in s.variants:
+        v.metrics = variant_metrics(v, "max")
+    add_deltas(s.variants)
+    add_paired(s.variants)
+    return write_run_recipe(run, s.model_dump(mode="json"))
+
+
+def run_gate(tmp_path, capsys, s: dict, *extra: str):
+    """`suite gate tmp_path/run --no-record *extra` on the summary ``s``: (exit code, stdout, stderr)."""
+    import json
+
+    from suite import cli
+
+    run = tmp_path / "run"
+    (run / "summary.json").write_text(json.dumps(s))
+    code = cli.main(["gate", str(run), "--no-record", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -6,77 +6,19 @@ makes one edit. xfail(strict) = a hole that still gets through; plain = a defenc
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import os
 
 import pytest
 
-from conftest import make_summary, write_run_recipe
+from conftest import build_gated_run, run_gate, write_run_recipe
 from suite import cli
 from suite.analysis.gates.recompute import sha256_file
-from suite.recipe import Recipe
-from suite.records.benchmark import BenchmarkResult, LoadPoint
-from suite.records.evaluate import EvaluateResult, TaskScore
 
 T1, T2 = "suite_gsm8k", "suite_mmlu"
 
 
-def _bench(reps):
-    rows = [{"output_tok_s": r, "req_s": 1.0, "ttft_p99_ms": 90.0, "tpot_p99_ms": 15.0} for r in reps]
-    point = LoadPoint(label="rate-inf", output_tok_s=sorted(reps)[len(reps) // 2], req_s=1.0, ttft_p99_ms=90.0,
-                      tpot_p99_ms=15.0, repetitions=rows)
-    return BenchmarkResult(points=[point], server_start_s=1, wall_s=1, server_log="l")
-
-
-def build(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0, 99.0), var_reps=(150.0, 151.0, 149.0),
-          tasks=(T1,), stage_files=True) -> dict:
-    """A finished run under tmp_path/run: baseline right on items i % 3 != 0; the variant also wrong on
-    ``wrong[task]``. Writes samples, variants/<v>/evaluate.result.json, recipe.yaml; returns the summary dict."""
-    from suite.records.summary import VariantSummary
-    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
-
-    wrong = wrong or {}
-    run = tmp_path / "run"
-    run.mkdir(exist_ok=True)
-
-    def evaluation(name, bad_items):
-        scores, files, shas = [], {}, {}
-        for task in tasks:
-            (run / "variants" / name).mkdir(parents=True, exist_ok=True)
-            f = run / "variants" / name / f"samples_{task}.jsonl"
-            w = set(bad_items.get(task, ()))
-            rows = [{"task": task, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in w),
-                     "resps": [[f"{name} answer {i}"]]}
-                    for i in range(n)]
-            f.write_text("".join(json.dumps(r) + "\n" for r in rows))
-            scores.append(TaskScore(task=task, metric="acc,none", value=sum(r["acc"] for r in rows) / n, n=n))
-            files[task], shas[task] = str(f), sha256_file(f)
-        ev = EvaluateResult(scores=scores, results_file="r.json", samples_files=files, samples_sha256=shas, wall_s=1,
-                            engine_load_s=1)
-        if stage_files:
-            (run / "variants" / name / "evaluate.result.json").write_text(ev.model_dump_json())
-        return ev
-
-    s = make_summary({"bf16": {}, "fp8": {}}, tasks=tasks, gates=gates, run_dir=str(run))
-    s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
-    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path="/m", evaluate=evaluation("bf16", {}),
-                                 benchmark=_bench(list(base_reps))),
-                  VariantSummary(name="fp8", is_baseline=False, model_path="/m", evaluate=evaluation("fp8", wrong),
-                                 benchmark=_bench(list(var_reps)))]
-    for v in s.variants:
-        v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
-    add_paired(s.variants)
-    return write_run_recipe(run, s.model_dump(mode="json"))
-
-
-def gate(tmp_path, capsys, s: dict, *extra: str):
-    run = tmp_path / "run"
-    (run / "summary.json").write_text(json.dumps(s))
-    code = cli.main(["gate", str(run), "--no-record", *extra])
-    out, err = capsys.readouterr()
-    return code, out, err
+# a finished run as `suite run` writes one (conftest.build_gated_run), and `suite gate` on it
+build, gate = build_gated_run, run_gate
 
 
 def team_recipe(tmp_path, s) -> str:

@@ -10,67 +10,24 @@ import json
 
 import yaml
 
-from conftest import make_summary, run_cli, write_run_recipe
-from suite import cli
-from suite.analysis.gates.recompute import sha256_file
+from conftest import build_gated_run, run_cli, run_gate
 from suite.recipe import Recipe
-from suite.records.benchmark import BenchmarkResult, LoadPoint
-from suite.records.evaluate import EvaluateResult, TaskScore
 
 TASK = "suite_gsm8k"
 GATES = {"max_drop": {TASK: 0.05}, "non_inferiority_margin": {TASK: 0.06}, "min_throughput_gain": 1.2}
 
 
-def _bench(reps: list[float]) -> BenchmarkResult:
-    rows = [{"output_tok_s": r, "req_s": 1.0, "ttft_p99_ms": 90.0, "tpot_p99_ms": 15.0} for r in reps]
-    point = LoadPoint(label="rate-inf", output_tok_s=sorted(reps)[len(reps) // 2], req_s=1.0, ttft_p99_ms=90.0,
-                      tpot_p99_ms=15.0, repetitions=rows)
-    return BenchmarkResult(points=[point], server_start_s=1, wall_s=1, server_log="l")
-
-
 def build(tmp_path, var_wrong=range(0), base_reps=(100.0, 101.0, 99.0), var_reps=(150.0, 151.0, 149.0),
           gates=None, n=300) -> dict:
-    """A finished run's summary.json (as a dict), its recipe.yaml and samples files under tmp_path/run: the baseline
-    right on items i % 3 != 0, the variant the same except it also gets the items ``var_wrong`` wrong."""
-    from suite.records.summary import VariantSummary
-    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
-
-    run = tmp_path / "run"
-    run.mkdir(exist_ok=True)
-
-    def evaluation(name, wrong):
-        f = run / f"samples_{name}_{TASK}.jsonl"
-        rows = [{"task": TASK, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0 and i not in wrong),
-                 "resps": [[f"{name} answer {i}"]]}
-                for i in range(n)]
-        f.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        value = sum(r["acc"] for r in rows) / len(rows)
-        ev = EvaluateResult(scores=[TaskScore(task=TASK, metric="acc,none", value=value, n=len(rows))],
-                            results_file="r.json", samples_files={TASK: str(f)},
-                            samples_sha256={TASK: sha256_file(f)}, wall_s=1, engine_load_s=1)
-        (run / "variants" / name).mkdir(parents=True, exist_ok=True)  # the stage result, as the evaluate stage writes it
-        (run / "variants" / name / "evaluate.result.json").write_text(ev.model_dump_json())
-        return ev
-
-    s = make_summary({"bf16": {}, "fp8": {}}, tasks=(TASK,), gates=gates or GATES, run_dir=str(run))
-    s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
-    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path="/m", evaluate=evaluation("bf16", ()),
-                                 benchmark=_bench(list(base_reps))),
-                  VariantSummary(name="fp8", is_baseline=False, model_path="/m", evaluate=evaluation("fp8", set(var_wrong)),
-                                 benchmark=_bench(list(var_reps)))]
-    for v in s.variants:
-        v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
-    add_paired(s.variants)
-    return write_run_recipe(run, s.model_dump(mode="json"))
+    """A finished run's summary.json (as a dict), its recipe.yaml and samples files under tmp_path/run
+    (conftest.build_gated_run, with the samples files at run/samples_<variant>_<task>.jsonl): the baseline right on
+    items i % 3 != 0, the variant the same except it also gets the items ``var_wrong`` wrong."""
+    return build_gated_run(tmp_path, gates or GATES, wrong={TASK: var_wrong}, n=n, base_reps=base_reps,
+                           var_reps=var_reps, tasks=(TASK,),
+                           samples_path=lambda run, name, task: run / f"samples_{name}_{task}.jsonl")
 
 
-def gate(tmp_path, capsys, s: dict, *extra: str):
-    run = tmp_path / "run"
-    (run / "summary.json").write_text(json.dumps(s))
-    code = cli.main(["gate", str(run), "--no-record", *extra])
-    out, err = capsys.readouterr()
-    return code, out, err
+gate = run_gate
 
 
 def fp8(s):
