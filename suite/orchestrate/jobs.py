@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from suite.orchestrate.store import RunFolder, job_key, recorded_key
+from suite.orchestrate.store import RunFolder, job_key, prerequisites_before, recorded_key
 from suite.runtime import envs  # noqa: F401 -- the runner's stage environment and versions, through here
-from suite.stages.registry import EVALUATE, RUN_ORDER, STAGES
+from suite.stages import registry
+from suite.stages.registry import EVALUATE, STAGES
 
 # re-exported: callers import the stage process's names from here
 from suite.orchestrate.stageproc import StageOutcome, failure_line, interpreter, read_result, run_stage  # noqa: F401
@@ -35,7 +36,7 @@ def ready_plan(vp, stage: str, vs):
     """The variant's plan as ``stage``'s job runs it: after a prerequisite stage of its variant, with what that
     chose passed on (``planner.with_results``: e.g. the layers kvcheck chose for kv_skip_layers: auto, into the
     evaluate and benchmark engine arguments); the plan itself for a job after none (nothing to pass on)."""
-    if not any(STAGES[s].prerequisite and vp.config(s) is not None for s in RUN_ORDER[:RUN_ORDER.index(stage)]):
+    if not prerequisites_before(vp, stage):
         return vp
     from suite.plan.planner import with_results
 
@@ -46,8 +47,8 @@ def made_with(vs, rebuilt_from=None):
     """What a variant's kept results were made with: its prerequisite stages' results in ``vs`` (its
     ``VariantSummary``), but a checkpoint rebuilt byte for byte under another content key counts as the one the run
     used (``rebuilt_from``: that one's result; runner.rebuilt kept what was made with it)."""
-    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in RUN_ORDER if STAGES[s].prerequisite})
-    for s in (s for s in RUN_ORDER if STAGES[s].builds_checkpoint):
+    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in registry.RUN_ORDER if STAGES[s].prerequisite})
+    for s in (s for s in registry.RUN_ORDER if STAGES[s].builds_checkpoint):
         now = getattr(done, s)
         same = rebuilt_from is not None and now is not None and rebuilt_from.content_sha256
         if same and rebuilt_from.content_sha256 == now.content_sha256:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from suite.plan import keys
 from suite.records.base import Record
-from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK, RUN_ORDER, STAGES
+from suite.stages import registry
+from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK, STAGES
 
 # the fields of a stage's result that name files the store keeps with it: a path, or {name: path}
 FILE_FIELDS: dict[str, tuple[str, ...]] = {EVALUATE: ("results_file", "samples_files")}
@@ -107,6 +108,13 @@ def in_run_folder(run_dir: Path, jobs) -> dict:
             if (res := RunFolder(Path(run_dir) / "variants" / name).lookup(stage, None)) is not None}
 
 
+def prerequisites_before(vp, stage: str) -> list[str]:
+    """The prerequisite stages the variant planned as ``vp`` runs before ``stage`` (what they make or choose decides
+    its config and key). ``registry.RUN_ORDER`` is read here, not imported: register_stage rebinds it."""
+    order = registry.RUN_ORDER
+    return [s for s in order[:order.index(stage)] if STAGES[s].prerequisite and vp.config(s) is not None]
+
+
 def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str | None:
     """The content key of ``stage``'s job of the variant planned as ``vp``, given what its earlier stages made
     (``done``: its ``VariantSummary``, or any object with their results as attributes): a checkpoint's is its
@@ -120,7 +128,7 @@ def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str
     spec = STAGES[stage]
     if spec.builds_checkpoint:
         return getattr(config, "key", None)
-    earlier = [s for s in RUN_ORDER[:RUN_ORDER.index(stage)] if STAGES[s].prerequisite and vp.config(s) is not None]
+    earlier = prerequisites_before(vp, stage)
     if any(getattr(done, s, None) is None for s in earlier):
         return None  # known once they ran: the runner compares it then (runner.schedule)
     from suite.plan.planner import with_results

@@ -256,8 +256,6 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
     """``model``: ``model_identity``; ``versions``: the serve environment's (default: asked of its interpreter);
     ``env``: the stage's environment (its VLLM_* switches, as in cache_key). Served scoring (``config.evaluate``)
     enters by its own cache_key."""
-    from suite.stages.registry import EVALUATE
-
     if versions is None:
         from suite.runtime.envs import serve_versions
 

