@@ -120,7 +120,7 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tup
     notes += drop_other_versions(kept, run_dir)
     env = None
     for (stage, name), res in list(kept.items()):
-        if (stage, name) not in kept or stage == REBUILD or store.recorded_key(res) is None or builds_checkpoint(stage):
+        if stage == REBUILD or store.recorded_key(res) is None or builds_checkpoint(stage):
             continue
         if env is None:
             from suite.runtime.envs import stage_env

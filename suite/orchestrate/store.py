@@ -24,10 +24,8 @@ from pathlib import Path
 from suite.plan import keys
 from suite.records.base import Record
 from suite.stages import registry
-from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK, STAGES
+from suite.stages.registry import STAGES
 
-# the fields of a stage's result that name files the store keeps with it: a path, or {name: path}
-FILE_FIELDS: dict[str, tuple[str, ...]] = {EVALUATE: ("results_file", "samples_files")}
 
 
 def result_file(stage: str) -> str:
@@ -63,7 +61,7 @@ class Store:
             return str(final / src.name)
 
         update = {}
-        for name in FILE_FIELDS.get(stage, ()):
+        for name in STAGES[stage].result_files:
             value = getattr(result, name)
             update[name] = {k: copy(f) for k, f in value.items()} if isinstance(value, dict) else copy(value)
         stored = result.model_copy(update=update)
@@ -135,16 +133,8 @@ def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str
 
     config = with_results(vp, done).config(stage) if done is not None else config
     built = next((getattr(done, s) for s in earlier if STAGES[s].builds_checkpoint), None)
-    key_of = STAGE_KEYS.get(spec.check_of or stage)
+    key_of = spec.load_content_key()
     return key_of(config, keys.model_identity(vp.model_path, built), env) if key_of else None
-
-
-# each stage's key of (config, model identity, stage environment), but the checkpoint's (its config's ``key``)
-STAGE_KEYS = {
-    KVCHECK: lambda config, model, env: keys.kvcheck_key(config, model),
-    EVALUATE: lambda config, model, env: keys.cache_key(config, model, env=env),
-    BENCHMARK: lambda config, model, env: keys.benchmark_key(config, model, env=env),
-}
 
 
 # the field of a stage's result that records the key it was made under (evaluate's: the evaluation cache's key)

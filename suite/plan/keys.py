@@ -277,3 +277,17 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
     if served is not None:
         parts["served_evaluation"] = cache_key(served, model, versions, env)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ the stages' content keys, as the registry names
+# them (StageSpec.content_key): ``key(config, model_identity, env)``, env being the stages' environment
+def kvcheck_job_key(config: "KVCheckConfig", model: str, env: dict[str, str] | None = None) -> str:
+    return kvcheck_key(config, model)  # the stages' environment is not part of kvcheck's key
+
+
+def evaluate_job_key(config: EvaluateConfig, model: str, env: dict[str, str] | None = None) -> str:
+    return cache_key(config, model, env=env)
+
+
+def benchmark_job_key(config: "BenchmarkConfig", model: str, env: dict[str, str] | None = None) -> str:
+    return benchmark_key(config, model, env=env)

@@ -58,6 +58,11 @@ class StageSpec:
     # stages' configs). A stage that builds_checkpoint: its config's ``checkpoint_dir`` is the variant's model folder.
     config_builder: str | None = None
     colour: str = "#999999"  # its bars in timeline.png (written into jobs.json: outputs never import this module)
+    # 'module:function' ``key(config, model_identity, env) -> str``: the content key its result is made under (the
+    # result store's; env: the stages' environment). None: no key (a checkpoint stage's is its config's ``key``)
+    content_key: str | None = None
+    result_files: tuple[str, ...] = ()  # its result's fields naming files (a path or {name: path}) kept with it
+
 
     def load_entry(self):
         """The stage's function (imports its module: call this only inside the stage's own process)."""
@@ -66,6 +71,10 @@ class StageSpec:
     def load_close(self):
         """The stage's ``close`` function, or None (imports its module: only inside the stage's own process)."""
         return None if self.close is None else _load(self.close)
+
+    def load_content_key(self):
+        """The stage's content-key function, or None (imports suite.plan.keys: the parent's business)."""
+        return None if self.content_key is None else _load(self.content_key)
 
     def load_config_builder(self):
         """The stage's config builder (imports its module: the planner's business, never a stage process's)."""
@@ -82,20 +91,24 @@ def _load(ref: str):
 
 
 _BUILDERS = "suite.plan.configs"  # the built-in stages' config builders
+_KEYS = "suite.plan.keys"  # and their content keys
+_EVALUATION = {"content_key": f"{_KEYS}:evaluate_job_key", "result_files": ("results_file", "samples_files")}
 STAGES: dict[str, StageSpec] = {s.name: s for s in (
     StageSpec(QUANTIZE, QuantizeConfig, QuantizeResult, QUANTIZE_ENV, "suite.stages.quantize.stage:run",
               builds_checkpoint=True, prerequisite=True, config_builder=f"{_BUILDERS}:quantize", colour="#8c6bb1"),
     StageSpec(KVCHECK, KVCheckConfig, KVCheckResult, QUANTIZE_ENV, "suite.stages.kvcheck.stage:run",
-              prerequisite=True, config_builder=f"{_BUILDERS}:kvcheck", colour="#41ab5d"),
+              prerequisite=True, config_builder=f"{_BUILDERS}:kvcheck", colour="#41ab5d",
+              content_key=f"{_KEYS}:kvcheck_job_key"),
     StageSpec(EVALUATE, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
               close="suite.stages.evaluate.stage:close", output_dirs=(EVALUATE,),
-              config_builder=f"{_BUILDERS}:evaluate", colour="#2b8cbe"),
+              config_builder=f"{_BUILDERS}:evaluate", colour="#2b8cbe", **_EVALUATION),
     *(StageSpec(name, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
                 close="suite.stages.evaluate.stage:close", output_dirs=(name,), check_of=EVALUATE,
-                config_builder=f"{_BUILDERS}:engine_check")
+                config_builder=f"{_BUILDERS}:engine_check", **_EVALUATION)
       for name in ENGINE_CHECKS),
     StageSpec(BENCHMARK, BenchmarkConfig, BenchmarkResult, SERVE_ENV, "suite.stages.benchmark.stage:run",
-              shares_gpu=False, output_dirs=(BENCHMARK,), config_builder=f"{_BUILDERS}:benchmark", colour="#e6550d"),
+              shares_gpu=False, output_dirs=(BENCHMARK,), config_builder=f"{_BUILDERS}:benchmark", colour="#e6550d",
+              content_key=f"{_KEYS}:benchmark_job_key"),
     StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",
               in_run=False),
 )}
