@@ -1,6 +1,6 @@
 """The evaluation cache: a finished evaluation is copied to ``<output_dir>/eval-cache/<key>/`` and not made again.
 
-The key (``suite.plan.keys.cache_key``) hashes what decides the scores. A finished evaluation is copied to
+The key (``suite.plan.keys.cache_key``, the evaluate stage's ``StageSpec.content_key``) hashes what decides the scores. A finished evaluation is copied to
 ``<output_dir>/eval-cache/<key>/`` (results, every sample, the stage result with paths rewritten),
 written to a temporary folder and renamed, so a half-written entry is never used. ``suite run
 --force`` recomputes (and refreshes the entry). The cache is the result store (suite.orchestrate.store) at
@@ -12,9 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from suite.orchestrate.store import RunFolder, Store
-from suite.plan.keys import cache_key
 from suite.records.evaluate import EvaluateResult
-from suite.stages.registry import EVALUATE
+from suite.stages.registry import EVALUATE, STAGES
 
 RESULT = "evaluate.result.json"  # an entry's result file (suite.orchestrate.store.result_file)
 
@@ -39,7 +38,7 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     # a checkpoint is named by what made it (its key); its content hash says what it holds: a rebuild that
     # differs (another machine, another GPU) is not the checkpoint the cached scores came from
     config = vp.config(stage)  # evaluate, or one of eval.engine_check's evaluate-check-<i>
-    key = cache_key(config, model_identity(vp.model_path, vs.quantize), env=env)
+    key = STAGES[stage].load_content_key()(config, model_identity(vp.model_path, vs.quantize), env)  # the store's key
     if not force and (hit := lookup(cache_dir, key)) is not None:
         return StageOutcome(hit, None, 0.0)
     outcome = run_stage(stage, config, vdir, env, lock, python)
