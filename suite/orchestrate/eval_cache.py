@@ -1,6 +1,7 @@
 """The evaluation cache: a finished evaluation is copied to ``<output_dir>/eval-cache/<key>/`` and not made again.
 
-The key (``suite.plan.keys.cache_key``, the evaluate stage's ``StageSpec.content_key``) hashes what decides the scores. A finished evaluation is copied to
+The key (``suite.plan.keys.cache_key``, the evaluate stage's ``StageSpec.content_key``) hashes what decides the
+scores. A finished evaluation is copied to
 ``<output_dir>/eval-cache/<key>/`` (results, every sample, the stage result with paths rewritten),
 written to a temporary folder and renamed, so a half-written entry is never used. ``suite run
 --force`` recomputes (and refreshes the entry). The cache is the result store (suite.orchestrate.store) at
