@@ -61,18 +61,36 @@ class PairedComparison:
         return asdict(self)
 
 
+# an archived items file's rows are short (task, doc_id, filter, the scores): a longer gzipped line is refused, not read
+# whole into memory (a small .gz can unpack to gigabytes without a newline)
+MAX_GZ_ROW_CHARS = 16 << 20
+
+
 def item_scores(samples_file: str | Path, metric: str) -> dict[tuple[str, int], float]:
     """{(subtask, doc_id): score} for one 'metric,filter' from a samples_<task>.jsonl file, or from a gzipped file of
     the same rows (a name ending in .gz: an archived run folder's ``evaluate/items.jsonl.gz``, whose rows keep only
-    task, doc_id, filter and the scores; studies/2026-12-05-verdicts/scripts/collect.py)."""
+    task, doc_id, filter and the scores; studies/2026-12-05-verdicts/scripts/collect.py).
+    A file that is not what it should be (not gzip, cut short, a line not a JSON object of a doc_id and a numeric
+    score, a gzipped line over MAX_GZ_ROW_CHARS: a decompression bomb) is a ValueError naming the file and line."""
     name, _, filt = metric.partition(",")
     scores = {}
-    opener = gzip.open if str(samples_file).endswith(".gz") else open
-    with opener(samples_file, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            if row.get("filter", "none") == (filt or "none") and name in row:
-                scores[(row.get("task", ""), int(row["doc_id"]))] = float(row[name])
+    packed = str(samples_file).endswith(".gz")
+    opener = gzip.open if packed else open
+    n = 0
+    try:
+        with opener(samples_file, "rt", encoding="utf-8") as fh:
+            while line := (fh.readline(MAX_GZ_ROW_CHARS + 1) if packed else fh.readline()):
+                n += 1
+                if packed and len(line) > MAX_GZ_ROW_CHARS and not line.endswith("\n"):
+                    raise ValueError(f"a row longer than {MAX_GZ_ROW_CHARS} characters")
+                row = json.loads(line)
+                if row.get("filter", "none") == (filt or "none") and name in row:
+                    scores[(row.get("task", ""), int(row["doc_id"]))] = float(row[name])
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise  # a file gone: the callers say which and what to do
+        where = f"line {n}: " if n else ""
+        raise ValueError(f"{samples_file}: {where}not a file of per-item records ({type(e).__name__}: {e})") from e
     return scores
 
 

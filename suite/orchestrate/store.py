@@ -39,11 +39,15 @@ class Store:
         self.root = Path(root)
 
     def lookup(self, stage: str, key: str) -> Record | None:
-        """The result ``put`` under ``key``, marked a cache hit (where its record has that field); None: a miss."""
+        """The result ``put`` under ``key``, marked a cache hit (where its record has that field); None: a miss, as is
+        an entry whose result records another key than its folder's name (a folder copied or renamed by hand: what it
+        holds was made under that other key; its job runs again and ``put`` replaces it)."""
         path = self.root / key / result_file(stage)
         if not path.is_file():
             return None
         result = STAGES[stage].result.read(path)
+        if not holds(result, key):
+            return None
         return result.model_copy(update={"cache_hit": True}) if "cache_hit" in type(result).model_fields else result
 
     def put(self, stage: str, key: str, result: Record) -> Record:

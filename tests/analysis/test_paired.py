@@ -108,3 +108,21 @@ def test_interval_is_bca_and_close_to_the_normal_one_on_many_items():
     assert r.ci_method == "BCa" and r.ci_low < r.delta < r.ci_high
     assert r.ci_low == pytest.approx(r.delta - half, abs=0.1 * half)
     assert r.ci_high == pytest.approx(r.delta + half, abs=0.1 * half)
+
+
+def test_item_scores_refuses_a_gzipped_row_too_long_to_be_an_items_row(tmp_path, monkeypatch):
+    """A decompression bomb (one line unpacking to gigabytes) is refused after MAX_GZ_ROW_CHARS, not read whole."""
+    import gzip
+
+    import suite.analysis.paired as paired
+
+    monkeypatch.setattr(paired, "MAX_GZ_ROW_CHARS", 1000)
+    bomb = tmp_path / "items.jsonl.gz"
+    with gzip.open(bomb, "wt", encoding="utf-8") as fh:
+        fh.write('{"task": "g", "doc_id": 0, "acc": 1.0}\n' + " " * 5000)
+    with pytest.raises(ValueError, match=r"items.jsonl.gz: line 2: .*a row longer than 1000 characters"):
+        item_scores(bomb, "acc")
+    ok = tmp_path / "ok.jsonl.gz"
+    with gzip.open(ok, "wt", encoding="utf-8") as fh:
+        fh.write('{"task": "g", "doc_id": 0, "acc": 1.0, "pad": "' + "x" * 900 + '"}\n')
+    assert item_scores(ok, "acc") == {("g", 0): 1.0}

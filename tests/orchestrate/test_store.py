@@ -57,3 +57,18 @@ def test_job_key_is_the_plans_key_of_that_job(demo_recipe_copy, tmp_path):
     assert store.job_key(fp8, EVALUATE) is None
     bf16 = next(vp for vp in plan.variants if vp.quantize is None)
     assert store.job_key(bf16, QUANTIZE) is None
+
+
+def test_an_entry_copied_under_another_key_is_a_miss(tmp_path):
+    """An evaluation cache entry whose folder was copied to another key's name (by hand: 'the same evaluation, only
+    a newer vLLM'): its result records the key it was made under, which is not the one looked up: a miss, and the
+    evaluation that runs again replaces the entry."""
+    import shutil
+
+    s = store.Store(tmp_path / "cache")
+    s.put(EVALUATE, "k1", evaluation(tmp_path / "run").model_copy(update={"cache_key": "k1"}))
+    shutil.copytree(tmp_path / "cache" / "k1", tmp_path / "cache" / "k2")
+    assert s.lookup(EVALUATE, "k1").cache_key == "k1"
+    assert s.lookup(EVALUATE, "k2") is None and eval_cache.lookup(tmp_path / "cache", "k2") is None
+    s.put(EVALUATE, "k2", evaluation(tmp_path / "run2").model_copy(update={"cache_key": "k2"}))
+    assert s.lookup(EVALUATE, "k2").cache_key == "k2"

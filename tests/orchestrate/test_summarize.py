@@ -177,3 +177,43 @@ def test_a_real_archived_study_folder_gives_the_paired_comparison_its_run_record
     assert [w for w in summary.warnings if w.startswith(ARCHIVED)] == [
         f"{ARCHIVED} 2 items.jsonl.gz file(s) in place of lm-eval's samples files, which are not in the folder (the "
         "same per-item scores): variants/bf16-served/evaluate/items.jsonl.gz, variants/fp8kv-served/evaluate/items.jsonl.gz"]
+
+
+def test_a_planted_items_file_moves_no_gate_and_the_summary_says_which_files_it_read(tmp_path, demo_recipe_copy,
+                                                                                       monkeypatch, capsys):
+    """An archived folder's items file rewritten to say the FP8 variant lost nothing: summarize reads it (and says so
+    in its warning), but `suite gate` judges the stage's own per-item records, which are gone: no verdict (exit 2)."""
+    from suite.runtime.errors import EXIT_BAD_INPUT
+
+    run_dir = a_run(tmp_path, demo_recipe_copy, monkeypatch)
+    with_samples(run_dir, {"bf16": [1.0] * 20 + [0.0] * 20, "fp8-kv": [1.0] * 17 + [0.0] * 23})
+    archive(run_dir)
+    with gzip.open(run_dir / "variants" / "fp8-kv" / "evaluate" / "items.jsonl.gz", "wt", encoding="utf-8") as out:
+        out.write("".join(json.dumps({"task": TASK, "doc_id": i, "filter": "none", "acc": 1.0}) + "\n"
+                          for i in range(40)))
+    assert cli.main(["summarize", str(run_dir)]) == EXIT_OK
+    assert any(w.startswith(ARCHIVED) and "variants/fp8-kv/evaluate/items.jsonl.gz" in w
+               for w in load_summary(run_dir).warnings)
+    capsys.readouterr()
+    assert cli.main(["gate", str(run_dir), "--no-record"]) == EXIT_BAD_INPUT
+    said = capsys.readouterr()
+    assert "NO VERDICT" in said.out + said.err and "samples_suite_mmlu.jsonl not found" in said.err
+
+
+@pytest.mark.parametrize("bad", [b"not gzip at all", gzip.compress(b"{not json\n"), gzip.compress(b'{"acc": 1.0}\n'),
+                                 gzip.compress(b"[1, 2]\n"), gzip.compress(b"\xff\xfe\n"),
+                                 gzip.compress(b'{"task": "t", "doc_id": 0, "acc": 1.0}\n')[:-8]],
+                         ids=["not-gzip", "not-json", "no-doc-id", "not-an-object", "not-utf8", "cut-short"])
+def test_an_unreadable_items_file_is_one_error_line_naming_it(tmp_path, demo_recipe_copy, monkeypatch, capsys, bad):
+    run_dir = a_run(tmp_path, demo_recipe_copy, monkeypatch)
+    with_samples(run_dir, {"bf16": [1.0] * 20 + [0.0] * 20, "fp8-kv": [1.0] * 17 + [0.0] * 23})
+    archive(run_dir)
+    items = run_dir / "variants" / "fp8-kv" / "evaluate" / "items.jsonl.gz"
+    items.write_bytes(bad)
+    capsys.readouterr()
+    from suite.runtime.errors import EXIT_BAD_INPUT
+
+    assert cli.main(["summarize", str(run_dir)]) == EXIT_BAD_INPUT  # not a traceback
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {items}: an archived items file that cannot be read, standing in for the gone "
+                           f"samples_{TASK}.jsonl")

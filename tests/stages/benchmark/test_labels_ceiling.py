@@ -40,3 +40,25 @@ def test_the_kv_capacity_is_named_a_capacity_and_older_results_still_load():
     written = old.model_dump()
     assert "peak_concurrency" not in written and written["kv_capacity_requests"] == 586.375
     assert BenchmarkResult.model_validate(written).kv_capacity_requests == 586.375
+
+
+def test_a_result_carrying_both_names_is_refused_not_read_as_either(tmp_path):
+    """Both names in one result (an edited or merged file: which figure is the run's is not known): the record does
+    not load (the old name is then an extra field): a resume does not keep it (its job runs again) and `suite
+    summarize` calls it a result that does not parse."""
+    import json
+
+    import pytest
+    from pydantic import ValidationError
+
+    from suite.orchestrate.stageproc import read_result
+    from suite.records.benchmark import BenchmarkResult
+
+    base = {"points": [], "server_start_s": 1.0, "wall_s": 1.0, "server_log": "server.log"}
+    for both in ({"kv_capacity_requests": 5.0, "peak_concurrency": 3.0},
+                 {"peak_concurrency": 3.0, "kv_capacity_requests": 5.0}):
+        with pytest.raises(ValidationError, match="peak_concurrency"):
+            BenchmarkResult.model_validate({**base, **both})
+        (tmp_path / "benchmark.result.json").write_text(json.dumps({**base, **both}))
+        result, why = read_result(tmp_path, "benchmark")
+        assert result is None and why.startswith("its result file does not parse")
