@@ -35,7 +35,7 @@ def brownian_power(theta: float, fractions, paths: int = 200_000, seed: int = 1)
     """P(pass) of the design for a Brownian motion with drift ``theta`` (the z statistic's mean at the last look):
     the ideal the item-level simulation should come near (known variance, no discreteness)."""
     t = np.asarray(fractions)
-    c = seq.boundaries(t)
+    c = seq.design_bounds(t)
     rng = np.random.default_rng(seed)
     b = np.cumsum(rng.standard_normal((paths, len(t))) * np.sqrt(np.diff(np.concatenate([[0], t]))), axis=1)
     z = (b + theta * t) / np.sqrt(t)
@@ -50,6 +50,8 @@ def test_the_bounds_are_lan_demets_obrien_fleming():
     assert seq.boundaries([1.0]) == pytest.approx([stats.norm.isf(0.025)], abs=1e-6)  # one look: the fixed test
     total = sum(np.diff(np.concatenate([[0], seq.spent([0.25, 0.5, 0.75, 1.0])])))
     assert total == pytest.approx(0.025)
+    # the suite's design: the interim bounds, then the fixed-size test on every item
+    assert seq.design_bounds([0.25, 0.5, 0.75, 1.0]) == pytest.approx([4.333, 2.963, 2.359, 1.960], abs=2e-3)
 
 
 @pytest.mark.parametrize("bad", [[], [0.5, 0.5], [0.0, 1.0], [0.5, 1.5], [0.2] * 21])
