@@ -222,3 +222,30 @@ def run(diffs_in_order, margin: float, looks: int, alpha: float = ALPHA, n_items
         out.looks.append(Look(n, float(cum[n - 1] / n), float(z[0, k]), float(c[k]), verdict))
     out.items_used, out.decision = reached[stop], out.looks[-1].decision
     return out
+
+
+def look_items(keys, seed: int, looks: int) -> list[list]:
+    """The items each look adds, in scoring order: ``keys`` (the task's items, e.g. (subtask, doc_id) as the
+    baseline's per-item records name them) in ``item_order``, cut at ``look_sizes``. What an evaluation scores at
+    look k is ``look_items(...)[k]``: grouped by subtask, lm-eval's ``samples={subtask: [doc_id, ...]}``."""
+    order = item_order(keys, seed)
+    edges = [0, *look_sizes(len(order), looks)]
+    return [order[a:b] for a, b in zip(edges, edges[1:])]
+
+
+def stopped_look(scored, keys, seed: int, looks: int) -> int:
+    """The 0-based look whose items are exactly ``scored``: a stopped evaluation must have scored the first n_k
+    items of the seeded order, no other subset (else its items could have been picked). ValueError when ``scored``
+    is no look's prefix, naming how it differs."""
+    scored, order = set(scored), item_order(keys, seed)
+    sizes = look_sizes(len(order), looks)
+    if not scored <= set(order):
+        raise ValueError(f"{len(scored - set(order))} scored items are not among the task's {len(order)}")
+    for k, n in enumerate(sizes):
+        if n == len(scored):
+            missing = len(set(order[:n]) - scored)
+            if missing:
+                raise ValueError(f"{missing} of the first {n} items of the order (seed {seed}) are not scored: "
+                                 "the items scored are not a look's")
+            return k
+    raise ValueError(f"{len(scored)} items scored: no look of {looks} ends there ({sizes})")

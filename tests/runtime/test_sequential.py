@@ -116,3 +116,23 @@ def test_bad_input_is_refused():
         seq.run([0.0] * 5, margin=0.01, looks=2, n_items=4)
     with pytest.raises(ValueError):
         seq.look_sizes(10, 0)
+
+
+def test_the_looks_cover_the_items_once_in_the_seeded_order():
+    keys = [("suite_mmlu_a", i) for i in range(7)] + [("suite_mmlu_b", i) for i in range(6)]
+    parts = seq.look_items(keys, seed=5, looks=4)
+    assert [len(p) for p in parts] == [4, 3, 3, 3]  # look_sizes(13, 4) = 4, 7, 10, 13
+    assert [k for p in parts for k in p] == seq.item_order(keys, 5)
+
+
+def test_a_stopped_evaluation_must_have_scored_a_prefix_of_the_order():
+    keys = [("t", i) for i in range(100)]
+    order = seq.item_order(keys, 2)
+    assert seq.stopped_look(order[:50], keys, 2, 4) == 1
+    assert seq.stopped_look(reversed(order), keys, 2, 4) == 3
+    with pytest.raises(ValueError, match="not scored"):
+        seq.stopped_look(order[1:51], keys, 2, 4)  # 50 items, but not the first 50: picked, not stopped
+    with pytest.raises(ValueError, match="no look"):
+        seq.stopped_look(order[:40], keys, 2, 4)
+    with pytest.raises(ValueError, match="not among"):
+        seq.stopped_look([("u", 0)], keys, 2, 4)
