@@ -1,5 +1,5 @@
-"""Replay the sequential evaluation on recorded per-item scores: would stopping early have given the full data's verdict,
-and how many items would it have saved?
+"""Replay the sequential evaluation on recorded per-item scores: would stopping early give the full data's verdict,
+and how many items would it save?
 
     PYTHONPATH=$PWD .venv/bin/python tools/replay_sequential.py [--orders 200] [--looks 4] [--margins 0.01,0.02]
         [--json OUT.json] [SOURCE ...]
