@@ -93,10 +93,11 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 class Target:
     """What a variant's registered version is, by identity (``key``, the ``checkpoint_key`` tag that makes registering
     idempotent): a checkpoint the quantize stage built (its content key), a local folder served as it is (a brought
-    checkpoint, ``variants[].model``, or the recipe's model under other engine settings: the sha256 of its files,
-    ``weights_fingerprint``, as the suite's result keys name it), or a hub id at a commit (the commit is its content
-    hash). A hub id at a branch or tag names no fixed weights, and a folder that is not on this machine cannot be
-    hashed: those are not registered, and ``of`` says why."""
+    checkpoint, ``variants[].model``: the sha256 of its files, ``weights_fingerprint``, as the suite's result keys
+    name it, recorded in the summary when the run began and checked against the folder when it is here), or a hub id
+    at a commit (the commit is its content hash). A hub id at a branch or tag names no fixed weights, a folder that
+    changed since the run is not what was measured, and a folder neither here nor hashed by the run has no known
+    content: those are not registered, and ``of`` says why."""
 
     key: str
     folder: str | None  # logged as the variant run's checkpoint artifacts (weights_source); None: a hub id
@@ -110,14 +111,21 @@ class Target:
                                              "model_source": "quantize stage",
                                              **({"content_sha256": q.content_sha256} if q.content_sha256 else {})}), ""
         served = {"kv_cache_dtype": v.kv_cache_dtype, "engine_args": json.dumps(v.engine_args, sort_keys=True)[:5000]}
+        recorded = v.model_sha256  # hashed when the run began, on the machine that served it
         if Path(v.model_path).is_dir():
             content = weights_fingerprint(v.model_path)
+            if recorded and content != recorded:
+                return None, (f"its checkpoint folder {v.model_path} changed since the run measured it (sha256 "
+                              f"{recorded[:12]}... then, {content[:12]}... now; fix: rerun the recipe on it)")
+        elif recorded:  # a run folder gated on another machine (CI): the weights stay where the run served them
+            content = recorded
+        elif is_local_model(v.model_path):
+            return None, (f"its checkpoint folder {v.model_path} is not on this machine and the run recorded no "
+                          "sha256 of it, so its content is unknown (fix: run `suite gate` where the folder is)")
+        if Path(v.model_path).is_dir() or recorded:
             return cls(f"folder:{content}", v.model_path, {"checkpoint_path": v.model_path, "model_source": v.model_path,
                                                            "checkpoint_key": f"folder:{content}",
                                                            "content_sha256": content, **served}), ""
-        if is_local_model(v.model_path):
-            return None, (f"its checkpoint folder {v.model_path} is not on this machine, so its content cannot be "
-                          "hashed (fix: run `suite gate` where the folder is, or put it at that path)")
         revision = _revision(summary.recipe, v.name)
         if not revision or not _COMMIT.fullmatch(revision):
             return None, (f"the hub id {v.model_path} at revision {revision or '(none: the default branch)'} names "

@@ -91,8 +91,8 @@ def test_a_variant_that_cannot_be_registered_says_why(tmp_path, capsys):
     s, run_dir, _ = logged(tmp_path, str(tmp_path / "gone"))
     rec = record_gate(s, passed(s))
     assert rec.registered == [] and rec.not_registered == [
-        f"fp8: not registered: its checkpoint folder {tmp_path / 'gone'} is not on this machine, so its content "
-        "cannot be hashed (fix: run `suite gate` where the folder is, or put it at that path)"]
+        f"fp8: not registered: its checkpoint folder {tmp_path / 'gone'} is not on this machine and the run recorded "
+        "no sha256 of it, so its content is unknown (fix: run `suite gate` where the folder is)"]
     failed = GateResult(checks=[GateCheck("fp8", "max drop suite_gsm8k", 0.1, 0.02, False, True, 100)])
     assert record_gate(s, failed).not_registered == [
         "fp8: not registered: the gate's verdict is fail (only a pass registers)"]
@@ -108,6 +108,46 @@ def test_a_variant_that_cannot_be_registered_says_why(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["gate", str(tmp_path / "untracked" / "run")]) == 0
     assert "nothing registered: the run was not logged to MLflow" in capsys.readouterr().err
+
+
+def test_a_folder_hashed_by_the_run_registers_where_it_is_not_and_refuses_when_it_changed(tmp_path):
+    """The CI case: the GPU job served the folder and recorded its sha256 (summary: model_sha256), the CPU job gates
+    without the folder and registers it by that hash; gated where the folder is, a changed folder is refused."""
+    from suite.plan.keys import weights_fingerprint
+
+    folder = checkpoint(tmp_path)
+    s, _, _ = logged(tmp_path, str(folder))
+    s.variants[1].model_sha256 = measured = weights_fingerprint(str(folder))
+    (folder / "model.safetensors").write_bytes(b"changed")
+    rec = record_gate(s, passed(s))
+    assert rec.registered == [] and rec.not_registered[0].startswith(
+        f"fp8: not registered: its checkpoint folder {folder} changed since the run measured it (sha256 "), rec
+    for f in folder.iterdir():
+        f.unlink()
+    folder.rmdir()
+    rec = record_gate(s, passed(s))
+    assert rec.registered == [("demo-cpu-fp8", "1")] and rec.not_registered == []
+    from mlflow.tracking import MlflowClient
+
+    mv = MlflowClient(tracking_uri=track.default_uri(tmp_path)).get_model_version("demo-cpu-fp8", "1")
+    assert mv.tags["checkpoint_key"] == f"folder:{measured}" and mv.tags["weights"] == "uri"
+    assert mv.tags["weights_uri"] == folder.as_uri()
+
+
+def test_the_run_records_the_sha256_of_a_brought_folder(tmp_path):
+    """summary.variant_summary: a non-baseline variant served from a local folder as it is carries its sha256."""
+    from types import SimpleNamespace
+
+    from suite.analysis.summary import variant_summary
+    from suite.plan.keys import weights_fingerprint
+    from suite.recipe.schema import VariantSpec
+
+    folder = checkpoint(tmp_path)
+    vp = SimpleNamespace(variant=VariantSpec(name="fp8", model=str(folder)), is_baseline=False,
+                         model_path=str(folder), checkpoint={})
+    assert variant_summary(vp).model_sha256 == weights_fingerprint(str(folder))
+    vp.is_baseline = True
+    assert variant_summary(vp).model_sha256 is None
 
 
 def test_the_quantized_variant_keeps_its_content_key(tmp_path):
