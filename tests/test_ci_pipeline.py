@@ -147,7 +147,7 @@ def check_pipeline(tmp_path, where):
     assert report["outcome"] == "pass" and report["exit_code"] == 0 and len(report["cases"]) >= 3, report
     assert root.get("tests") == str(len(report["cases"])) and root.get("failures") == root.get("errors") == "0"
     assert {tc.get("name") for tc in root.iter("testcase")} == {c["gate"] for c in report["cases"]}
-    assert report["registered"] == [f"registered demo-cpu-fp8 version 1 as 'candidate' ({uri})"], report
+    assert report["registration"] == [f"registered demo-cpu-fp8 version 1 as 'candidate' ({uri})"], report
     mv = MlflowClient(tracking_uri=uri).get_model_version_by_alias("demo-cpu-fp8", "candidate")
     assert mv.tags["checkpoint_key"] == f"folder:{sha}" and mv.tags["weights"] == "uri"  # the folder stayed on the GPU box
 

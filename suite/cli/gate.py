@@ -56,7 +56,7 @@ def cmd_gate(args) -> int:
                              looser)
     _print_verdict(result)
     _reports(args, gate_report.GateReport(args.run, result.outcome, result.exit_code, result.checks,
-                                          recipe=summary.recipe_name, policy=policy_label, registered=registered))
+                                          recipe=summary.recipe_name, policy=policy_label, registration=registered))
     return result.exit_code
 
 

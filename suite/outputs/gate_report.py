@@ -48,7 +48,7 @@ class GateReport:
     problems: list[Problem] = field(default_factory=list)
     recipe: str = ""
     policy: str = ""
-    registered: list[str] = field(default_factory=list)  # one line per variant: registered, or why not
+    registration: list[str] = field(default_factory=list)  # what registering said: a line per version, or why not
 
 
 def bad_input(run: str, problems: list[Problem], recipe: str = "", policy: str = "") -> GateReport:
@@ -88,7 +88,7 @@ def as_json(report: GateReport) -> dict:
                   "reason": "; ".join(str(p) for p in report.problems), "decide": None}]
     return {"format": FORMAT, "run": report.run, "recipe": report.recipe or None, "policy": report.policy or None,
             "outcome": report.outcome, "exit_code": report.exit_code,
-            "problems": [str(p) for p in report.problems], "registered": report.registered, "cases": cases}
+            "problems": [str(p) for p in report.problems], "registration": report.registration, "cases": cases}
 
 
 def _text(s: str) -> str:
