@@ -119,10 +119,13 @@ class Run:
 
 
 def load_run(run_dir: str | Path) -> Run:
-    """A finished (or partial) run folder, read: its summary.json, checked as `suite gate` reads it."""
+    """A finished (or partial) run folder, read: its summary.json, checked as `suite gate` reads it. A run in progress
+    (its run.lock held by a live `suite run`) is refused (SuiteError)."""
     from suite.analysis.load import load_summary
+    from suite.runtime.lock import refuse_live
 
     p = Path(run_dir)
+    refuse_live(p if p.is_dir() else p.parent, "suite.load_run")
     return Run(run_dir=p if p.is_dir() else p.parent, summary=load_summary(str(p)))
 
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 import re
 
 from suite.analysis.paired import is_perplexity_metric
+from suite.plan.keys import brought_sha256
 from suite.records.summary import CostBasis, RunSummary, VariantSummary
 from suite.records.benchmark import BenchmarkResult, LoadPoint
 from suite.analysis import tput_spread
@@ -304,8 +305,7 @@ def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlie
         suite_version=__version__, recipe_name=r.name, recipe_path=str(loaded.path), recipe_sha256=loaded.sha256,
         recipe=r.model_dump(mode="json"), run_dir=str(run_dir),
         started=earlier.started if earlier else started, platform=earlier.platform if earlier else platform,
-        versions=earlier.versions if earlier else versions,
-        tasks=[t.name for t in r.eval.tasks],
+        versions=earlier.versions if earlier else versions, tasks=[t.name for t in r.eval.tasks],
         variants=[variant_summary(vp) for vp in plan.variants],
         artifacts={"recipe": str(run_dir / "recipe.yaml")},
     )
@@ -321,7 +321,7 @@ def variant_summary(vp) -> VariantSummary:
     ck = getattr(vp, "checkpoint", None) or {}  # variants[].model: the scheme its config.json names
     return VariantSummary(name=v.name, is_baseline=vp.is_baseline, scheme=q.scheme if q else ck_label(ck),
                           kv_cache=q.kv_cache if q else ("fp8" if str(ck.get("kv_cache", "")).startswith("fp8") else None), kv_cache_dtype=v.kv_cache_dtype,
-                          engine_args=dict(v.engine_args), model_path=vp.model_path,
+                          engine_args=dict(v.engine_args), model_path=vp.model_path, model_sha256=brought_sha256(vp),
                           kv_scales=effective_kv_scales(v), kv_skip_layers=skip if isinstance(skip, list) else [],
                           kv_skip_layers_auto=skip == "auto")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError
 from suite.cli.render import _wide_console
 from suite.analysis.load import load_summary
+from suite.outputs import gate_report
 
 SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yellow]INCONCLUSIVE[/]"}
 
@@ -34,6 +35,7 @@ def cmd_gate(args) -> int:
         for problem in result.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"gate: NO VERDICT ({len(result.problems)} problem(s) with the run or the policy)", file=sys.stderr)
+        _reports(args, gate_report.bad_input(args.run, result.problems, summary.recipe_name, policy_label))
         return EXIT_BAD_INPUT
     looser = []
     if args.policy:  # it replaces the recipe's gates: say what it lets through that they did not
@@ -44,11 +46,28 @@ def cmd_gate(args) -> int:
     if not result.checks:
         print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
+        _reports(args, gate_report.bad_input(args.run, [Problem(args.run, "gates", "the gate policy checks nothing",
+                                                                 "set a gate (`suite schema` lists them)")],
+                                             summary.recipe_name, policy_label))
         return EXIT_BAD_INPUT
-    if summary.tracking and not args.no_record:
-        _record(summary, result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha, looser)
+    registered: list[str] = []
+    if not args.no_record:
+        registered = _record(summary, result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha,
+                             looser)
     _print_verdict(result)
+    _reports(args, gate_report.GateReport(args.run, result.outcome, result.exit_code, result.checks,
+                                          recipe=summary.recipe_name, policy=policy_label, registration=registered))
     return result.exit_code
+
+
+def _reports(args, report: gate_report.GateReport) -> None:
+    """``--junit FILE`` / ``--json FILE``: the verdict for a CI system (``suite.outputs.gate_report``)."""
+    gate_report.write(report, getattr(args, "junit", None), getattr(args, "json", None))
+
+
+def report_bad_input(args, problems: list[Problem]) -> None:
+    """The reports of a gate that stopped on bad input before a verdict: one error case naming the problems."""
+    _reports(args, gate_report.bad_input(args.run, problems))
 
 
 def _verify(run: str) -> None:
@@ -73,19 +92,32 @@ def _print_table(summary, result, policy_label: str) -> None:
     _wide_console().print(table)
 
 
-def _record(summary, result, policy: str, policy_sha: str | None, looser: list[str]) -> None:
+def _record(summary, result, policy: str, policy_sha: str | None, looser: list[str]) -> list[str]:
     """The verdict on the run's MLflow runs (and, when every gate passed, the checkpoints registered); a warning
-    when MLflow fails: the verdict stands."""
+    when MLflow fails: the verdict stands. Returns what it said of each variant's registration."""
     from suite.outputs.mlflow_registry import record_gate
 
+    said: list[str] = []
+    if not summary.tracking:
+        if result.passed:  # a pass registers: say why this one did not
+            said.append("nothing registered: the run was not logged to MLflow (no tracking.json in the run folder; "
+                        "fix: `suite sync RUN` logs it, then gate again)")
+            print(said[-1], file=sys.stderr)
+        return said
     try:
         rec = record_gate(summary, result, policy=policy, policy_sha256=policy_sha, looser=looser)
         for name, version in rec.registered:
             again = (name, version) in (rec.reused or [])  # the same checkpoint key: no new version
-            print(f"{'already registered' if again else 'registered'} {name} version {version} as 'candidate' "
-                  f"({summary.tracking.uri})")
+            said.append(f"{'already registered' if again else 'registered'} {name} version {version} as "
+                        f"'candidate' ({summary.tracking.uri})")
+            print(said[-1])
+        for line in rec.not_registered:
+            said.append(line)
+            print(line, file=sys.stderr)
     except Exception as e:  # noqa: BLE001 - the verdict stands even when MLflow is unreachable
-        print(f"warning: gate verdict not recorded in MLflow: {type(e).__name__}: {e}", file=sys.stderr)
+        said.append(f"gate verdict not recorded in MLflow: {type(e).__name__}: {e}")
+        print(f"warning: {said[-1]}", file=sys.stderr)
+    return said
 
 
 def _print_verdict(result) -> None:

@@ -10,11 +10,12 @@ from suite.runtime.errors import EXIT_OK
 
 
 def cmd_validate(args) -> int:
-    from suite.recipe import load_recipe
+    from suite.cli import overrides
 
-    loaded = load_recipe(args.recipe)
+    loaded = overrides.load(args.recipe, getattr(args, "set", None))
     r = loaded.recipe
-    print(f"{args.recipe}: ok — {r.name}: {len(r.variants) + 1} variants "
+    sets = f" (with {len(args.set)} --set)" if getattr(args, "set", None) else ""
+    print(f"{args.recipe}{sets}: ok — {r.name}: {len(r.variants) + 1} variants "
           f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
     if any(v.engine_args for v in r.all_variants()) or r.eval.engine_args:
         from suite.runtime.envs import engine_args_facts, serve_python, vllm_distribution, vllm_platform
@@ -38,11 +39,11 @@ def _tracking_line(loaded, out_root: Path) -> str:
 
 
 def cmd_plan(args) -> int:
+    from suite.cli import overrides
     from suite.plan.planner import make_plan
-    from suite.recipe import load_recipe
     from suite.orchestrate.rundir import plan_json
 
-    loaded = load_recipe(args.recipe)
+    loaded = overrides.load(args.recipe, getattr(args, "set", None))
     if getattr(args, "executor", None):
         loaded = with_executor(loaded, args.executor)
     out = Path(args.out) if args.out else loaded.resolve(loaded.recipe.output_dir)
@@ -88,10 +89,53 @@ def cmd_schema(args) -> int:
 
 
 def cmd_tasks(args) -> int:
+    """The suite's own tasks (tasks/), and with RECIPE those of its eval.include_path folders too, each folder's
+    under its own heading; a task the recipe evaluates is marked '*'."""
     from suite.stages.evaluate import tasks
 
-    for name, info in sorted(tasks.available().items()):
-        if info.kind == "group" or not any(name in g.subtasks for g in tasks.available().values()):
-            extra = f" ({len(info.subtasks)} subtasks)" if info.subtasks else ""
-            print(f"{name:<22} {info.kind:<6} {info.primary_metric or '-':<26}{extra}")
+    if not getattr(args, "recipe", None):
+        _print_tasks(tasks.available())
+        return EXIT_OK
+    loaded, folders = _include_folders(args.recipe)
+    used = {t.name for t in loaded.recipe.eval.tasks}
+    print("tasks/ (the suite's own):")
+    _print_tasks(tasks.available(), used, "  ")
+    for field, folder in folders:
+        print(f"{field}: {folder}")
+        _print_tasks(tasks.available(folder), used, "  ")
     return EXIT_OK
+
+
+def _include_folders(recipe: str):
+    """The recipe (schema-checked only: its tasks may be what is being written) and its include_path folders as
+    (field, absolute folder); a folder that is missing or holds no task is bad input, as `suite validate` says."""
+    from pydantic import ValidationError
+
+    from suite.recipe import LoadedRecipe, Problem, Recipe, SuiteError, load_yaml, read_text, validation_problems
+    from suite.recipe.checks import include_path_tasks
+
+    path = Path(recipe)
+    text = read_text(path)
+    data = load_yaml(text, str(path))
+    if not isinstance(data, dict):
+        raise SuiteError(Problem(str(path), "", "a recipe is a YAML mapping", "start from `suite init MODEL`"))
+    try:
+        loaded = LoadedRecipe(recipe=Recipe.model_validate(data), path=path.resolve(), text=text)
+    except ValidationError as e:
+        raise SuiteError(validation_problems(str(path), e)) from None
+    _, problems = include_path_tasks(loaded)
+    if problems:
+        raise SuiteError(problems)
+    ip = loaded.recipe.eval.include_path
+    listed = [ip] if isinstance(ip, str) else list(ip or [])
+    return loaded, [("eval.include_path" + ("" if isinstance(ip, str) else f"[{i}]"), loaded.resolve(f))
+                    for i, f in enumerate(listed)]
+
+
+def _print_tasks(found: dict, used: set[str] = frozenset(), indent: str = "") -> None:
+    """One line per task or group (a group's subtasks counted, not listed)."""
+    for name, info in sorted(found.items()):
+        if info.kind == "group" or not any(name in g.subtasks for g in found.values()):
+            extra = f" ({len(info.subtasks)} subtasks)" if info.subtasks else ""
+            mark = "* " if name in used else "  " if used else ""
+            print(f"{indent}{mark}{name:<22} {info.kind:<6} {info.primary_metric or '-':<26}{extra}")

@@ -11,7 +11,9 @@ from suite.analysis.load import load_summary
 
 def cmd_report(args) -> int:
     from suite.outputs import report
+    from suite.runtime.lock import refuse_live
 
+    refuse_live(Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent, "`suite report`")
     summary = load_summary(args.run)
     out = Path(args.out) if args.out else Path(summary.run_dir) / "report.html"
     res = report.run(report.ReportConfig(summary, out, gate=report.recipe_verdict(summary)))

@@ -57,19 +57,19 @@ def _what_to_run(args):
         from suite.orchestrate.rundir import load_run_recipe
 
         resume = Path(args.resume)
-        if args.recipe:
-            raise SuiteError(Problem(args.recipe, "", "--resume continues a run with the recipe it was made from",
-                                     "give either RECIPE or --resume RUN_DIR"))
+        if args.recipe or getattr(args, "set", None):
+            raise SuiteError(Problem(args.recipe or "--set", "", "--resume continues a run with the recipe it was "
+                                     "made from", "give either RECIPE (with --set) or --resume RUN_DIR"))
         loaded = load_run_recipe(resume)  # serving is checked once it is known what is left to run
     elif args.recipe:
         import sys
 
-        from suite.recipe import load_recipe
+        from suite.cli import overrides
 
         # before the first line of the run: the checks ask the serve environment's vLLM (seconds, once per environment)
         print(f"checking {args.recipe} (files, tasks, what the serve environment's vLLM takes) ...", file=sys.stderr,
               flush=True)
-        resume, loaded = None, load_recipe(args.recipe)
+        resume, loaded = None, overrides.load(args.recipe, getattr(args, "set", None))
     else:
         raise SuiteError(Problem("suite run", "RECIPE", "no recipe given", "suite run recipes/demo-cpu.yaml"))
     if args.executor:

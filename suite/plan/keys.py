@@ -51,6 +51,15 @@ def weights_fingerprint(model_path: str, hashes: "FileHashes | None" = None) -> 
     return h.hexdigest()
 
 
+def brought_sha256(vp) -> str | None:
+    """A planned variant (``VariantPlan``) served from a local folder as it is, not the baseline (a brought checkpoint,
+    ``variants[].model``): its ``weights_fingerprint``, which the summary records and `suite gate` registers it by on a
+    machine without the folder; else None."""
+    if vp.is_baseline or vp.variant.quantization is not None or not Path(vp.model_path).is_dir():
+        return None
+    return weights_fingerprint(vp.model_path)
+
+
 def checkpoint_key(model_path: str, revision: str | None, variant: VariantSpec, weights: str = "pretrained",
                    calibration_sha256: str | None = None, quantizer: dict[str, str | None] | None = None) -> str:
     """Content key of a checkpoint; ``calibration_sha256``: ``calibration.content_hash`` of its data;

@@ -21,6 +21,9 @@ class VariantSummary(Record):
     kv_cache_dtype: str = "auto"
     engine_args: dict[str, Any] = Field(default_factory=dict)
     model_path: str
+    model_sha256: Optional[str] = Field(None, description="a variant served from a local folder as it is (a brought "
+                                        "checkpoint): the sha256 of its files when the run began (weights_fingerprint),"
+                                        " what `suite gate` registers it by on a machine without the folder")
     quantize: Optional[QuantizeResult] = None
     kvcheck: Optional[KVCheckResult] = None
     evaluate: Optional[EvaluateResult] = None

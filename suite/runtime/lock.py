@@ -155,3 +155,19 @@ def result_allowed() -> str | None:
         return (f"the run folder was taken over by `suite run` pid {held.get('pid')} on {held.get('host')}: "
                 "this stage's result belongs to no live run")
     return None
+
+
+def refuse_live(run_dir: Path, what: str) -> None:
+    """Bad input (SuiteError, exit 2) when a live ``suite run`` holds ``run_dir``'s lock: ``what`` (a summary, a
+    report, a load) would read a run still being written, and a write would overwrite the live run's own files. A
+    lock of a run that has ended (or of another machine, where it cannot be checked: as ``acquire`` judges it) is
+    no refusal."""
+    from suite.runtime.errors import Problem, SuiteError  # here: the module imports only the standard library
+
+    path = Path(run_dir) / LOCK_NAME
+    held = RunLock.read(path) if path.is_file() else None
+    who = RunLock.holder_alive(held) if held else None
+    if who:
+        raise SuiteError(Problem(str(path), "", f"in progress, PID {held['pid']} ({who} on {held.get('host')}): "
+                                 f"{what} reads only a run that is not running, and leaves this one's files alone",
+                                 f"wait until that `suite run` ends (or stop it with Ctrl-C), then {what} again"))

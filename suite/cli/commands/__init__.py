@@ -18,6 +18,7 @@ from types import ModuleType
 
 # module names under suite.cli.commands, in `suite --help` order
 COMMANDS: tuple[str, ...] = (
+    "init",
     "run",
     "sync",
     "summarize",

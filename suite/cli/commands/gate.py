@@ -8,12 +8,14 @@ DESCRIPTION = ("Check a finished run against its recipe's gates (or --policy FIL
                "accuracy drop (absolute, relative), non-inferiority on the paired CI, throughput "
                "gain, p99 latency. Prints every gate with measured value, threshold and margin. When "
                "the run is in MLflow, its runs are tagged gate.result / gate.failed, and on a pass each "
-               "FP8 variant's checkpoint is registered as <recipe>-<variant> with the alias "
-               "'candidate'.")
+               "variant's checkpoint (built, or brought with variants[].model) is registered as "
+               "<recipe>-<variant> with the alias 'candidate'; a variant that cannot be is named with the reason. "
+               "--junit / --json write the verdict for a CI system (docs/12-ci.md).")
 EXAMPLES = (
     "suite gate runs/demo-cpu-20260101-120000",
     "suite gate runs/demo-cpu-20260101-120000/summary.json --policy release.yaml --no-record",
     "suite gate runs/demo-cpu-20260101-120000 --recipe recipes/demo-cpu.yaml",
+    "suite gate run --recipe recipe.yaml --verify --junit gate.xml --json gate.json",
 )
 
 
@@ -27,9 +29,19 @@ def add_arguments(gate) -> None:
                       "(HMAC-SHA256 keyed by SUITE_MANIFEST_KEY, written by `suite run` when that variable is set): "
                       "a missing key or manifest, a changed, added or removed file or a bad HMAC is exit 2")
     gate.add_argument("--no-record", action="store_true", help="do not tag the MLflow runs or register anything")
+    gate.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML for a CI test report: one "
+                      "test case per variant x gate (fail = <failure>, inconclusive = <skipped>, bad input = one "
+                      "<error> case; written on exit 2 too)")
+    gate.add_argument("--json", metavar="FILE", help="also write the verdict as JSON (format suite.gate-report/1): "
+                      "one case per variant x gate with measured, threshold, interval, margin, n, outcome, reason")
 
 
 def run(args) -> int:
-    from suite.cli.gate import cmd_gate
+    from suite.cli.gate import cmd_gate, report_bad_input
+    from suite.runtime.errors import SuiteError
 
-    return cmd_gate(args)
+    try:
+        return cmd_gate(args)
+    except SuiteError as e:  # bad input before a verdict: the CI report still says why, then exit 2 as ever
+        report_bad_input(args, e.problems)
+        raise

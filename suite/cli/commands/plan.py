@@ -12,12 +12,15 @@ EXAMPLES = (
 
 
 def add_arguments(plan) -> None:
+    from suite.cli.overrides import add_argument
+
     plan.add_argument("recipe")
     plan.add_argument("--out", help="parent folder for run folders")
     plan.add_argument("--jobs", action="store_true",
                       help="a table of the jobs instead of JSON: what each waits for and the GPUs, CPUs and memory "
                            "it asks for")
     plan.add_argument("--executor", help="as `suite run --executor`")
+    add_argument(plan)
 
 
 def run(args) -> int:

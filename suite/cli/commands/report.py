@@ -5,7 +5,8 @@ from __future__ import annotations
 NAME = "report"
 HELP = ("write one self-contained HTML page for a run (gates, accuracy with "
         "paired CIs, frontier, load points and bottlenecks, provenance)")
-DESCRIPTION = "Writes RUN_DIR/report.html (or --out): no scripts, no external files."
+DESCRIPTION = ("Writes RUN_DIR/report.html (or --out): no scripts, no external files. A run in progress (its run.lock "
+               "held by a live `suite run`) is refused, exit 2.")
 EXAMPLES = (
     "suite report runs/demo-cpu-20260101-120000",
     "suite report runs/demo-cpu-20260101-120000 --out /tmp/report.html",

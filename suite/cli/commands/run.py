@@ -12,16 +12,20 @@ DESCRIPTION = ("Run every stage of a recipe and log the results to MLflow. "
                "(its exit code is `suite gate`'s).")
 EXAMPLES = (
     "suite run recipes/demo-cpu.yaml",
+    "suite run recipes/demo-cpu.yaml --set eval.tasks[0].limit=50 --set throughput.request_rates=[10]",
     "suite run recipes/llama3-8b.yaml --executor ray --no-track",
     "suite run --resume runs/demo-cpu-20260101-120000",
 )
 
 
 def add_arguments(run) -> None:
+    from suite.cli.overrides import add_argument
+
     run.add_argument("recipe", nargs="?", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run that stopped or failed part-way: keep the "
                      "stage results in RUN_DIR, run the missing stages, then write its summary, report and MLflow "
                      "run anew (with the recipe the run was made from)")
+    add_argument(run)
     run.add_argument("--out", help="parent folder for the run folder (default: the recipe's output_dir)")
     run.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     run.add_argument("--executor", metavar="KIND", help="where the jobs run, instead of the recipe's executor "

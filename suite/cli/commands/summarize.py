@@ -9,7 +9,8 @@ DESCRIPTION = ("Reads RUN_DIR's stage results (variants/<name>/<stage>.result.js
                "report.html again. A planned job without a result is an error of its variant (no gate passes it). "
                "An archived folder whose evaluate folders keep items.jsonl.gz in place of lm-eval's samples files is "
                "compared item by item from those (said in the output and the summary's warnings). "
-               "MLflow is left alone: `suite sync` logs a run.")
+               "MLflow is left alone: `suite sync` logs a run. A run in progress (its run.lock held by a live `suite run`) is "
+               "refused, exit 2.")
 EXAMPLES = (
     "suite summarize runs/20260101-120000-demo-cpu",
 )
@@ -24,7 +25,9 @@ def run(args) -> int:
 
     from suite.orchestrate.summarize import archive_notes, rebuild
     from suite.runtime.errors import EXIT_OK
+    from suite.runtime.lock import refuse_live
 
+    refuse_live(Path(args.run), "`suite summarize`")  # a live run writes its own summary.json and report.html
     summary = rebuild(Path(args.run))
     bad = [v.name for v in summary.variants if v.errors]
     print(f"{summary.run_dir}/summary.json: {len(summary.variants)} variant(s)"

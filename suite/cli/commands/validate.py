@@ -6,11 +6,15 @@ NAME = "validate"
 HELP = "check a recipe without loading any model"
 DESCRIPTION = ("Validate a recipe: schema, files, calibration sets, task names, "
                "and what the installed vLLM build can serve. Exit 2 with one line per problem.")
-EXAMPLES = ("suite validate recipes/demo-cpu.yaml",)
+EXAMPLES = ("suite validate recipes/demo-cpu.yaml",
+            "suite validate recipes/demo-cpu.yaml --set eval.tasks[0].limit=50 --set throughput.request_rates=[10]")
 
 
 def add_arguments(val) -> None:
+    from suite.cli.overrides import add_argument
+
     val.add_argument("recipe")
+    add_argument(val)
 
 
 def run(args) -> int:
