@@ -10,6 +10,7 @@ from suite.runtime.errors import EXIT_OK
 
 
 def cmd_validate(args) -> int:
+    from suite.plan.planner import make_plan
     from suite.recipe import load_recipe
 
     loaded = load_recipe(args.recipe)
@@ -25,7 +26,9 @@ def cmd_validate(args) -> int:
         if vllm_platform() == "cpu":  # a GPU machine runs the CUDA build, whose arguments and defaults differ
             print("  this machine's vLLM is the CPU build: the CUDA build a GPU machine runs was not consulted "
                   "(its EngineArgs, defaults and kernels may differ); validate there before a GPU run")
-    print(_tracking_line(loaded, loaded.resolve(r.output_dir)))
+    out = loaded.resolve(r.output_dir)
+    make_plan(loaded, out / "<run>", out / "checkpoints")  # every check `suite plan` makes, its environments too
+    print(_tracking_line(loaded, out))
     return EXIT_OK
 
 
