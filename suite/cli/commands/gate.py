@@ -11,9 +11,9 @@ DESCRIPTION = ("Check a finished run against its recipe's gates (or --policy FIL
                "FP8 variant's checkpoint is registered as <recipe>-<variant> with the alias "
                "'candidate'.")
 EXAMPLES = (
-    "suite gate runs/demo-cpu-20260101-120000",
-    "suite gate runs/demo-cpu-20260101-120000/summary.json --policy release.yaml --no-record",
-    "suite gate runs/demo-cpu-20260101-120000 --recipe recipes/demo-cpu.yaml",
+    "suite gate runs/20261207-120000-demo-cpu",
+    "suite gate runs/20261207-120000-demo-cpu/summary.json --policy release.yaml --no-record",
+    "suite gate runs/20261207-120000-demo-cpu --recipe recipes/demo-cpu.yaml",
 )
 
 

@@ -7,8 +7,8 @@ HELP = ("write one self-contained HTML page for a run (gates, accuracy with "
         "paired CIs, frontier, load points and bottlenecks, provenance)")
 DESCRIPTION = "Writes RUN_DIR/report.html (or --out): no scripts, no external files."
 EXAMPLES = (
-    "suite report runs/demo-cpu-20260101-120000",
-    "suite report runs/demo-cpu-20260101-120000 --out /tmp/report.html",
+    "suite report runs/20261207-120000-demo-cpu",
+    "suite report runs/20261207-120000-demo-cpu --out /tmp/report.html",
 )
 
 

@@ -13,7 +13,7 @@ DESCRIPTION = ("Run every stage of a recipe and log the results to MLflow. "
 EXAMPLES = (
     "suite run recipes/demo-cpu.yaml",
     "suite run recipes/llama3-8b.yaml --executor ray --no-track",
-    "suite run --resume runs/demo-cpu-20260101-120000",
+    "suite run --resume runs/20261207-120000-demo-cpu",
 )
 
 

@@ -11,7 +11,7 @@ DESCRIPTION = ("Reads RUN_DIR's stage results (variants/<name>/<stage>.result.js
                "compared item by item from those (said in the output and the summary's warnings). "
                "MLflow is left alone: `suite sync` logs a run.")
 EXAMPLES = (
-    "suite summarize runs/20260101-120000-demo-cpu",
+    "suite summarize runs/20261207-120000-demo-cpu",
 )
 
 
