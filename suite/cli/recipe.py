@@ -53,8 +53,9 @@ def cmd_plan(args) -> int:
     print(_tracking_line(loaded, out), file=sys.stderr)  # stdout stays the plan's JSON (or the DAG)
     if getattr(args, "jobs", False):
         from suite.cli.render import print_dag
+        from suite.orchestrate.executors import job_use
 
-        print_dag(plan)
+        print_dag(plan, use=job_use(plan.executor))
         return EXIT_OK
     print(plan_json(plan))
     return EXIT_OK
