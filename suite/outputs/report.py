@@ -40,7 +40,9 @@ def frontier_chart(s: RunSummary):
     bars: throughput, the headline point's interval over its repetitions (suite.runtime.spread); accuracy, with one
     accuracy task, the paired 95% CI of the variant's delta placed on its score (the baseline's own score has none):
     suite.analysis.frontier.intervals, as the frontier page draws them. The y axis spans at least 0.02 (two points
-    of accuracy), its range written under the chart."""
+    of accuracy) and stays within 0 to 1, its range written under the chart; the x axis spans the points (not from
+    0: the variants' differences are what it shows). The report draws the frontier once, this chart; frontier.png
+    stays a file of the run folder."""
     from suite.analysis.frontier import collect
 
     series, errors = {}, {}
@@ -49,7 +51,8 @@ def frontier_chart(s: RunSummary):
         series[p.name + (" (baseline)" if p.is_baseline else "")] = [(p.throughput, p.accuracy, tip)]
         errors[tip] = (p.x_interval, p.y_interval)
     return scatter_svg(series, "output tokens per second (headline load point)", "mean accuracy (share correct)",
-                       line=False, errors=errors, labels=True, min_y_span=MIN_ACCURACY_SPAN) if series else None
+                       line=False, errors=errors, labels=True, min_y_span=MIN_ACCURACY_SPAN, x_from_zero=False,
+                       y_limits=(0.0, 1.0)) if series else None
 
 
 def cost_rows(s: RunSummary) -> list[dict]:

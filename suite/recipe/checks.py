@@ -135,8 +135,8 @@ def _one_task_problems(loaded: LoadedRecipe, i: int, name: str, local: dict, hub
     missing = [m for m in tasks.data_files(name) if not (data_dir / m).is_file()] if data_dir.is_dir() else []
     if missing:
         problems.append(Problem(f, fld, f"{name}: {len(missing)} data file(s) missing under {data_dir}, "
-                                f"e.g. {missing[0]}", "point eval.data_dir at a folder laid out like ../shared/data "
-                                "(`suite data check DIR`)"))
+                                f"e.g. {missing[0]}", f"point eval.data_dir at a folder that holds {name}'s files, laid out "
+                                "like ../shared/data (`suite data prepare DIR` builds one from the hub)"))
     if tasks.needs_code_execution(name) and not loaded.recipe.eval.allow_code_execution:
         problems.append(Problem(f, fld, f"{name} runs model-written code",
                                 "set eval.allow_code_execution: true to allow it (sandboxed subprocess), or drop "

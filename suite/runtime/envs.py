@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import NewType
@@ -59,7 +60,8 @@ def quantize_python() -> str:
     if explicit:
         if not Path(explicit).exists():
             raise SuiteError(Problem(QUANTIZE_PYTHON_ENV, "", f"no interpreter at {explicit}",
-                                     "point it at the python of an environment with llmcompressor"))
+                                     "point it at the python of an environment with llmcompressor (pip install "
+                                     "'suite[quantize]' into a second environment)"))
         return explicit
     local = REPO_ROOT / ".venv-quantize" / "bin" / "python"
     if local.exists():
@@ -67,7 +69,9 @@ def quantize_python() -> str:
     if importlib.util.find_spec("llmcompressor") is not None:
         return sys.executable
     raise SuiteError(Problem("environment", QUANTIZE_ENV, "no Python with llmcompressor found",
-                             f"run scripts/setup.sh, or set {QUANTIZE_PYTHON_ENV}=/path/to/python"))
+                             "install the suite with llmcompressor into a second environment (pip install "
+                             f"'suite[quantize]') and set {QUANTIZE_PYTHON_ENV}=/path/to/its/python (in a checkout: "
+                             "bash scripts/setup.sh)"))
 
 
 def serve_python() -> str:
@@ -180,23 +184,37 @@ def _probe_env() -> dict[str, str]:
     return with_suite_on_path(dict(os.environ))
 
 
+PROBE_QUIET_S = 3.0  # a probe that takes longer says what it is asking (stderr), so a slow first check is not a hang
+
+
+def _say_probing(python: str, kind: str) -> None:
+    print(f"suite: asking {python} for {kind} (the first time in an environment: up to a minute; cached after)",
+          file=sys.stderr, flush=True)
+
+
 def run_probe(python: str, kind: str, timeout_s: float = 300) -> object:
     """Run ``_probe_main(kind)`` under ``python`` and return what it reported (JSON). The answer goes
     through a file: vLLM logs to stdout."""
     with tempfile.TemporaryDirectory(prefix="suite-probe-") as tmp:
         out = Path(tmp) / "answer.json"
+        said = threading.Timer(PROBE_QUIET_S, _say_probing, (python, kind))  # a first probe can take a minute
+        said.daemon = True
+        said.start()
         try:
             proc = subprocess.run([python, "-c", _PROBE, kind, str(out)], env=_probe_env(), capture_output=True,
                                   text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise SuiteError(Problem("environment", python, f"could not ask it for {kind}: {e}",
                                      f"check the interpreter ({SERVE_PYTHON_ENV} / {QUANTIZE_PYTHON_ENV})")) from None
+        finally:
+            said.cancel()
         if proc.returncode != 0 or not out.is_file():
             lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
             why = lines[-1].strip() if lines else f"exit {proc.returncode}"
             raise SuiteError(Problem("environment", python, f"could not report {kind}: {why[:300]}",
-                                     f"run scripts/setup.sh, or point {SERVE_PYTHON_ENV} / {QUANTIZE_PYTHON_ENV} "
-                                     "at an interpreter of a complete environment"))
+                                     f"point {SERVE_PYTHON_ENV} / {QUANTIZE_PYTHON_ENV} at the python of an "
+                                     "environment with 'suite[serve-gpu]' / 'suite[quantize]' installed (in a "
+                                     "checkout: bash scripts/setup.sh)"))
         return json.loads(out.read_text())
 
 

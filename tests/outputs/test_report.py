@@ -273,3 +273,43 @@ def test_the_frontier_error_bars_are_drawn_in_headless_chromium(tmp_path):
         return sum(n for n, c in colors if all(abs(a - b) <= 40 for a, b in zip(c, (214, 39, 40))))  # fp8's red
 
     assert painted(True) > painted(False) + 40  # the red error bars add pixels beyond fp8's dot and label
+
+
+def test_the_frontier_is_drawn_once_and_its_axes_stay_meaningful(tmp_path):
+    """The report draws the frontier once (the chart with error bars; frontier.png stays a file, not a second
+    picture on the page); an accuracy of 0 draws no negative accuracy axis; the x axis spans the points, not 0."""
+    s = summary_with_everything(tmp_path)
+    png = tmp_path / "frontier.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")  # the file the frontier sink writes: present, yet not drawn again
+    s.artifacts["frontier_png"] = str(png)
+    (tmp_path / "summary.json").write_text(s.model_dump_json())
+    assert run_cli("report", str(tmp_path)).returncode == 0
+    page = (tmp_path / "report.html").read_text()
+    assert 'alt="frontier"' not in page and "output tokens per second (headline load point)" in page
+    zero = make_summary({"bf16": {"acc.suite_gsm8k": 0.0, "acc.suite_mmlu": 0.0, "acc.mean": 0.0,
+                                  "tput.output_tok_s": 9000.0},
+                         "fp8": {"acc.suite_gsm8k": 0.0, "acc.suite_mmlu": 0.0, "acc.mean": 0.0,
+                                 "tput.output_tok_s": 12000.0}}, run_dir=str(tmp_path))
+    low, high = map(float, re.search(r"y axis (-?\d\.\d+) to (\d\.\d+)", str(report.frontier_chart(zero))).groups())
+    assert low == 0.0 and high >= 0.02
+
+
+def test_labels_of_points_on_one_spot_do_not_overlap():
+    """Two variants of nearly equal throughput and accuracy: their labels are moved apart."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from suite.outputs.plots import _spread_labels
+
+    fig, ax = plt.subplots(figsize=(6, 3), dpi=96)
+    for name in ("fp8-static", "fp8-dynamic", "fp8-static-kv"):
+        ax.annotate(name, (10000.0, 0.5), textcoords="offset points", xytext=(5, 5), fontsize=7)
+    ax.set_xlim(0, 20000)
+    ax.set_ylim(0, 1)
+    _spread_labels(fig, ax)
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    plt.close(fig)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])

@@ -5,7 +5,7 @@ from __future__ import annotations
 NAME = "compare"
 HELP = ("two runs of the same recipe: which accuracy and throughput figures "
         "moved beyond noise, and which package versions changed")
-DESCRIPTION = ("Accuracy: run B against run A item by item (paired 95%% CI; moved when it "
+DESCRIPTION = ("Accuracy: run B against run A item by item (paired 95% CI; moved when it "
                "excludes 0). Throughput: median and repetition range per load point (moved when the "
                "ranges do not overlap and the change exceeds --min-tput-change).")
 EXAMPLES = (

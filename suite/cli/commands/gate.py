@@ -12,9 +12,9 @@ DESCRIPTION = ("Check a finished run against its recipe's gates (or --policy FIL
                "<recipe>-<variant> with the alias 'candidate'; a variant that cannot be is named with the reason. "
                "--junit / --json write the verdict for a CI system (docs/12-ci.md).")
 EXAMPLES = (
-    "suite gate runs/demo-cpu-20260101-120000",
-    "suite gate runs/demo-cpu-20260101-120000/summary.json --policy release.yaml --no-record",
-    "suite gate runs/demo-cpu-20260101-120000 --recipe recipes/demo-cpu.yaml",
+    "suite gate runs/20261207-120000-demo-cpu",
+    "suite gate runs/20261207-120000-demo-cpu/summary.json --policy release.yaml --no-record",
+    "suite gate runs/20261207-120000-demo-cpu --recipe recipes/demo-cpu.yaml",
     "suite gate run --recipe recipe.yaml --verify --junit gate.xml --json gate.json",
 )
 

@@ -8,8 +8,8 @@ HELP = ("write one self-contained HTML page for a run (gates, accuracy with "
 DESCRIPTION = ("Writes RUN_DIR/report.html (or --out): no scripts, no external files. A run in progress (its run.lock "
                "held by a live `suite run`) is refused, exit 2.")
 EXAMPLES = (
-    "suite report runs/demo-cpu-20260101-120000",
-    "suite report runs/demo-cpu-20260101-120000 --out /tmp/report.html",
+    "suite report runs/20261207-120000-demo-cpu",
+    "suite report runs/20261207-120000-demo-cpu --out /tmp/report.html",
 )
 
 

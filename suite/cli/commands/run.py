@@ -14,7 +14,7 @@ EXAMPLES = (
     "suite run recipes/demo-cpu.yaml",
     "suite run recipes/demo-cpu.yaml --set eval.tasks[0].limit=50 --set throughput.request_rates=[10]",
     "suite run recipes/llama3-8b.yaml --executor ray --no-track",
-    "suite run --resume runs/demo-cpu-20260101-120000",
+    "suite run --resume runs/20261207-120000-demo-cpu",
 )
 
 

@@ -12,7 +12,7 @@ DESCRIPTION = ("Reads RUN_DIR's stage results (variants/<name>/<stage>.result.js
                "MLflow is left alone: `suite sync` logs a run. A run in progress (its run.lock held by a live `suite run`) is "
                "refused, exit 2.")
 EXAMPLES = (
-    "suite summarize runs/20260101-120000-demo-cpu",
+    "suite summarize runs/20261207-120000-demo-cpu",
 )
 
 

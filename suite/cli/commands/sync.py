@@ -8,8 +8,8 @@ DESCRIPTION = ("Logs RUN_DIR's summary.json, metrics and artifacts to MLflow (th
                "tracking.uri, or --uri). A run folder already logged there is found by its tag "
                "suite.run_dir and not logged twice.")
 EXAMPLES = (
-    "suite sync runs/demo-cpu-20260101-120000",
-    "suite sync runs/demo-cpu-20260101-120000 --uri http://mlflow:5000",
+    "suite sync runs/20261207-120000-demo-cpu",
+    "suite sync runs/20261207-120000-demo-cpu --uri http://mlflow:5000",
 )
 
 
