@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import tempfile
 
+from suite.records import bench_argv
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe.loaded import LoadedRecipe
 
@@ -318,10 +319,8 @@ def include_path_tasks(loaded: LoadedRecipe) -> tuple[dict, list[Problem]]:
 
 def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """throughput.dataset: the file exists, parses, has a usable row, and every row's output length leaves room
-    for a prompt in max_model_len; throughput.bench_args (``serving``): every name is an option of the serve
-    environment's ``vllm bench serve`` (asked of its parser once, cached), the closest one named otherwise."""
-    import difflib
-
+    for a prompt in max_model_len; throughput.bench_args (``serving``): each read as the serve environment's
+    ``vllm bench serve`` parser reads it (asked once, cached; suite.records.bench_argv.parser_problems)."""
     from suite.stages.benchmark.workload import dataset_rows
 
     r, f, t = loaded.recipe, str(loaded.path), loaded.recipe.throughput
@@ -354,17 +353,6 @@ def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
         except SuiteError as e:
             return problems + [Problem(f, "throughput.bench_args", f"cannot ask vllm bench serve for its options: "
                                        f"{p.message}", p.fix) for p in e.problems]
-        for key, value in t.bench_args.items() if options is not None else ():
-            dest = key.replace("-", "_")
-            if dest not in options:
-                near = difflib.get_close_matches(dest, list(options), n=1, cutoff=0.6)
-                problems.append(Problem(f, f"throughput.bench_args.{key}", "not an option of the serve environment's "
-                                        "`vllm bench serve`" + (f"; did you mean {near[0]!r}?" if near else ""),
-                                        f"rename it to {near[0]!r}" if near else "see `vllm bench serve --help`"))
-            elif not options[dest]["takes_value"] and not isinstance(value, bool):
-                problems.append(Problem(f, f"throughput.bench_args.{key}", f"a flag without a value; got {value!r}",
-                                        "give true (pass the flag) or false (leave it out)"))
-            elif (ch := options[dest].get("choices")) and str(value) not in ch:
-                problems.append(Problem(f, f"throughput.bench_args.{key}", f"{value!r} is not one of {ch}",
-                                        f"use one of {ch}"))
+        problems += [Problem(f, f"throughput.bench_args.{key}", what, fix)
+                     for key, what, fix in bench_argv.parser_problems(t.bench_args, options)] if options is not None else []
     return problems
