@@ -58,7 +58,6 @@ from suite.analysis.gates.registry import Context
 from suite.analysis.gates.structure import (  # noqa: F401 - perplexity_tasks: read by the report
     perplexity_policy_problems, perplexity_tasks, policy_problems, structure,
 )
-from suite.records import bench_argv
 from suite.records.summary import RunSummary
 from suite.analysis.summary import headline_rule
 
@@ -154,8 +153,6 @@ def run(config: GateConfig) -> GateResult:
         return result
     folder = Path(config.source).parent if config.source else Path(s.run_dir)
     recorded_hashes = recompute.stage_records(s, folder, bad)
-    for problem in bench_argv.run_folder_problems(folder, s.variants):
-        bad(*problem)  # each load point ran the vllm bench serve command its config asks for
     if result.problems:
         return result
     recompute.verify(s, base, ppl_tasks, bad)

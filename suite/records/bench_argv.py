@@ -5,7 +5,7 @@ A recipe's bench_args are spliced into the client's argv, which vLLM's own parse
 repeated option wins, a unique prefix of an option is that option, a value starting with ``-`` is read as an
 option). So a key may name no option the suite sets or anything that changes what a load point measures or where
 it sends its load, not even by a prefix, and no value may look like an option. The gate reads the argv each
-repetition recorded and refuses one that disagrees with the stage's config (``argv_problems``).
+repetition recorded and refuses one that disagrees with the stage's config (``check_run_folder``).
 """
 
 from __future__ import annotations
@@ -228,16 +228,16 @@ def argv_problem(argv: list[str], config, rate, concurrency) -> str | None:
     return f"lacks {missing[0]}, which the config asks for" if missing else None
 
 
-def run_folder_problems(folder: Path, variants) -> list[tuple[str, str, str]]:
-    """(field, what, fix) for each of ``variants`` (a summary's: name, benchmark) whose benchmark points record a
-    repetition's argv that disagrees with its benchmark config in run folder ``folder``
+def check_run_folder(folder: Path, variants, bad) -> None:
+    """``bad(field, what, fix)`` for each of ``variants`` (a summary's: name, benchmark) whose benchmark points record
+    a repetition's argv that disagrees with its benchmark config in run folder ``folder``
     (variants/<name>/benchmark.config.json). A run that records no argv anywhere (made before they were recorded) is
     not checked; one that records some must record every one."""
     rows = {v.name: [(p, r) for p in v.benchmark.points for r in p.repetitions] for v in variants
             if v.benchmark is not None}
     if not any("argv" in r for found in rows.values() for _, r in found):
-        return []
-    out, fix = [], "rerun the benchmark (`suite run --resume --force`): the gate judges only the load the recipe asks for"
+        return
+    fix = "rerun the benchmark (`suite run --resume --force`): the gate judges only the load the recipe asks for"
     for name, found in rows.items():
         path = folder / "variants" / name / "benchmark.config.json"
         try:
@@ -246,14 +246,13 @@ def run_folder_problems(folder: Path, variants) -> list[tuple[str, str, str]]:
             with open(path, "rb") as fh:
                 config = BenchmarkConfig.model_validate_json(fh.read(MAX_CONFIG_BYTES))
         except (OSError, ValueError) as e:
-            out.append((f"{name}: variants/{name}/benchmark.config.json", f"cannot be read ({type(e).__name__}): the "
-                        "recorded benchmark commands cannot be checked against it", fix))
+            bad(f"{name}: variants/{name}/benchmark.config.json", f"cannot be read ({type(e).__name__}): the recorded "
+                "benchmark commands cannot be checked against it", fix)
             continue
         for p, r in found:
             argv = r.get("argv")
             why = argv_problem(argv, config, p.request_rate, p.max_concurrency) if isinstance(argv, list) else \
                 "is not recorded"
             if why:
-                out.append((f"{name}: benchmark point {p.label}", f"a repetition's vllm bench serve argv {why}", fix))
+                bad(f"{name}: benchmark point {p.label}", f"a repetition's vllm bench serve argv {why}", fix)
                 break
-    return out
