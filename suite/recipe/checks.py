@@ -7,6 +7,7 @@ import tempfile
 
 from suite.records import bench_argv
 from suite.runtime.errors import Problem, SuiteError
+from suite.recipe import consent
 from suite.recipe.loaded import LoadedRecipe
 
 
@@ -30,6 +31,7 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
     problems += served_problems(loaded)
     problems += checkpoint_problems(loaded, serving)
     problems += traffic_problems(loaded, serving)
+    problems += consent.consent_problems(loaded)
     problems += kv.reference_problems(loaded)
     problems += output_dir_problems(loaded)
     if serving:

@@ -37,6 +37,12 @@ class ModelSpec(Strict):
     chat_template: bool = Field(
         False, description="apply the tokenizer's chat template in evaluation (lm-eval apply_chat_template)"
     )
+    allow_remote_code: bool = Field(
+        False, description="lets engine_args.trust_remote_code (vLLM, lm-eval and the quantize stage's loaders run the "
+        "model folder's own .py files), bench_args.trust_remote_code (the benchmark client's tokenizer) and the "
+        "engine arguments that name Python for vLLM to import (worker_cls, logits_processors, a "
+        "distributed_executor_backend class, ...) run that code with the stages' rights (docs/07). Without it they "
+        "are refused")
     weights: Literal["pretrained", "random"] = Field(
         "pretrained",
         description="'random': the folder holds config.json + tokenizer only; the baseline is served with vLLM's "
