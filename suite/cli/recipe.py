@@ -14,6 +14,7 @@ def cmd_validate(args) -> int:
 
     loaded = load_recipe(args.recipe)
     r = loaded.recipe
+    tracking = _tracking_line(loaded, loaded.resolve(r.output_dir))  # refuses a credential in MLflow's environment
     print(f"{args.recipe}: ok — {r.name}: {len(r.variants) + 1} variants "
           f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
     if any(v.engine_args for v in r.all_variants()) or r.eval.engine_args:
@@ -25,7 +26,7 @@ def cmd_validate(args) -> int:
         if vllm_platform() == "cpu":  # a GPU machine runs the CUDA build, whose arguments and defaults differ
             print("  this machine's vLLM is the CPU build: the CUDA build a GPU machine runs was not consulted "
                   "(its EngineArgs, defaults and kernels may differ); validate there before a GPU run")
-    print(_tracking_line(loaded, loaded.resolve(r.output_dir)))
+    print(tracking)
     return EXIT_OK
 
 

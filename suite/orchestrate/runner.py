@@ -18,7 +18,6 @@ variants with the same quantization share one) and are reused across runs; finis
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -69,7 +68,7 @@ def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report:
     try:
         changed = None
         if not resume:
-            shutil.copy(loaded.path, run_dir / "recipe.yaml")
+            (run_dir / "recipe.yaml").write_text(loaded.text, encoding="utf-8")  # what runs (overrides merged)
             rundir.record_start(run_dir, loaded, force)
         else:
             force = force or bool(rundir.started_with(run_dir).get("force"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from pathlib import Path
 
 from suite.records import bench_argv
 from suite.runtime.errors import Problem, SuiteError
@@ -197,29 +198,33 @@ def served_problems(loaded: LoadedRecipe) -> list[Problem]:
 
 
 def output_dir_problems(loaded: LoadedRecipe) -> list[Problem]:
-    """output_dir must be a folder this user can write in, or creatable as one (nothing is created here:
-    a probe file is made and removed in the folder, or in its nearest existing parent)."""
+    """output_dir, held to ``output_folder_problems``."""
+    return output_folder_problems(loaded.resolve(loaded.recipe.output_dir), str(loaded.path), "output_dir")
+
+
+def output_folder_problems(out: Path, f: str, fld: str) -> list[Problem]:
+    """Where run folders go (a recipe's output_dir, `suite run --out`, ``suite.run(output_dir=...)``) must be a folder
+    this user can write in, or creatable as one, and not one ``guards.output_dir_refusal`` refuses (nothing is
+    created here: a probe file is made and removed in the folder, or in its nearest existing parent)."""
     from suite.recipe.guards import output_dir_refusal
     from suite.runtime.envs import REPO_ROOT
 
-    out = loaded.resolve(loaded.recipe.output_dir)
-    f, fld = str(loaded.path), "output_dir"
     if (why := output_dir_refusal(out, REPO_ROOT)) is not None:
         return [Problem(f, fld, f"{out} {why}: run folders may not go there",
-                        "point output_dir at a folder of your own (e.g. ../runs beside the recipes)")]
+                        "point it at a folder of your own (e.g. ../runs beside the recipes)")]
     existing = out
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         what = "is a file, not a folder" if existing == out else f"cannot be made: {existing} is a file"
-        return [Problem(f, fld, f"{out} {what}", "point output_dir at a folder (it is made if missing)")]
+        return [Problem(f, fld, f"{out} {what}", "point it at a folder (it is made if missing)")]
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".suite-write-check-"):
             pass
     except OSError as e:
         what = "is not writable" if existing == out else f"cannot be made: {existing} is not writable"
         return [Problem(f, fld, f"{out} {what} ({e.strerror or e})",
-                        "point output_dir at a folder you can write in (run folders, checkpoints and the "
+                        "point it at a folder you can write in (run folders, checkpoints and the "
                         "evaluation cache go there)")]
     return []
 

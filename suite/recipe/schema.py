@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import _NAME, EngineValue, Strict, bad
 from suite.recipe import guards
-from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
+from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD, uri_credential
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
 
@@ -53,7 +53,7 @@ class ModelSpec(Strict):
     @field_validator("id")
     @classmethod
     def _no_credentials_in_id(cls, v: str) -> str:
-        if isinstance(v, str) and (what := guards.uri_credential(v)):
+        if isinstance(v, str) and (what := uri_credential(v)):
             raise bad(f"the model URL holds {what}; recipes end up in MLflow and in logs",
                       "remove it and give the credential through the environment that runs `suite` (HF_TOKEN)")
         return v
@@ -194,7 +194,7 @@ class TrackingSpec(Strict):
     @field_validator("uri")
     @classmethod
     def _no_credentials(cls, v: str | None) -> str | None:
-        if v and (what := guards.uri_credential(v)):
+        if v and (what := uri_credential(v)):
             raise bad(f"the URI holds {what}; recipes end up in MLflow and in logs",
                       "remove it from the URI and set MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD "
                       "(or ~/.mlflow/credentials) instead")
