@@ -94,15 +94,22 @@ def redact_uri(uri: str) -> str:
     return f"{parts.scheme}://{host}/<not shown: it holds a credential>"
 
 
+# a token of a known shape standing alone in a message (a hub id's query, a path): its prefix, 16+ characters with a
+# digit among them (so that a folder like hf_cache_dir is not taken for one), or an AWS key id, or a JWT
+_TOKEN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])((ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|hf_|sk-|xox[abprse]-|glpat-|npm_"
+                            r"|pypi-)(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{4,}\."
+                            r"[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*)")
 # a URI inside a message (a path may have folded its '//' into '/': /tmp/https:/user:pw@host/m)
 _URI_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:/[^\s'\"<>()\[\]{},]*")
 
 
 def redact(text: str) -> str:
     """``text`` with every URI in it that holds a credential (a user part, a secret in its query, fragment or path,
-    also percent-encoded) cut down to its scheme, host and port: what an error line or a printed target may show."""
+    also percent-encoded) cut down to its scheme, host and port, and every token of a known shape left out: what an
+    error line or a printed target may show."""
     def one(m: re.Match) -> str:
         u = m.group(0).rstrip(":;.")  # the punctuation after a URI in a sentence
         whole = u if "://" in u else u.replace(":/", "://", 1)
         return (redact_uri(u) if "@" in u or uri_credential(whole) else u) + m.group(0)[len(u):]
-    return _URI_IN_TEXT.sub(one, text) if ":/" in text else text
+    text = _URI_IN_TEXT.sub(one, text) if ":/" in text else text
+    return _TOKEN_IN_TEXT.sub("<token not shown>", text)

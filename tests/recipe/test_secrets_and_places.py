@@ -56,6 +56,8 @@ LEAKY = {
                         "variants[0].quantization.calibration"),
     "name that is a URL": ({"name": "https://user:hunter2@hub.example/m"}, "name"),
     "token query in a name": ({"name": "https://hub.example/m?token=hunter2"}, "name"),
+    "a hub id with a token in it": ({"variants__0": {"name": "ck", "model": "org/m?x=hf_hunter2hunter2hunter2"}},
+                                    "variants[0].model.id"),
 }
 
 
