@@ -92,6 +92,14 @@ def _includes(text: str) -> list[str]:
     return [i for i in (inc if isinstance(inc, list) else [inc]) if isinstance(i, str)]
 
 
+def _with_module(what: str, folder: Path) -> str:
+    """A `!function module.name` site with the file lm-eval would import for it (beside the YAML)."""
+    if not what.startswith("`!function "):
+        return what
+    module = what.split()[1].rstrip("`").rsplit(".", 1)[0]
+    return what + f" (it imports {folder / (module.replace('.', '/') + '.py')})"
+
+
 def task_code_sites(yaml_file: Path, seen: set[Path] | None = None) -> list[tuple[Path, int, str]]:
     """(file, line, what) of every place ``yaml_file`` and the YAMLs it includes would run code through lm-eval; a
     file that cannot be read safely (not a regular file, too large, not YAML) is reported too: lm-eval would read it."""
@@ -108,7 +116,7 @@ def task_code_sites(yaml_file: Path, seen: set[Path] | None = None) -> list[tupl
         if len(raw) > MAX_YAML_BYTES:
             return [(yaml_file, 0, f"is larger than {MAX_YAML_BYTES >> 10} KiB: not read")]
         text = raw.decode("utf-8")
-        sites = [(yaml_file, line, what) for line, what in _code_sites(text)]
+        sites = [(yaml_file, line, _with_module(what, path.parent)) for line, what in _code_sites(text)]
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         return [(yaml_file, 0, f"cannot be read as YAML ({type(e).__name__})")]
     for inc in _includes(text):
