@@ -30,8 +30,42 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+MAX_OVERRIDE_NODES = 100_000  # values in one call's overrides (a recipe has a few hundred)
+MAX_OVERRIDE_BYTES = 1 << 20  # the merged recipe's YAML (a recipe is a few KB)
+
+
+def override_problems(overrides: dict) -> list[Problem]:
+    """The bounds a recipe file is held to, for keyword overrides: plain YAML values only (mappings with string
+    keys, lists, strings, numbers, booleans, None), nested at most as deep as a recipe may be, and not too many
+    (read without recursion: a cycle or 100,000 levels is refused, not a RecursionError)."""
+    from suite.recipe.load import MAX_DEPTH
+
+    stack, seen = [(k, v, 1) for k, v in overrides.items()], 0
+    while stack:
+        where, value, depth = stack.pop()
+        seen += 1
+        if depth > MAX_DEPTH or seen > MAX_OVERRIDE_NODES:
+            what = f"nested more than {MAX_DEPTH} levels deep" if depth > MAX_DEPTH else \
+                f"more than {MAX_OVERRIDE_NODES} values"
+            return [Problem("suite.run", where, f"the override is {what}: no recipe needs that",
+                            "give the fields to change, as a recipe writes them")]
+        if isinstance(value, dict):
+            bad = next((k for k in value if not isinstance(k, str)), None)
+            if bad is not None:
+                return [Problem("suite.run", where, f"a key that is not a string ({type(bad).__name__})",
+                                "give mapping keys as strings, as a recipe writes them")]
+            stack += [(f"{where}.{k}", v, depth + 1) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            stack += [(f"{where}[{i}]", v, depth + 1) for i, v in enumerate(value)]
+        elif not (value is None or isinstance(value, (str, int, float, bool))):
+            return [Problem("suite.run", where, f"a {type(value).__name__} is not a YAML value",
+                            "give strings, numbers, booleans, lists and mappings")]
+    return []
+
+
 def load(recipe: str | Path, serving: bool = True, **overrides: Any):
-    """A validated recipe (``suite.recipe.LoadedRecipe``), with ``overrides`` merged into its mapping."""
+    """A validated recipe (``suite.recipe.LoadedRecipe``), with ``overrides`` merged into its mapping: its text is
+    the merged recipe, which a run copies into its folder (so `--resume` and `suite gate` read what ran)."""
     from suite.recipe import load_recipe
     from suite.recipe.load import load_yaml, read_text
 
@@ -40,12 +74,17 @@ def load(recipe: str | Path, serving: bool = True, **overrides: Any):
         return load_recipe(path, serving=serving)
     if not path.is_file():
         raise SuiteError(Problem(str(path), "", "recipe file not found", "check the path"))
+    if problems := override_problems(overrides):
+        raise SuiteError(problems)
     import yaml
 
     data = load_yaml(read_text(path), str(path))
     if not isinstance(data, dict):
         raise SuiteError(Problem(str(path), "", "a recipe is a YAML mapping", "start from recipes/demo-cpu.yaml"))
     text = yaml.safe_dump(_merge(data, overrides), sort_keys=False, allow_unicode=True)
+    if len(text.encode("utf-8")) > MAX_OVERRIDE_BYTES:
+        raise SuiteError(Problem(str(path), "", f"the recipe with its overrides is over {MAX_OVERRIDE_BYTES >> 10} KiB "
+                                 "of YAML: no recipe needs that", "give the fields to change, as a recipe writes them"))
     return load_recipe(path, serving=serving, text=text)
 
 
@@ -172,6 +211,20 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
         loaded, resume_dir = (recipe if loaded_given else load_run_recipe(Path(resume))), Path(resume)
     else:
         loaded, resume_dir = (recipe if loaded_given else load(recipe, **overrides)), None
+    _check_places(loaded, output_dir, track)
     summary = execute(loaded, Path(output_dir) if output_dir else None, report, track=track, force=force,
                       resume=resume_dir, watch=watch, accept_recipe_change=accept_recipe_change)
     return Run(run_dir=Path(summary.run_dir), summary=summary)
+
+
+def _check_places(loaded, output_dir: str | Path | None, track: bool) -> None:
+    """Before anything is made: ``output_dir`` (`suite run --out`) is held to the rules of the recipe's output_dir,
+    and with ``track`` no tracking URI (the recipe's, MLflow's environment's) holds a credential."""
+    from suite.outputs.tracking_target import check_uris
+    from suite.recipe.checks import output_folder_problems
+
+    if output_dir is not None and (problems := output_folder_problems(Path(output_dir).resolve(), "suite run",
+                                                                        "--out (output_dir)")):
+        raise SuiteError(problems)
+    if track:
+        check_uris(None, loaded.recipe.tracking.uri)

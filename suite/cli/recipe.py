@@ -15,6 +15,9 @@ def cmd_validate(args) -> int:
 
     loaded = overrides.load(args.recipe, getattr(args, "set", None))
     r = loaded.recipe
+    out = loaded.resolve(r.output_dir)
+    tracking = _tracking_line(loaded, out)  # refuses a credential in MLflow's environment
+    make_plan(loaded, out / "<run>", out / "checkpoints")  # every check `suite plan` makes, its environments too
     sets = f" (with {len(args.set)} --set)" if getattr(args, "set", None) else ""
     print(f"{args.recipe}{sets}: ok — {r.name}: {len(r.variants) + 1} variants "
           f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
@@ -27,9 +30,7 @@ def cmd_validate(args) -> int:
         if vllm_platform() == "cpu":  # a GPU machine runs the CUDA build, whose arguments and defaults differ
             print("  this machine's vLLM is the CPU build: the CUDA build a GPU machine runs was not consulted "
                   "(its EngineArgs, defaults and kernels may differ); validate there before a GPU run")
-    out = loaded.resolve(r.output_dir)
-    make_plan(loaded, out / "<run>", out / "checkpoints")  # every check `suite plan` makes, its environments too
-    print(_tracking_line(loaded, out))
+    print(tracking)
     return EXIT_OK
 
 

@@ -6,21 +6,25 @@ import sys
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
+from suite.runtime.secrets import redact
 from suite.analysis.load import load_summary
+from suite.outputs.tracking_target import check_uris
 
 
 def cmd_sync(args) -> int:
     from suite.outputs.mlflow import track_summary
 
+    check_uris(args.uri)  # before the run folder is read: --uri and MLflow's environment hold no credential
     summary = load_summary(args.run)
     if summary.tracking and not summary.tracking_pending and not args.uri:
-        print(f"{args.run}: already logged (parent run {summary.tracking.parent_run_id} at {summary.tracking.uri})")
+        print(redact(f"{args.run}: already logged (parent run {summary.tracking.parent_run_id} at "
+                     f"{summary.tracking.uri})"))
         return EXIT_OK
     run_dir = Path(summary.run_dir)
     error = track_summary(summary, run_dir / "summary.json", run_dir.parent, args.uri)
     if error:
-        print(f"{args.run}: {error}", file=sys.stderr)
+        print(redact(f"{args.run}: {error}"), file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"{args.run}: logged to {summary.tracking.uri}, experiment {summary.tracking.experiment!r}, "
-          f"parent run {summary.tracking.parent_run_id}")
+    print(redact(f"{args.run}: logged to {summary.tracking.uri}, experiment {summary.tracking.experiment!r}, "
+                 f"parent run {summary.tracking.parent_run_id}"))
     return EXIT_OK

@@ -68,7 +68,7 @@ def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report:
     try:
         changed = None
         if not resume:
-            # the recipe that runs: the file's text, or with `--set` overrides the text they made (its sha256 recorded)
+            # the recipe that runs: the file's text, or the text `--set` / the API's overrides made (its sha256 recorded)
             (run_dir / "recipe.yaml").write_bytes(loaded.text.encode())
             rundir.record_start(run_dir, loaded, force)
         else:

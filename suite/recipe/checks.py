@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 import tempfile
+from pathlib import Path
 
+from suite.records import bench_argv
 from suite.runtime.errors import Problem, SuiteError
+from suite.recipe import consent
 from suite.recipe.loaded import LoadedRecipe
 
 
@@ -29,6 +32,7 @@ def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
     problems += served_problems(loaded)
     problems += checkpoint_problems(loaded, serving)
     problems += traffic_problems(loaded, serving)
+    problems += consent.consent_problems(loaded)
     problems += kv.reference_problems(loaded)
     problems += output_dir_problems(loaded)
     if serving:
@@ -194,29 +198,33 @@ def served_problems(loaded: LoadedRecipe) -> list[Problem]:
 
 
 def output_dir_problems(loaded: LoadedRecipe) -> list[Problem]:
-    """output_dir must be a folder this user can write in, or creatable as one (nothing is created here:
-    a probe file is made and removed in the folder, or in its nearest existing parent)."""
+    """output_dir, held to ``output_folder_problems``."""
+    return output_folder_problems(loaded.resolve(loaded.recipe.output_dir), str(loaded.path), "output_dir")
+
+
+def output_folder_problems(out: Path, f: str, fld: str) -> list[Problem]:
+    """Where run folders go (a recipe's output_dir, `suite run --out`, ``suite.run(output_dir=...)``) must be a folder
+    this user can write in, or creatable as one, and not one ``guards.output_dir_refusal`` refuses (nothing is
+    created here: a probe file is made and removed in the folder, or in its nearest existing parent)."""
     from suite.recipe.guards import output_dir_refusal
     from suite.runtime.envs import REPO_ROOT
 
-    out = loaded.resolve(loaded.recipe.output_dir)
-    f, fld = str(loaded.path), "output_dir"
     if (why := output_dir_refusal(out, REPO_ROOT)) is not None:
         return [Problem(f, fld, f"{out} {why}: run folders may not go there",
-                        "point output_dir at a folder of your own (e.g. ../runs beside the recipes)")]
+                        "point it at a folder of your own (e.g. ../runs beside the recipes)")]
     existing = out
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         what = "is a file, not a folder" if existing == out else f"cannot be made: {existing} is a file"
-        return [Problem(f, fld, f"{out} {what}", "point output_dir at a folder (it is made if missing)")]
+        return [Problem(f, fld, f"{out} {what}", "point it at a folder (it is made if missing)")]
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".suite-write-check-"):
             pass
     except OSError as e:
         what = "is not writable" if existing == out else f"cannot be made: {existing} is not writable"
         return [Problem(f, fld, f"{out} {what} ({e.strerror or e})",
-                        "point output_dir at a folder you can write in (run folders, checkpoints and the "
+                        "point it at a folder you can write in (run folders, checkpoints and the "
                         "evaluation cache go there)")]
     return []
 
@@ -318,10 +326,8 @@ def include_path_tasks(loaded: LoadedRecipe) -> tuple[dict, list[Problem]]:
 
 def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """throughput.dataset: the file exists, parses, has a usable row, and every row's output length leaves room
-    for a prompt in max_model_len; throughput.bench_args (``serving``): every name is an option of the serve
-    environment's ``vllm bench serve`` (asked of its parser once, cached), the closest one named otherwise."""
-    import difflib
-
+    for a prompt in max_model_len; throughput.bench_args (``serving``): each read as the serve environment's
+    ``vllm bench serve`` parser reads it (asked once, cached; suite.records.bench_argv.parser_problems)."""
     from suite.stages.benchmark.workload import dataset_rows
 
     r, f, t = loaded.recipe, str(loaded.path), loaded.recipe.throughput
@@ -354,17 +360,6 @@ def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
         except SuiteError as e:
             return problems + [Problem(f, "throughput.bench_args", f"cannot ask vllm bench serve for its options: "
                                        f"{p.message}", p.fix) for p in e.problems]
-        for key, value in t.bench_args.items() if options is not None else ():
-            dest = key.replace("-", "_")
-            if dest not in options:
-                near = difflib.get_close_matches(dest, list(options), n=1, cutoff=0.6)
-                problems.append(Problem(f, f"throughput.bench_args.{key}", "not an option of the serve environment's "
-                                        "`vllm bench serve`" + (f"; did you mean {near[0]!r}?" if near else ""),
-                                        f"rename it to {near[0]!r}" if near else "see `vllm bench serve --help`"))
-            elif not options[dest]["takes_value"] and not isinstance(value, bool):
-                problems.append(Problem(f, f"throughput.bench_args.{key}", f"a flag without a value; got {value!r}",
-                                        "give true (pass the flag) or false (leave it out)"))
-            elif (ch := options[dest].get("choices")) and str(value) not in ch:
-                problems.append(Problem(f, f"throughput.bench_args.{key}", f"{value!r} is not one of {ch}",
-                                        f"use one of {ch}"))
+        problems += [Problem(f, f"throughput.bench_args.{key}", what, fix)
+                     for key, what, fix in bench_argv.parser_problems(t.bench_args, options)] if options is not None else []
     return problems

@@ -63,6 +63,10 @@ class EvalSpec(Strict):
     allow_code_execution: bool = Field(
         False, description="required for HumanEval: runs model-written code in a sandboxed subprocess"
     )
+    allow_task_code: bool = Field(
+        False, description="lets the task YAMLs of eval.include_path run Python: lm-eval imports the .py files their "
+        "!function tags name (and class: tasks), and a dataset with trust_remote_code runs its loading script, "
+        "with the evaluate stage's rights (docs/07). Without it such a folder is refused, naming the file and line")
     code_sandbox: Literal["namespaces", "process"] = Field(
         "namespaces", description="how model-written code runs: namespaces (fresh PID/net/mount/IPC/UTS "
         "namespaces, uid 65534, read-only system, capped scratch, cgroup memory/pids limits; refuses to run where "

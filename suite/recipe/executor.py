@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import Strict, bad
+from suite.runtime.secrets import uri_credential
 from suite.stages.registry import STAGES
 
 SHAREABLE_STAGES = tuple(name for name, s in STAGES.items() if s.in_run and s.shares_gpu and not s.check_of)
@@ -40,8 +41,6 @@ class ExecutorSpec(Strict):
     @field_validator("address")
     @classmethod
     def _no_credentials(cls, v: str | None) -> str | None:
-        from suite.recipe.guards import uri_credential
-
         if v and (what := uri_credential(v)):
             raise bad(f"the address holds {what}; recipes end up in MLflow and in logs",
                       "remove it and give the credential through the environment that runs `suite`")

@@ -3,7 +3,7 @@
 What a recipe may not do (issue 40): set the environment that loads code into every stage process, ask vLLM
 for values outside the ranges it defines, name layers or modules the model does not have, write run folders
 into the system or the checkout, or carry credentials in a URI. The schema calls the checks that need no
-file (``env_problem``, ``uri_credential``, ``ignore_pattern_problem``); ``model_problems`` and
+file (``env_problem``, ``ignore_pattern_problem``; a URI's credentials: ``suite.runtime.secrets``); ``model_problems`` and
 ``output_dir_refusal`` read the local model's config.json and safetensors headers (never the weights) and the
 file system, and run in ``check_references`` before any model loads.
 """
@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import re
 import struct
 from pathlib import Path
-from urllib.parse import unquote, unquote_plus, urlsplit
 
 from suite.runtime.errors import Problem
+from suite.runtime.secrets import uri_credential
 
 # counts a recipe may ask for: far above any study measured, low enough that a typo (1e9) is not a week of work
 MAX_REPETITIONS = 100
@@ -109,75 +108,6 @@ def env_problem(name: str, value: object) -> tuple[str, str] | None:
     if isinstance(value, str) and (what := uri_credential(value)):
         return f"{name}: the value is a URI that holds {what}", ("remove the credential and export it in the "
                                                                  "shell that runs `suite`")
-    return None
-
-
-_SECRET_KEY = re.compile(r"(token|password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|signature|sig|auth"
-                         r"|credential|session|private[_-]?key)", re.IGNORECASE)
-# token shapes: known prefixes (GitHub, Hugging Face, OpenAI, Slack, GitLab, AWS, Google, npm, PyPI), JWTs
-_TOKEN_PREFIX = re.compile(r"(?<![A-Za-z0-9])(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|hf_|sk-|sk_|xox[abprse]-|glpat-"
-                           r"|AKIA|ASIA|ya29\.|AIza|npm_|pypi-)[A-Za-z0-9_\-]{8,}")
-_JWT = re.compile(r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*")
-
-
-def looks_like_token(value: str) -> bool:
-    """A known token prefix, a JWT, or a long random-looking string: 20+ characters of a base64/hex alphabet
-    with digits and letters of both cases (or 32+ hex digits) and high entropy."""
-    if _TOKEN_PREFIX.search(value) or _JWT.search(value):
-        return True
-    v = value.strip()
-    if len(v) < 20 or not re.fullmatch(r"[A-Za-z0-9+/=_\-.~]+", v) or not re.search(r"\d", v):
-        return False
-    hexy = len(v) >= 32 and re.fullmatch(r"[0-9a-fA-F]+", v) is not None
-    if not hexy and not (re.search(r"[a-z]", v) and re.search(r"[A-Z]", v)):
-        return False
-    counts = [v.count(c) for c in set(v)]
-    entropy = -sum(n / len(v) * math.log2(n / len(v)) for n in counts)
-    return entropy >= (3.0 if hexy else 3.5)
-
-
-def _pairs(text: str) -> list[tuple[str, str]]:
-    out = []
-    for part in re.split(r"[&;]", text):
-        k, _, v = part.partition("=")
-        out.append((unquote_plus(k), unquote_plus(v)))
-    return out
-
-
-def _uri_credential_once(uri: str) -> str | None:
-    try:
-        parts = urlsplit(uri)
-        password, user = parts.password, parts.username
-    except ValueError:
-        return "a URI that does not parse"
-    if password is not None:
-        return "a password"
-    if user and ((parts.scheme.lower() in ("http", "https") and len(user) >= 20) or looks_like_token(unquote(user))):
-        return "a token as the user name"
-    for where, text in (("the query string", parts.query), ("the fragment", parts.fragment)):
-        if any(_SECRET_KEY.search(k) or looks_like_token(v) or looks_like_token(k) for k, v in _pairs(text)):
-            return f"a credential in {where}"
-    for seg in parts.path.split("/"):
-        _, _, params = seg.partition(";")
-        if params and any(_SECRET_KEY.search(k) or looks_like_token(v) for k, v in _pairs(params)):
-            return "a credential in a path parameter"
-        if _TOKEN_PREFIX.search(unquote(seg)) or _JWT.search(unquote(seg)):
-            return "a token in the path"
-    return None
-
-
-def uri_credential(uri: str) -> str | None:
-    """What credential a URI carries (a password or a token in its user part, a secret key or a token-shaped
-    value in its query, fragment or path parameters, a known token in its path), also once percent-decoded;
-    or None. Nothing of the credential is returned."""
-    if not isinstance(uri, str) or "://" not in unquote(unquote(uri)):
-        return None
-    seen = set()
-    while uri not in seen and len(seen) < 4:
-        seen.add(uri)
-        if "://" in uri and (what := _uri_credential_once(uri)) is not None:
-            return what
-        uri = unquote(uri)
     return None
 
 

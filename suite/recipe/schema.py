@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import _NAME, EngineValue, Strict, bad
 from suite.recipe import guards
-from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
+from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD, uri_credential
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
 
@@ -37,6 +37,12 @@ class ModelSpec(Strict):
     chat_template: bool = Field(
         False, description="apply the tokenizer's chat template in evaluation (lm-eval apply_chat_template)"
     )
+    allow_remote_code: bool = Field(
+        False, description="lets engine_args.trust_remote_code (vLLM, lm-eval and the quantize stage's loaders run the "
+        "model folder's own .py files), bench_args.trust_remote_code (the benchmark client's tokenizer) and the "
+        "engine arguments that name Python for vLLM to import (worker_cls, logits_processors, a "
+        "distributed_executor_backend class, ...) run that code with the stages' rights (docs/07). Without it they "
+        "are refused")
     weights: Literal["pretrained", "random"] = Field(
         "pretrained",
         description="'random': the folder holds config.json + tokenizer only; the baseline is served with vLLM's "
@@ -47,7 +53,7 @@ class ModelSpec(Strict):
     @field_validator("id")
     @classmethod
     def _no_credentials_in_id(cls, v: str) -> str:
-        if isinstance(v, str) and (what := guards.uri_credential(v)):
+        if isinstance(v, str) and (what := uri_credential(v)):
             raise bad(f"the model URL holds {what}; recipes end up in MLflow and in logs",
                       "remove it and give the credential through the environment that runs `suite` (HF_TOKEN)")
         return v
@@ -188,7 +194,7 @@ class TrackingSpec(Strict):
     @field_validator("uri")
     @classmethod
     def _no_credentials(cls, v: str | None) -> str | None:
-        if v and (what := guards.uri_credential(v)):
+        if v and (what := uri_credential(v)):
             raise bad(f"the URI holds {what}; recipes end up in MLflow and in logs",
                       "remove it from the URI and set MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD "
                       "(or ~/.mlflow/credentials) instead")

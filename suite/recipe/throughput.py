@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from suite.recipe import guards
 from suite.recipe.base import SEED_MAX, Strict, bad
 from suite.records.benchmark import SloSpec
-from suite.stages.benchmark.workload import SUITE_OWNED_BENCH_ARGS
+from suite.records import bench_argv
 
 
 
@@ -65,8 +65,10 @@ class ThroughputSpec(Strict):
     bench_args: dict[str, BenchValue] = Field(
         default_factory=dict, description="more `vllm bench serve` options, snake_case (goodput: [\"ttft:200\", "
         "\"tpot:50\"], percentile_metrics: \"ttft,tpot,itl,e2el\", metric_percentiles: \"50,90,99\"), checked against "
-        "its parser in the serve environment; true is a bare flag. Those the suite sets itself (request rate, "
-        "prompts, dataset, URL, model, seed, ...) are refused; percentile_metrics and metric_percentiles are merged "
+        "its parser in the serve environment; true is a bare flag. Those the suite sets itself and those that change "
+        "what a load point measures or where its load goes (URL, model, rate, arrivals, prompts, lengths, dataset, "
+        "seed, result files, ...) are refused, even by a prefix, as is a value starting with '-'; percentile_metrics "
+        "and metric_percentiles are merged "
         "with the suite's own (it reads p50/p99)")
     request_rates: list[Union[float, Literal["inf"]]] = Field(
         default_factory=list, description="Poisson request rates (req/s) to run, each > 0; 'inf' sends all at once"
@@ -112,6 +114,16 @@ class ThroughputSpec(Strict):
                           "give rates > 0, or 'inf' to send every request at once")
         return ["inf" if r == math.inf else r for r in v]
 
+    @field_validator("bench_args", mode="before")
+    @classmethod
+    def _bench_args_add_no_option(cls, v):
+        """Each key an option a recipe may set (not one the suite owns, nor a prefix of one) and each value no
+        option of its own: vllm bench serve's parser reads the argv they are spliced into (records.bench_argv)."""
+        for key, value in v.items() if isinstance(v, dict) else ():
+            if (why := bench_argv.key_problem(key) or bench_argv.value_problem(key, value)) is not None:
+                raise bad(*why)
+        return v
+
     @field_validator("workload", mode="after")
     @classmethod
     def _workloads(cls, v):
@@ -147,11 +159,6 @@ class ThroughputSpec(Strict):
                       "" if self.dataset is None else ": a dataset is given, and no workload uses it"),
                       "add 'dataset' to workload" if self.dataset is not None else
                       "add dataset: {path: FILE, format: sharegpt | jsonl}")
-        if owned := sorted({k.replace("-", "_") for k in self.bench_args} & SUITE_OWNED_BENCH_ARGS):
-            raise bad(f"bench_args.{owned[0]}: the benchmark stage sets it itself (it decides what a load point "
-                      "measures: " + ", ".join(sorted(SUITE_OWNED_BENCH_ARGS)[:8]) + ", ...)",
-                      "use the throughput section's own fields (request_rates, concurrencies, num_prompts, seed, "
-                      "workload, dataset, warmup_requests) instead")
         if self.max_api_server_count is not None and self.max_api_server_count < self.api_server_count:
             raise bad(f"max_api_server_count {self.max_api_server_count} is below api_server_count "
                       f"{self.api_server_count}", f"make it >= {self.api_server_count}, or remove it")

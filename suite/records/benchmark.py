@@ -142,7 +142,9 @@ class LoadPoint(Record):
     max_concurrent_requests: Optional[int] = Field(None, description="most requests in flight at once (vllm bench "
                                                    "serve's count)")
     result_file: Optional[str] = None
-    repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures")
+    argv: Optional[list[str]] = Field(None, description="the `vllm bench serve` arguments (after 'bench serve') of the "
+                                      "repetition behind result_file; each repetition row records its own")
+    repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures and argv")
     output_tok_s_min: Optional[float] = None
     output_tok_s_max: Optional[float] = None
     output_tok_s_reps: Optional[int] = Field(None, description="repetitions behind the interval (None: a point from "

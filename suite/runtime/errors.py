@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from suite.runtime.secrets import redact
+
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -22,8 +24,10 @@ class Problem:
     fix: str = ""
 
     def __str__(self) -> str:
+        """The one line a user sees; a URI in it that holds a credential is cut to its scheme and host (a refused
+        value is often repeated to say what is wrong with it)."""
         where = f"{self.file}: {self.field}: " if self.field else f"{self.file}: "
-        return where + self.message + (f" (fix: {self.fix})" if self.fix else "")
+        return redact(where + self.message + (f" (fix: {self.fix})" if self.fix else ""))
 
 
 class SuiteError(Exception):

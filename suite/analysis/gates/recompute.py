@@ -30,6 +30,7 @@ from suite.analysis import paired as pairing
 from suite.analysis import perplexity
 from suite.analysis.gates.base import FIX_SUMMARY
 from suite.analysis.summary import metric_name
+from suite.records import bench_argv
 from suite.records.benchmark import BenchmarkResult
 from suite.records.evaluate import EvaluateResult
 
@@ -190,6 +191,7 @@ def stage_records(s, folder: Path, bad) -> bool:
     (variants/<v>/evaluate.config.json, but for where each writes) are the same: two variants whose evaluations are
     configured alike are one evaluation, reused by content from the evaluation cache (a BF16 rerun beside the
     baseline), and so share its records honestly."""
+    bench_argv.check_run_folder(folder, s.variants, bad)  # each load point ran the command its config asks for
     found = {v.name: stage_result(folder, v.name) for v in s.variants}
     new = any(v.evaluate is not None and v.evaluate.samples_sha256 for v in s.variants) or any(
         isinstance(res, dict) and res.get("samples_sha256") for _, res in found.values())

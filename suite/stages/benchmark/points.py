@@ -10,7 +10,7 @@ from pathlib import Path
 from suite.runtime import spread
 from suite.stages.benchmark import server
 from suite.records.benchmark import BenchmarkConfig, LoadPoint, ServerStats
-from suite.stages.benchmark.workload import MERGED_BENCH_ARGS
+from suite.records.bench_argv import bench_args_argv
 
 
 def load_points(config: BenchmarkConfig) -> list[tuple[str, object, int | None]]:
@@ -44,27 +44,6 @@ def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir
     return cmd
 
 
-def bench_args_argv(bench_args: dict) -> list[str]:
-    """throughput.bench_args as ``vllm bench serve`` flags (checked by `suite validate` against its parser): true a
-    bare flag, false left out, a list the flag's values; percentile_metrics and metric_percentiles merged with the
-    suite's own (the summary reads p50 and p99 of TTFT, TPOT, ITL and E2EL)."""
-    out: list[str] = []
-    args = {k.replace("-", "_"): v for k, v in bench_args.items()}
-    for key, ours in MERGED_BENCH_ARGS.items():
-        theirs = str(args.pop(key, "")).replace(" ", "")
-        merged = list(dict.fromkeys([*ours.split(","), *(x for x in theirs.split(",") if x)]))
-        out += ["--" + key.replace("_", "-"), ",".join(merged)]
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            out.append(flag)
-        elif isinstance(value, list):
-            out += [flag, *map(str, value)]
-        elif value is not False:
-            out += [flag, str(value)]
-    return out
-
-
 def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
     d = json.loads(path.read_text())
     completed = int(d.get("completed", 0))
@@ -84,7 +63,7 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
 
 
 REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
-              "e2el_p50_ms", "result_file")
+              "e2el_p50_ms", "result_file", "argv")
 
 
 def repetition_row(p: LoadPoint) -> dict:

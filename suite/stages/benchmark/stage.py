@@ -129,8 +129,9 @@ class LoadRunner:
         env = {"OPENAI_API_KEY": self.api_key} if self.api_key else {}
         t0 = time.perf_counter()
         self.monitor.start(self.client.pid)
-        try:  # the warm client's worker runs `vllm bench serve` (its argv after the CLI's "bench serve")
-            rc = self.client.run(cmd[len(server.VLLM_CLI) + 2:], client_log, env, self.config.point_timeout_s)
+        argv = cmd[len(server.VLLM_CLI) + 2:]  # what the warm client's worker parses: the argv after "bench serve"
+        try:
+            rc = self.client.run(argv, client_log, env, self.config.point_timeout_s)
         finally:
             stats = self.monitor.stop()
             self.client_s += time.perf_counter() - t0
@@ -145,7 +146,7 @@ class LoadRunner:
             why = procs.error_line(tail(client_log, 400)) or f"no error in its log ({tail(client_log, 1)})"
             raise ServerError(f"load point {label} (repetition {rep + 1}): vllm bench serve failed "
                               f"({procs.signal_name(rc)}): {why} [log: {client_log}]")
-        point = point_from_json(label, rate, concurrency, self.out_dir / filename)
+        point = point_from_json(label, rate, concurrency, self.out_dir / filename).model_copy(update={"argv": argv})
         if not point.ok:
             return point.model_copy(update={"server": stats,
                                             "repetitions": [repetition_row(p) for p, _ in reps] + [repetition_row(point)]})

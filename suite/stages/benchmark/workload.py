@@ -18,15 +18,6 @@ import random
 from itertools import zip_longest
 from pathlib import Path
 
-# vllm bench serve options the benchmark stage sets itself (bench_args may not): what it measures and where
-SUITE_OWNED_BENCH_ARGS = frozenset({
-    "backend", "base_url", "host", "port", "endpoint", "model", "tokenizer", "served_model_name", "dataset_name",
-    "dataset_path", "num_prompts", "request_rate", "max_concurrency", "seed", "ignore_eos", "num_warmups",
-    "save_result", "result_dir", "result_filename", "disable_tqdm", "random_input_len", "random_output_len",
-    "custom_output_len", "sharegpt_output_len", "skip_chat_template",
-})
-# options the suite passes and reads back (p50/p99 TTFT, TPOT, ITL, E2EL): a bench_args value is merged with its own
-MERGED_BENCH_ARGS = {"percentile_metrics": "ttft,tpot,itl,e2el", "metric_percentiles": "50,99"}
 
 
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import DEMO_MODEL, needs_demo_model, no_leftover
 from suite.stages.benchmark import server as bench_server
 from suite.stages.benchmark import stage as benchmark
+from suite.records.bench_argv import argv_problem
 from suite.records.benchmark import BenchmarkConfig
 from suite.records.evaluate import EngineConfig
 from suite.records.benchmark import SloSpec
@@ -50,9 +51,12 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
                   steady_windows=0)
     # 8 output tokens, not the config's 32: decode steps took ~1 s each with 16 requests in flight on 2 busy cores, so 32
     # made each of the 4 points ~50 s (7 decode steps still give every request a TPOT and several monitor samples)
-    res = benchmark.run(config(tmp_path, slo=slo, output_len=8))
+    cfg = config(tmp_path, slo=slo, output_len=8)
+    res = benchmark.run(cfg)
     (p,) = res.points
     assert p.ok and p.completed == 16 and len(p.repetitions) == 2
+    # each repetition records the argv it ran, and it is the one the config asks for (what `suite gate` checks)
+    assert all(argv_problem(r["argv"], cfg, p.request_rate, p.max_concurrency) is None for r in p.repetitions)
     assert p.output_tok_s_min <= p.output_tok_s <= p.output_tok_s_max
     assert {r["result_file"] for r in p.repetitions} == {str(tmp_path / "bench" / f"bench-rate-inf-r{i}.json") for i in (0, 1)}
     assert p.server.samples > 0 and p.server.scrape_failures == 0 and p.server.running_max > 0

@@ -105,8 +105,9 @@ def test_the_dataset_is_keyed_by_content(demo_recipe_copy, tmp_path):
 @pytest.mark.parametrize("throughput, said", [
     ({"bench_args": {"goodputt": ["ttft:200"]}}, "throughput.bench_args.goodputt: not an option of the serve "
      "environment's `vllm bench serve`; did you mean 'goodput'?"),
-    ({"bench_args": {"request_rate": 4}}, "throughput: bench_args.request_rate: the benchmark stage sets it"),
-    ({"bench_args": {"num-prompts": 4}}, "bench_args.num_prompts: the benchmark stage sets it"),
+    ({"bench_args": {"request_rate": 4}}, "throughput.bench_args: request_rate: it changes how requests arrive"),
+    ({"bench_args": {"num-prompts": 4}}, "throughput.bench_args: num-prompts: the benchmark stage sets the prompts "
+     "per load point (fix: use throughput.num_prompts)"),
     ({"workload": "dataset", "dataset": {"path": "none.jsonl", "format": "jsonl"}}, "throughput.dataset.path: "),
     ({"workload": "dataset", "dataset": {"path": "bad.jsonl", "format": "jsonl"}}, "line 2: not a JSON object"),
     ({"workload": "dataset", "dataset": {"path": "long.jsonl", "format": "jsonl"}}, "1 row(s) ask for an output of "
