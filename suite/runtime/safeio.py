@@ -64,6 +64,7 @@ KINDS: dict[str, Limits] = {
     "weights_header": Limits("safetensors header", 100 * MiB),  # safetensors' own header limit
     "system": Limits("system file", 4 * MiB),  # /proc and /sys files the suite asks about the host
     "image": Limits("image", 64 * MiB),
+    "run_file": Limits("run folder file", 2 * GiB),  # any file a signed manifest names
     "code": Limits("source file", 16 * MiB),
 }
 
