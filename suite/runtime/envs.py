@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NewType
 
+from suite.runtime import safeio
 from suite.records.schemes import SCHEMES
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
@@ -102,7 +103,7 @@ def cpu_serves_fp8_kv(cpuinfo: str | None = None) -> bool:
     if cpuinfo is None and (said := _settings().cpu_fp8_kv) is not None:
         return said
     try:
-        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+        text = safeio.read_text("/proc/cpuinfo", "system") if cpuinfo is None else cpuinfo
     except OSError:
         return True
     return bool(set(text.split()) & {"avx512f", "amx_tile"})
@@ -197,7 +198,7 @@ def run_probe(python: str, kind: str, timeout_s: float = 300) -> object:
             raise SuiteError(Problem("environment", python, f"could not report {kind}: {why[:300]}",
                                      f"run scripts/setup.sh, or point {SERVE_PYTHON_ENV} / {QUANTIZE_PYTHON_ENV} "
                                      "at an interpreter of a complete environment"))
-        return json.loads(out.read_text())
+        return safeio.read_json(out, "state")
 
 
 _versions_memo: dict[str, dict[str, str]] = {}
@@ -225,7 +226,7 @@ def _probe_code_sha() -> str:
     where PROBE_FORMAT was not bumped (an enum's accepted names once stayed stale that way)."""
     h = hashlib.sha256()
     for f in (Path(__file__), Path(__file__).with_name("engine") / "args.py", Path(__file__).with_name("vllm_alias.py")):
-        h.update(f.read_bytes())
+        h.update(safeio.read_bytes(f, "code"))
     return h.hexdigest()[:16]
 
 
@@ -238,7 +239,7 @@ def cached_probe(python: str, kind: str, depends_on: tuple[str, ...]) -> object:
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
     path = cache_dir() / "probes" / f"{kind}-{digest}.json"
     try:
-        cached = json.loads(path.read_text())
+        cached = safeio.read_json(path, "state")
         if cached.get("ident") == ident:
             return cached["answer"]
     except (OSError, ValueError, AttributeError):

@@ -273,6 +273,15 @@ class _Capped(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def seekable(self) -> bool:
+        return self._inner.seekable()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self._inner.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
     def readinto(self, b) -> int:
         n = self._inner.readinto(b)
         self.total += n or 0
