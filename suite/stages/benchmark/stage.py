@@ -329,7 +329,8 @@ def _result(config: BenchmarkConfig, r: _Rounds, offline: dict | None, offline_t
         gpu_sampling=gpu_sampling, workload=config.workloads[0] if len(config.workloads) > 1 else None,
         api_server_count=r.count, scaled_from=r.earlier, client_s=r.client_s,
         overhead_s=max(0.0, r.served_s - r.start_stop_s - r.client_s - r.evaluate_s),
-        server_start_s=r.ready_s, engine_start=parse_engine_start(safeio.read_text(log_path, "log", errors="replace"), r.ready_s),
+        server_start_s=r.ready_s,
+        engine_start=parse_engine_start(safeio.read_text(log_path, "log", errors="replace"), r.ready_s),
         evaluate=r.evaluation, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=r.cmd,
         versions=package_versions(),
     )
