@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import sys
 
 from suite.version import __version__
@@ -79,8 +80,23 @@ ENVIRONMENT_ERRNOS: dict[int, str] = {
 }
 
 
+def _open_file_of(e: BaseException) -> str | None:
+    """The name of the file open where ``e`` was raised: a write on a full disk fails in ``write``, whose error names
+    no file, so the innermost frame holding an open file object (pathlib's ``write_text``, a ``with open(...)``)
+    names it."""
+    frames, tb = [], e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in frame.f_locals.values():
+            if isinstance(value, io.IOBase) and isinstance(getattr(value, "name", None), str):
+                return value.name
+    return None
+
+
 def environment_problem(e: OSError) -> Problem:
     """One line for an OSError the environment caused: the path, what the system said, and the fix."""
-    path = e.filename if e.filename is not None else "(a file being written or read)"
+    path = e.filename if e.filename is not None else _open_file_of(e) or "(a file being written or read)"
     more = f" -> {e.filename2}" if e.filename2 is not None else ""
     return Problem(f"{path}{more}", "", e.strerror or str(e), ENVIRONMENT_ERRNOS[e.errno])
