@@ -100,7 +100,8 @@ def test_a_dataset_workload(kind, demo_recipe_copy, tmp_path, capsys):
     data = tmp_path / "traffic.jsonl"
     deep_line = '{"prompt": "p", "output_len": 8}\n{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
     _hostile(kind, data, deep_line)
-    recipe = demo_recipe_copy(throughput__dataset={"path": str(data), "format": "jsonl"})
+    recipe = demo_recipe_copy(throughput__workload="dataset",
+                              throughput__dataset={"path": str(data), "format": "jsonl"})
     rc, err = _main(["validate", str(recipe)], capsys)
     _refused(rc, err, str(data))
 

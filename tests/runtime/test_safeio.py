@@ -151,7 +151,8 @@ def test_json_at_the_cap_is_read():
     assert safeio.loads_json("[" * 64 + "]" * 64, "x.json", "model_config") is not None
 
 
-@pytest.mark.parametrize("text", ["[" * 20_000 + "]" * 20_000, "a:\n" + "".join("  " * i + "- \n" for i in range(1, 80))])
+@pytest.mark.parametrize("text", ["[" * 20_000 + "]" * 20_000,
+                                  "a:\n" + "".join("  " * i + "- \n" for i in range(1, 80))])
 def test_deep_yaml_is_refused_before_it_is_composed(tmp_path, text):
     (tmp_path / "t.yaml").write_text(text)
     with pytest.raises(safeio.UnsafeRead, match="YAML nested more than 64 levels deep"):
