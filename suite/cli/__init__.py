@@ -82,7 +82,7 @@ ENVIRONMENT_ERRNOS: dict[int, str] = {
 
 def _open_file_of(e: BaseException) -> str | None:
     """The name of the file open where ``e`` was raised: a write on a full disk fails in ``write``, whose error names
-    no file, so the innermost frame holding an open file object (pathlib's ``write_text``, a ``with open(...)``)
+    no file, so the innermost frame holding an open file object (pathlib's ``write_text``, a ``with`` block's file)
     names it."""
     frames, tb = [], e.__traceback__
     while tb is not None:

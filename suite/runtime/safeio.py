@@ -153,11 +153,15 @@ def regular(path, kind: str, roots: Sequence | None = None) -> str:
 def read_bytes(path, kind: str, roots: Sequence | None = None) -> bytes:
     """The file's bytes, read with a bound: a file that grew past the cap after it was checked is refused too."""
     lim = KINDS[kind]
-    with open(open_fd(path, kind, roots), "rb", closefd=True) as fh:
-        data = fh.read(lim.max_bytes + 1)
-    if len(data) > lim.max_bytes:
-        raise _too_big(path, lim)
-    return data
+    with open(open_fd(path, kind, roots), "rb", buffering=0, closefd=True) as fh:
+        # in pieces the size the file says it has (a /proc file says 0): one read of the cap would allocate the cap
+        want, chunks, total = max(os.fstat(fh.fileno()).st_size + 1, 64 * KiB), [], 0
+        while chunk := fh.read(min(want, lim.max_bytes + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > lim.max_bytes:
+                raise _too_big(path, lim)
+    return b"".join(chunks)
 
 
 def read_text(path, kind: str, roots: Sequence | None = None, errors: str = "strict") -> str:
