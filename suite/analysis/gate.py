@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import GateSpec
 from suite.analysis.gates import GATES, recompute
@@ -82,7 +83,7 @@ def load_policy(path: str) -> GateSpec:
 
     fix_yaml = "write the recipe's gates: block as YAML (`suite schema` lists the gates)"
     try:
-        raw = Path(path).read_bytes()
+        raw = safeio.read_bytes(path, "policy")
     except FileNotFoundError:
         raise SuiteError(Problem(path, "", "policy file not found", "check the path")) from None
     except OSError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 
 TRACKING_FILE = "tracking.json"
@@ -34,7 +35,7 @@ def _with_tracking(data: dict, path: Path) -> dict:
     if not path.is_file():
         return data
     try:
-        tracked = json.loads(path.read_text())
+        tracked = safeio.read_json(path, "record")
     except (OSError, ValueError) as e:
         raise SuiteError(Problem(str(path), "", f"not readable JSON: {e}",
                                  "delete it and run `suite sync` on the run folder to write it again")) from None
@@ -57,7 +58,7 @@ def load_summary(path: str):
         raise SuiteError(Problem(str(p), "", "no summary.json here", "give a run folder made by `suite run`"))
     fix = "give the summary.json that `suite run` wrote (rerun or `--resume` the run to write it again)"
     try:
-        text = p.read_bytes().decode("utf-8")
+        text = safeio.read_bytes(p, "record").decode("utf-8")
     except OSError as e:
         raise SuiteError(Problem(str(p), "", f"cannot read it: {e.strerror or e}", "check its permissions")) from None
     except UnicodeDecodeError as e:
@@ -70,7 +71,7 @@ def load_summary(path: str):
         return dict(pairs)
 
     try:
-        data = json.loads(text, object_pairs_hook=unique)
+        data = safeio.loads_json(text, p, "record", object_pairs_hook=unique)
     except json.JSONDecodeError as e:
         raise SuiteError(Problem(str(p), f"line {e.lineno} column {e.colno}", f"not JSON: {e.msg}", fix)) from None
     except (ValueError, RecursionError) as e:

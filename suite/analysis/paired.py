@@ -26,12 +26,12 @@ them document by document.
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from suite.runtime import safeio
 
 N_BOOT = 2000
 # lm-eval's perplexity metrics (wikitext, tasks/suite_longppl*): lower is better
@@ -75,15 +75,14 @@ def item_scores(samples_file: str | Path, metric: str) -> dict[tuple[str, int], 
     name, _, filt = metric.partition(",")
     scores = {}
     packed = str(samples_file).endswith(".gz")
-    opener = gzip.open if packed else open
     n = 0
     try:
-        with opener(samples_file, "rt", encoding="utf-8") as fh:
+        with safeio.open_text(samples_file, "samples") as fh:
             while line := (fh.readline(MAX_GZ_ROW_CHARS + 1) if packed else fh.readline()):
                 n += 1
                 if packed and len(line) > MAX_GZ_ROW_CHARS and not line.endswith("\n"):
                     raise ValueError(f"a row longer than {MAX_GZ_ROW_CHARS} characters")
-                row = json.loads(line)
+                row = safeio.loads_json(line, samples_file, "samples", where=f"line {n}")
                 if row.get("filter", "none") == (filt or "none") and name in row:
                     scores[(row.get("task", ""), int(row["doc_id"]))] = float(row[name])
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as e:

@@ -22,12 +22,12 @@ file only, scored twice, or whose text differs between the two is not paired: it
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from suite.runtime import safeio
 from suite.analysis.paired import N_BOOT, PPL_METRICS, bootstrap_ci, is_perplexity_metric
 
 Counter = Callable[[list[str]], list[int]]  # texts -> token counts
@@ -65,24 +65,22 @@ def doc_scores(samples_file: str | Path) -> tuple[dict[str, DocScore], list[str]
     """({document id: DocScore}, ids seen more than once) from one samples_<task>.jsonl of a perplexity task."""
     out: dict[str, DocScore] = {}
     twice: list[str] = []
-    with open(samples_file, encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            if row.get("filter", "none") != "none":
-                continue
-            pair = next((row[m] for m in PPL_METRICS if isinstance(row.get(m), list) and len(row[m]) == 2), None)
-            if pair is None:
-                continue
-            doc = row.get("doc") if isinstance(row.get("doc"), dict) else {}
-            key = f"{row.get('task', '')}/{doc.get('id', row.get('doc_id'))}"
-            if "continuation" in doc:
-                text, unit = doc["continuation"], "span"
-            else:
-                target = row.get("target")
-                text, unit = (target if isinstance(target, str) else doc.get("text", "")), "document"
-            if key in out:
-                twice.append(key)
-            out[key] = DocScore(float(pair[0]), str(text), unit)
+    for row in safeio.iter_jsonl(samples_file, "samples"):
+        if row.get("filter", "none") != "none":
+            continue
+        pair = next((row[m] for m in PPL_METRICS if isinstance(row.get(m), list) and len(row[m]) == 2), None)
+        if pair is None:
+            continue
+        doc = row.get("doc") if isinstance(row.get("doc"), dict) else {}
+        key = f"{row.get('task', '')}/{doc.get('id', row.get('doc_id'))}"
+        if "continuation" in doc:
+            text, unit = doc["continuation"], "span"
+        else:
+            target = row.get("target")
+            text, unit = (target if isinstance(target, str) else doc.get("text", "")), "document"
+        if key in out:
+            twice.append(key)
+        out[key] = DocScore(float(pair[0]), str(text), unit)
     return out, twice
 
 

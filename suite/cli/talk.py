@@ -8,9 +8,10 @@ phase at once), e.g. ``12:03:05 evaluate  fp8-kv    lm-eval generate_until 640/1
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
+
+from suite.runtime import safeio
 
 LOG_EVERY_S = 30.0
 
@@ -19,7 +20,7 @@ def start_lines(run_dir: Path, recipe, track: bool) -> list[str]:
     """The run folder, each job's log (from plan.json), and where the run is tracked."""
     lines = [f"run folder: {run_dir}"]
     try:
-        dag = json.loads((run_dir / "plan.json").read_text()).get("dag", [])
+        dag = safeio.read_json(run_dir / "plan.json", "record").get("dag", [])
     except (OSError, ValueError):
         dag = []
     logs = [f"  {run_dir / 'variants' / j['variant'] / (j['stage'] + '.log')}" for j in dag

@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+from suite.runtime import safeio
 from suite.recipe.loaded import fields_that_differ
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, load_recipe, serving_problems
@@ -36,12 +37,12 @@ def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
     original = None
     for name in ("plan.json", "summary.json"):  # a plan.json written before --resume existed has none
         f = run_dir / name
-        if f.is_file() and (original := json.loads(f.read_text()).get("recipe_path")):
+        if f.is_file() and (original := safeio.read_json(f, "record").get("recipe_path")):
             break
     if not original:
         raise SuiteError(Problem(str(run_dir / "plan.json"), "recipe_path", "where the recipe was is not recorded",
                                  "start a new run with `suite run RECIPE`"))
-    return load_recipe(original, serving=serving, text=copy.read_text())
+    return load_recipe(original, serving=serving, text=safeio.read_text(copy, "recipe"))
 
 
 def acquire_run_lock(run_dir: Path):
@@ -75,7 +76,7 @@ def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
     evaluations still to run keep them, so that they pair with the kept ones (the decode batch moves FP8 KV
     scores: studies/2026-12-01-fp8-kv-cache)."""
     try:
-        stored = json.loads((run_dir / "plan.json").read_text()).get("variants", {})
+        stored = safeio.read_json(run_dir / "plan.json", "record").get("variants", {})
     except (OSError, ValueError):
         return
     from suite.stages.registry import EVALUATE  # plan.json keys each variant's configs by stage name
@@ -225,7 +226,7 @@ def drop_other_base_models(plan, kept: dict, run_dir: Path) -> list[str]:
     for each variant. A plan.json from before fingerprints were recorded: nothing is checked."""
     path = run_dir / "plan.json"
     try:
-        stored = json.loads(path.read_text())
+        stored = safeio.read_json(path, "record")
     except (OSError, ValueError):
         return []
     recorded = stored.get("base_fingerprints")
@@ -264,11 +265,11 @@ def started_with(run_dir: Path) -> dict:
     """run-options.json of a run folder ({} for a run made before it was written: summary.json's
     recipe_sha256 then stands in for the recipe's hash, when there is one)."""
     try:
-        return json.loads((run_dir / RUN_OPTIONS).read_text())
+        return safeio.read_json(run_dir / RUN_OPTIONS, "state")
     except (OSError, ValueError):
         pass
     try:
-        sha = json.loads((run_dir / "summary.json").read_text()).get("recipe_sha256")
+        sha = safeio.read_json(run_dir / "summary.json", "record").get("recipe_sha256")
     except (OSError, ValueError, AttributeError):
         return {}
     return {"recipe_sha256": sha} if sha else {}

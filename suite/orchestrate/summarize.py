@@ -16,11 +16,11 @@ says in a warning which files were read (``ARCHIVED``). Anything else missing is
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from suite.runtime import safeio
 from suite.analysis import summary as summaries
 from suite.records.summary import RunSummary, VariantSummary
 
@@ -81,7 +81,7 @@ def summarize(run_dir: Path) -> RunSummary:
     if jobs.is_file():
         from suite.orchestrate.jobs import elapsed_by_stage
 
-        summary.stage_elapsed_s = elapsed_by_stage(json.loads(jobs.read_text()).get("jobs", []))
+        summary.stage_elapsed_s = elapsed_by_stage(safeio.read_json(jobs, "record").get("jobs", []))
     return summary
 
 
@@ -172,14 +172,14 @@ def _stage_fields() -> tuple[str, ...]:
 
 def _recorded_run_dir(run_dir: Path) -> str | None:
     try:
-        return json.loads((run_dir / "plan.json").read_text()).get("run_dir")
+        return safeio.read_json(run_dir / "plan.json", "record").get("run_dir")
     except (OSError, ValueError):
         return None
 
 
 def _planned_jobs(run_dir: Path) -> set[tuple[str, str]]:
     try:
-        return {tuple(j) for j in json.loads((run_dir / "plan.json").read_text()).get("jobs", [])}
+        return {tuple(j) for j in safeio.read_json(run_dir / "plan.json", "record").get("jobs", [])}
     except (OSError, ValueError):
         return set()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.orchestrate.progress import watching  # noqa: F401 -- what the run tells while it runs, through here
 from suite.outputs.mlflow_live import LiveTracking
 
@@ -22,7 +23,7 @@ def task_datasets(loaded) -> list[tuple[str, str, str]]:
         h = hashlib.sha256()
         for f in files:
             p = data_dir / f
-            h.update(f.encode() + b"\0" + (p.read_bytes() if p.is_file() else b"<missing>"))
+            h.update(f.encode() + b"\0" + (safeio.read_bytes(p, "dataset") if p.is_file() else b"<missing>"))
         out.append((t.name, str(data_dir), h.hexdigest()[:32]))
     return out
 

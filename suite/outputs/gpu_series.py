@@ -5,8 +5,9 @@ points, plus ``system/gpu_<i>_sm_clock_mhz``. Timestamps are the samples' own; s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from suite.runtime import safeio
 
 SERIES = {"util_pct": "utilization_percentage", "mem_used_mib": "memory_usage_megabytes",
           "power_w": "power_usage_watts", "sm_clock_mhz": "sm_clock_mhz"}
@@ -21,11 +22,9 @@ def gpu_series(files: list[Path]) -> list[tuple[str, float, int, int]]:
     """(key, value, timestamp in ms, step) for every GPU reading in ``files``, in time order."""
     rows: list[dict] = []
     for f in files:
-        for line in f.read_text().splitlines():
-            if line.strip():
-                s = json.loads(line)
-                if s.get("gpu"):
-                    rows.append(s)
+        for s in safeio.iter_jsonl(f, "log"):
+            if s.get("gpu"):
+                rows.append(s)
     rows.sort(key=lambda s: s["t"])
     out = []
     for step, s in enumerate(rows):

@@ -27,6 +27,7 @@ import json
 import os
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.records.benchmark import BenchmarkResult
 from suite.records.evaluate import EvaluateResult
@@ -48,7 +49,7 @@ def canonical(data) -> bytes:
 
 
 def _summary_bytes(path: Path) -> bytes:
-    data = json.loads(path.read_text())
+    data = safeio.read_json(path, "record")
     if isinstance(data, dict):
         data.pop("tracking", None)
         data.pop("tracking_pending", None)
@@ -59,7 +60,7 @@ def _summary_bytes(path: Path) -> bytes:
 
 def _samples(result_file: Path) -> list[str]:
     try:
-        data = json.loads(result_file.read_text())
+        data = safeio.read_json(result_file, "record")
     except (OSError, ValueError):
         return []
     out = []
@@ -95,7 +96,7 @@ def listed(run_dir: Path) -> dict[str, Path]:
 
 
 def _entry(name: str, path: Path) -> dict:
-    data = _summary_bytes(path) if name == "summary.json" else path.read_bytes()
+    data = _summary_bytes(path) if name == "summary.json" else safeio.read_bytes(path, "run_file")
     entry = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
     if name == "summary.json":
         entry["digest"] = SUMMARY_DIGEST
@@ -137,7 +138,7 @@ def verify(run_dir: Path, recipe_sha256: str | None = None) -> int:
         raise SuiteError(Problem(str(path), "", "no signed manifest in the run folder (--verify)",
                                  f"run with {KEY_ENV} set in CI so that publish signs the run folder"))
     try:
-        manifest = json.loads(path.read_text())
+        manifest = safeio.read_json(path, "manifest")
         body = {k: v for k, v in manifest.items() if k != "hmac"}
         ok = isinstance(manifest.get("hmac"), str) and hmac.compare_digest(sign(body, key), manifest["hmac"])
     except (OSError, ValueError, AttributeError) as e:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.records.summary import RunSummary
 from suite.outputs.plots import MIN_ACCURACY_SPAN, render, scatter_svg
 
@@ -164,7 +165,7 @@ def context(s: RunSummary, gate) -> dict:
     paired = [(v.name, p) for v in s.variants for p in v.paired]
     span = (max(max(abs(p["ci_low"]), abs(p["ci_high"])) for _, p in paired) or 1.0) if paired else 1.0
     png = s.artifacts.get("frontier_png")
-    png_data = base64.b64encode(Path(png).read_bytes()).decode() if png and Path(png).is_file() else None
+    png_data = base64.b64encode(safeio.read_bytes(png, "image")).decode() if png and Path(png).is_file() else None
     has_points = any(v.benchmark and v.benchmark.points for v in s.variants)
     # HumanEval's programs: namespaces (contained) or process (weaker, asked for by the recipe)
     sandboxes = [[v.name, v.evaluate.code_sandbox] for v in s.variants

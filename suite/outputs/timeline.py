@@ -5,8 +5,9 @@ Each stage's colour is the registry's (``StageSpec.colour``), which the runner w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from suite.runtime import safeio
 
 OTHER = "#999999"  # a stage jobs.json gives no colour
 
@@ -15,7 +16,7 @@ def write(jobs_json: Path, out: Path) -> Path | None:
     """Draw ``jobs.json``'s jobs against seconds from the run's start, labelled with their placement
     (GPU and share); None when there is no job to draw."""
     try:
-        data = json.loads(Path(jobs_json).read_text())
+        data = safeio.read_json(jobs_json, "record")
     except (OSError, ValueError):
         return None
     jobs = [j for j in data.get("jobs", []) if j.get("ended_s", 0) > j.get("started_s", 0)]

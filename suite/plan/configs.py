@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from suite.runtime import safeio
 from suite.recipe import LoadedRecipe, VariantSpec, kv
 from suite.records.benchmark import BenchmarkConfig
 from suite.records.evaluate import EngineConfig, EvaluateConfig
@@ -233,8 +234,6 @@ def benchmark_config(t, engine: EngineConfig, dataset_file: Path | None = None, 
     """The benchmark stage's config from the recipe's throughput section (``t``) through THROUGHPUT_TO_BENCHMARK."""
     dumped = t.model_dump()
     if dataset_file is not None and dumped.get("dataset"):  # workload 'dataset': the file by path and content
-        import hashlib
-
         dumped["dataset"] = {**dumped["dataset"], "path": str(dataset_file),
-                             "sha256": hashlib.sha256(dataset_file.read_bytes()).hexdigest()}
+                             "sha256": safeio.sha256(dataset_file, "dataset")}
     return BenchmarkConfig(engine=engine, **{dst: dumped[src] for src, dst in THROUGHPUT_TO_BENCHMARK.items()}, **rest)

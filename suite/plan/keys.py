@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from suite.runtime import safeio
 from suite.stages.registry import EVALUATE
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class FileHashes:
         self.dirty = False
         if path is not None:
             try:
-                self.known = json.loads(path.read_text())
+                self.known = safeio.read_json(path, "state")
             except (OSError, ValueError):
                 self.known = {}
 
@@ -133,13 +134,10 @@ class FileHashes:
         hit = self.known.get(str(f))
         if hit and len(hit) == len(ident) + 1 and hit[:-1] == ident:
             return hit[-1]
-        h = hashlib.sha256()
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        self.known[str(f)] = [*ident, h.hexdigest()]
+        digest = safeio.sha256(f, "weights")
+        self.known[str(f)] = [*ident, digest]
         self.dirty = True
-        return h.hexdigest()
+        return digest
 
     def save(self) -> None:
         if self.path is None or not self.dirty:
@@ -164,15 +162,7 @@ def _hash_cache() -> FileHashes:
 def _files_under(folder: Path) -> list[Path]:
     """Every file under ``folder``, through symlinked sub-folders too (what a task reads through them is data; Path.rglob
     does not follow them on Python 3.11), each real folder once (a link loop ends), in sorted order."""
-    out, seen = [], set()
-    for root, dirs, files in os.walk(folder, followlinks=True):
-        real = os.path.realpath(root)
-        if real in seen or "__pycache__" in Path(root).parts:
-            dirs[:] = []
-            continue
-        seen.add(real)
-        out += [Path(root) / f for f in files if (Path(root) / f).is_file()]
-    return sorted(out)
+    return safeio.walk_files(folder, follow_links=True)  # bounded: a folder such as / is refused
 
 
 def _tree_digest(folder: Path, hashes: FileHashes | None = None) -> str:
@@ -181,7 +171,7 @@ def _tree_digest(folder: Path, hashes: FileHashes | None = None) -> str:
     if folder.is_dir():
         for f in _files_under(folder):
             h.update(str(f.relative_to(folder)).encode() + b"\0")
-            h.update((hashes.sha256(f) if hashes else hashlib.sha256(f.read_bytes()).hexdigest()).encode())
+            h.update((hashes.sha256(f) if hashes else safeio.sha256(f, "weights")).encode())
     return h.hexdigest()
 
 
@@ -203,7 +193,7 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     if cfg.get("loglikelihood") == "per_request":  # likewise
         cfg.pop("loglikelihood")
     elif cfg.get("loglikelihood") == "grouped":  # the suite's own scoring code: a change to it is a new key
-        cfg["loglikelihood"] = "grouped-" + hashlib.sha256(GROUPED_SCORING.read_bytes()).hexdigest()[:16]
+        cfg["loglikelihood"] = "grouped-" + safeio.sha256(GROUPED_SCORING, "code")[:16]
     # the sampler the engine runs with, whichever decided it (the environment's switch wins over the config's);
     # always in the key: entries made from d5be40a to 13bd99c ran without FlashInfer's sampler and named nothing
     from suite.records.evaluate import SAMPLER_ENV
@@ -248,7 +238,7 @@ def model_identity(model_path: str, quantized: "QuantizeResult | None" = None) -
 
 def _file_sha256(path: str | None) -> str | None:
     p = Path(path) if path else None
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p is not None and p.is_file() else None
+    return safeio.sha256(p, "weights") if p is not None and p.is_file() else None
 
 
 def kvcheck_key(config: "KVCheckConfig", model: str, versions: dict[str, str | None] | None = None) -> str:

@@ -8,10 +8,10 @@ compressed-tensors (llmcompressor's format: ``format``, ``config_groups``, ``kv_
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.records.schemes import args_summary, scheme_of
 
 
@@ -29,7 +29,7 @@ def read_config(model: str, revision: str | None = None) -> dict:
         except Exception as e:  # noqa: BLE001 - offline, gated, missing: the reason is the message
             raise OSError(f"{model}{'@' + revision if revision else ''}: config.json could not be fetched "
                           f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
-    data = json.loads(path.read_text())
+    data = safeio.read_json(path, "model_config")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a JSON object")
     return data

@@ -11,11 +11,11 @@ file system, and run in ``check_references`` before any model loads.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 import struct
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem
 from suite.runtime.secrets import uri_credential
 
@@ -127,7 +127,7 @@ def ignore_pattern_problem(entry: str) -> str | None:
 def model_config(model_dir: Path) -> dict | None:
     """config.json of a local model (its text_config for a multimodal one), or None."""
     try:
-        cfg = json.loads((model_dir / "config.json").read_text())
+        cfg = safeio.read_json(model_dir / "config.json", "model_config")
     except (OSError, ValueError):
         return None
     return cfg.get("text_config", cfg) if isinstance(cfg, dict) else None
@@ -158,14 +158,14 @@ def module_names(model_dir: Path) -> list[str] | None:
     index = model_dir / "model.safetensors.index.json"
     try:
         if index.is_file():
-            weights = list(json.loads(index.read_text()).get("weight_map", {}))
+            weights = list(safeio.read_json(index, "model_config").get("weight_map", {}))
         else:
             for f in sorted(model_dir.glob("*.safetensors")):
-                with open(f, "rb") as fh:
+                with safeio.open_bytes(f, "weights") as fh:
                     (size,) = struct.unpack("<Q", fh.read(8))
                     if size > _HEADER_CAP:
                         return None
-                    weights += [k for k in json.loads(fh.read(size)) if k != "__metadata__"]
+                    weights += [k for k in safeio.loads_json(fh.read(size), f, "weights_header") if k != "__metadata__"]
     except (OSError, ValueError, struct.error):
         return None
     if not weights:

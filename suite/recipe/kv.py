@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem
 
 # llmcompressor / compressed-tensors 0.19 QuantizationStrategy.ATTN_HEAD: one k/v scale per KV head
@@ -72,7 +72,7 @@ def variant_kv_problem(v) -> tuple[str, str] | None:
 
 def num_hidden_layers(model_dir: Path) -> int | None:
     try:
-        cfg = json.loads((model_dir / "config.json").read_text())
+        cfg = safeio.read_json(model_dir / "config.json", "model_config")
     except (OSError, ValueError):
         return None
     cfg = cfg.get("text_config", cfg)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe.schema import GateSpec, Recipe
 from suite.recipe.loaded import LoadedRecipe, is_local_model  # noqa: F401  (re-exported)
@@ -192,14 +193,14 @@ def load_yaml(text: str, file: str):
                                  "keep one of the two keys" if dup else "fix the YAML syntax at that line")) from None
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, kind: str = "recipe") -> str:
     """A recipe or policy file's text: a SuiteError (not a traceback) when it is missing, unreadable or
     not UTF-8."""
     if not path.is_file():
         raise SuiteError(Problem(str(path), "", "file not found" if not path.exists() else "not a file",
                                  "check the path"))
     try:
-        return path.read_bytes().decode("utf-8")
+        return safeio.read_bytes(path, kind).decode("utf-8")
     except UnicodeDecodeError as e:
         raise SuiteError(Problem(str(path), "", f"not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})",
                                  "save the file as UTF-8")) from None

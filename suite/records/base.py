@@ -1,7 +1,8 @@
 """The base of every typed config and result that crosses a process boundary (the ground floor of `suite`).
 
-Only pydantic here: every stage environment (the quantize one too) can import it. Each stage reads
-its config from a JSON file and writes its result to another; the parent reads the results back.
+Only pydantic and the safe reader (suite.runtime.safeio: the standard library and PyYAML) here: every stage
+environment (the quantize one too) can import it. Each stage reads its config from a JSON file and
+writes its result to another; the parent reads the results back.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+from suite.runtime import safeio
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -20,10 +23,17 @@ class Record(BaseModel):
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(self.model_dump_json(indent=2))
+        try:
+            tmp.write_text(self.model_dump_json(indent=2))
+        except OSError as e:  # a full disk fails the write, whose error names no file: name it
+            raise OSError(e.errno, e.strerror, str(tmp)) if e.filename is None else e
         tmp.replace(path)
         return path
 
     @classmethod
     def read(cls: type[M], path: Path) -> M:
-        return cls.model_validate_json(Path(path).read_text())
+        """The record in ``path``, read by the safe reader (a regular file within the record cap, nested at most
+        its depth cap: a refusal is a SuiteError naming the file)."""
+        text = safeio.read_text(path, "record")
+        safeio.check_json_depth(text, path, "record")
+        return cls.model_validate_json(text)

@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NewType
 
+from suite.runtime import safeio
 from suite.records.schemes import SCHEMES
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
@@ -106,7 +107,7 @@ def cpu_serves_fp8_kv(cpuinfo: str | None = None) -> bool:
     if cpuinfo is None and (said := _settings().cpu_fp8_kv) is not None:
         return said
     try:
-        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+        text = safeio.read_text("/proc/cpuinfo", "system") if cpuinfo is None else cpuinfo
     except OSError:
         return True
     return bool(set(text.split()) & {"avx512f", "amx_tile"})
@@ -215,7 +216,7 @@ def run_probe(python: str, kind: str, timeout_s: float = 300) -> object:
                                      f"point {SERVE_PYTHON_ENV} / {QUANTIZE_PYTHON_ENV} at the python of an "
                                      "environment with 'suite[serve-gpu]' / 'suite[quantize]' installed (in a "
                                      "checkout: bash scripts/setup.sh)"))
-        return json.loads(out.read_text())
+        return safeio.read_json(out, "state")
 
 
 _versions_memo: dict[str, dict[str, str]] = {}
@@ -243,7 +244,7 @@ def _probe_code_sha() -> str:
     where PROBE_FORMAT was not bumped (an enum's accepted names once stayed stale that way)."""
     h = hashlib.sha256()
     for f in (Path(__file__), Path(__file__).with_name("engine") / "args.py", Path(__file__).with_name("vllm_alias.py")):
-        h.update(f.read_bytes())
+        h.update(safeio.read_bytes(f, "code"))
     return h.hexdigest()[:16]
 
 
@@ -256,7 +257,7 @@ def cached_probe(python: str, kind: str, depends_on: tuple[str, ...]) -> object:
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
     path = cache_dir() / "probes" / f"{kind}-{digest}.json"
     try:
-        cached = json.loads(path.read_text())
+        cached = safeio.read_json(path, "state")
         if cached.get("ident") == ident:
             return cached["answer"]
     except (OSError, ValueError, AttributeError):

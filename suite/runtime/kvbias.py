@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.records.kvcheck import Thresholds
 
 
@@ -40,7 +41,7 @@ def bias_norms(model_dir: str | Path) -> dict[str, dict[int, float]]:
         raise FileNotFoundError(f"{model_dir}: no *.safetensors files")
     for f in files:
         try:
-            with safe_open(f, framework="numpy") as st:
+            with safe_open(safeio.regular(f, "weights"), framework="numpy") as st:
                 for key in st.keys():
                     m = rx.search(key)
                     if m:

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.procs import alive, create_time, describe
 
 RUN_TOKEN_ENV = "SUITE_RUN_TOKEN"
@@ -21,7 +22,7 @@ LOCK_NAME = "run.lock"
 
 def boot_id() -> str:
     try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return safeio.read_text("/proc/sys/kernel/random/boot_id", "system").strip()
     except OSError:
         return ""
 
@@ -47,7 +48,7 @@ class RunLock:
         """The lock's record, or None when it is missing or not a lock record this module wrote (a
         number where a PID belongs, a list, text: a tampered or corrupt lock names no live holder)."""
         try:
-            held = json.loads(Path(path).read_text())
+            held = safeio.read_json(path, "state")
         except (OSError, ValueError):
             return None
         if not isinstance(held, dict):

@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from suite.runtime import safeio
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -301,7 +303,7 @@ def error_line(text: str) -> str | None:
 def failure_line(path: Path) -> str:
     """``error_line`` of a log file, else its last line."""
     try:
-        text = Path(path).read_text(errors="replace")
+        text = safeio.read_text(path, "log", errors="replace")
     except FileNotFoundError:
         return "(no log)"
     if found := error_line(text):

@@ -13,6 +13,8 @@ import os
 import time
 from pathlib import Path
 
+from suite.runtime import safeio
+
 ENV = "SUITE_PROGRESS_FILE"
 MIN_INTERVAL_S = 1.0
 _last: dict[str, float] = {}  # what -> when it was last written
@@ -49,7 +51,7 @@ def update(what: str, done: int, total: int | None = None) -> None:
 def read(path: Path) -> dict | None:
     """A progress record, or None when there is none or it does not parse."""
     try:
-        record = json.loads(Path(path).read_text())
+        record = safeio.read_json(path, "state")
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and "what" in record and "done" in record else None

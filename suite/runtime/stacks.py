@@ -32,6 +32,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite.runtime import safeio
+
 INTERVAL_S = 0.1
 ENV = "SUITE_STACK_SAMPLING"  # "0": no sampling (the stage runs exactly as before)
 # frames that only time or wrap a call (suite.stages.evaluate.timing's timers): the frame they wrap says more
@@ -317,9 +319,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--top", type=int, default=20, help="rows of the most-time table (default 20)")
     args = ap.parse_args(argv)
     try:
-        data = json.loads(args.file.read_text())
+        data = safeio.read_json(args.file, "record")
         text = report(data, window_s=args.window, n=args.top, start_s=args.start, end_s=args.end)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, safeio.UnsafeRead) as exc:
         print(f"error: {args.file}: not a stage's stack profile ({type(exc).__name__}: {exc}); it is the "
               "{stage}.stacks.json beside a stage's result", file=sys.stderr)
         return 2

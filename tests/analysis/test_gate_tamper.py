@@ -245,7 +245,7 @@ RAW_SUMMARIES = [
     ("duplicate-json-key", lambda t: t.replace('"tput.output_tok_s.ratio": 1.3',
                                                '"tput.output_tok_s.ratio": 0.5, "tput.output_tok_s.ratio": 1.3'),
      "duplicate key 'tput.output_tok_s.ratio'"),
-    ("deeply-nested", lambda t: "[" * 100_000 + "]" * 100_000, "not a suite summary"),
+    ("deeply-nested", lambda t: "[" * 100_000 + "]" * 100_000, "nested more than 128 levels deep"),
 ]
 
 
@@ -300,7 +300,7 @@ def test_policy_file_missing_or_a_folder(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "summary.json").write_text(json.dumps(good_run()))
-    for policy, words in ((tmp_path / "nope.yaml", "policy file not found"), (tmp_path, "cannot read it")):
+    for policy, words in ((tmp_path / "nope.yaml", "policy file not found"), (tmp_path, "a directory, not a regular file")):
         assert cli.main(["gate", str(run), "--policy", str(policy)]) == 2
         assert words in capsys.readouterr().err
 

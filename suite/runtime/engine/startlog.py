@@ -33,6 +33,7 @@ import os
 import re
 import stat
 
+from suite.runtime import safeio
 from suite.records.evaluate import EngineStart
 
 _NUM = r"([\d.]+)"
@@ -115,7 +116,7 @@ class StdoutWindow:
         logging.getLogger("vllm").removeHandler(self._handler)
         if self._path is not None:
             try:
-                with open(self._path, "rb") as fh:
+                with safeio.open_bytes(self._path, "log", gz=False) as fh:
                     fh.seek(self._start)
                     return fh.read().decode("utf-8", "replace")
             except OSError:

@@ -28,6 +28,7 @@ import time
 import traceback
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime import procs
 
 WORKER = [sys.executable, "-m", "suite.stages.benchmark.client"]
@@ -79,7 +80,7 @@ class WarmClient:
         """The worker ended without an answer: its start-up log says why (an import error, a signal)."""
         rc = self.proc.wait() if self.proc else None
         self.close()  # its pipes, and anything it left in its process group
-        said = self.startup_log.read_text(errors="replace")[-4000:] if self.startup_log.is_file() else ""
+        said = safeio.read_text(self.startup_log, "log", errors="replace")[-4000:] if self.startup_log.is_file() else ""
         last = [line for line in said.splitlines() if line.strip()][-1:] or ["-"]
         with open(log, "a") as fh:
             fh.write(f"the benchmark client worker exited ({procs.signal_name(rc)}) without finishing the point; "

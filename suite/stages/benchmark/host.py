@@ -10,6 +10,8 @@ from __future__ import annotations
 import glob
 import os
 
+from suite.runtime import safeio
+
 
 def cpu_cores(root: str = "/sys/devices/system/cpu") -> dict[int, str]:
     """Logical CPU -> its physical core, named "package:siblings" from sysfs (``topology/thread_siblings_list``: the
@@ -18,10 +20,8 @@ def cpu_cores(root: str = "/sys/devices/system/cpu") -> dict[int, str]:
     out: dict[int, str] = {}
     for d in glob.glob(os.path.join(root, "cpu[0-9]*")):
         try:
-            with open(os.path.join(d, "topology", "physical_package_id")) as f:
-                pkg = f.read().strip()
-            with open(os.path.join(d, "topology", "thread_siblings_list")) as f:
-                siblings = f.read().strip()
+            pkg = safeio.read_text(os.path.join(d, "topology", "physical_package_id"), "system").strip()
+            siblings = safeio.read_text(os.path.join(d, "topology", "thread_siblings_list"), "system").strip()
         except OSError:
             continue
         out[int(os.path.basename(d)[3:])] = f"{pkg}:{siblings}"
@@ -38,8 +38,7 @@ def host_cpu(cpuinfo: str | None = None, root: str = "/sys/devices/system/cpu", 
     try:
         if cpuinfo is None:
             try:
-                with open("/proc/cpuinfo") as f:
-                    cpuinfo = f.read()
+                cpuinfo = safeio.read_text("/proc/cpuinfo", "system")
             except OSError:
                 cpuinfo = ""
         fields: dict[str, str] = {}

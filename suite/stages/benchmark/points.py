@@ -3,10 +3,10 @@ its repetitions (``suite.stages.benchmark.stage`` runs them)."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime import spread
 from suite.stages.benchmark import server
 from suite.records.benchmark import BenchmarkConfig, LoadPoint, ServerStats
@@ -45,7 +45,7 @@ def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir
 
 
 def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
-    d = json.loads(path.read_text())
+    d = safeio.read_json(path, "record")
     completed = int(d.get("completed", 0))
     failed = int(d.get("failed", d.get("num_prompts", completed) - completed) or 0)
     return LoadPoint(

@@ -23,10 +23,11 @@ dtype-size table of our own that must follow every new safetensors dtype (FP8 va
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+
+from suite.runtime import safeio
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class ModelCost:
         model folder holds only the config)."""
         path = Path(folder)
         try:
-            cfg = json.loads((path / "config.json").read_text())
+            cfg = safeio.read_json(path / "config.json", "model_config")
         except (OSError, ValueError):
             return None
         cfg = cfg.get("text_config", cfg)
@@ -123,9 +124,9 @@ def safetensors_bytes(folder: Path, skip: tuple[str, ...] = ()) -> int | None:
         return None
     total = 0
     for f in files:
-        with open(f, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            header = json.loads(fh.read(n))
+        with safeio.open_bytes(f, "weights") as fh:
+            n = min(int.from_bytes(fh.read(8), "little"), safeio.limits("weights_header").max_bytes)
+            header = safeio.loads_json(fh.read(n), f, "weights_header")
         total += sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in header.items()
                      if k != "__metadata__" and not any(x in k for x in skip))
     return total

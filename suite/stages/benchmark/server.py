@@ -42,6 +42,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime import procs
 from suite.records.evaluate import EngineConfig
 
@@ -109,7 +110,7 @@ def _get(url: str, api_key: str | None = None, timeout: float = 2.0) -> tuple[in
 
 def tail(path: Path, lines: int = 40) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(safeio.read_text(path, "log", errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return "(no log)"
 

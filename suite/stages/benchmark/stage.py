@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from suite.runtime import safeio
 from suite.runtime import procs, progress
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark import server
@@ -188,7 +189,7 @@ def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
     if rc != 0 or not res_path.is_file():
         raise ServerError(f"the offline ceiling run failed ({procs.signal_name(rc)}): {procs.failure_line(log_path)} "
                           f"[log: {log_path}]")
-    return json.loads(res_path.read_text())
+    return safeio.read_json(res_path, "record")
 
 
 def run(config: BenchmarkConfig) -> BenchmarkResult:
@@ -317,7 +318,7 @@ def _result(config: BenchmarkConfig, r: _Rounds, offline: dict | None, offline_t
     """The stage's result: the last round's points and server, the KV capacity, the offline ceiling, the seconds."""
     from suite.runtime.envs import package_versions
 
-    kv_tokens, max_conc, _ = kv_capacity(r.kv_page, log_path.read_text(errors="replace"))
+    kv_tokens, max_conc, _ = kv_capacity(r.kv_page, safeio.read_text(log_path, "log", errors="replace"))
     gpu_sampling = f"NVML, GPUs {gpus.indices}" if gpus.available else gpus.error
     return BenchmarkResult(
         points=r.points, kv_cache_tokens=kv_tokens,
@@ -329,7 +330,8 @@ def _result(config: BenchmarkConfig, r: _Rounds, offline: dict | None, offline_t
         gpu_sampling=gpu_sampling, workload=config.workloads[0] if len(config.workloads) > 1 else None,
         api_server_count=r.count, scaled_from=r.earlier, client_s=r.client_s,
         overhead_s=max(0.0, r.served_s - r.start_stop_s - r.client_s - r.evaluate_s),
-        server_start_s=r.ready_s, engine_start=parse_engine_start(log_path.read_text(errors="replace"), r.ready_s),
+        server_start_s=r.ready_s,
+        engine_start=parse_engine_start(safeio.read_text(log_path, "log", errors="replace"), r.ready_s),
         evaluate=r.evaluation, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=r.cmd,
         versions=package_versions(),
     )

@@ -12,12 +12,12 @@ as its ``custom`` dataset (one ``{"prompt": ...}`` per line).
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import random
 from itertools import zip_longest
 from pathlib import Path
 
+from suite.runtime import safeio
 
 
 
@@ -25,22 +25,20 @@ def _gsm8k(data_dir: Path) -> list[str]:
     path = data_dir / "gsm8k" / "test.jsonl"
     if not path.is_file():
         return []
-    with open(path, encoding="utf-8") as fh:
-        return [f"Question: {json.loads(line)['question']}\nAnswer:" for line in fh if line.strip()]
+    return [f"Question: {row['question']}\nAnswer:" for row in safeio.iter_jsonl(path, "dataset")]
 
 
 def _humaneval(data_dir: Path) -> list[str]:
     path = data_dir / "humaneval" / "HumanEval.jsonl.gz"
     if not path.is_file():
         return []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line)["prompt"] for line in fh if line.strip()]
+    return [row["prompt"] for row in safeio.iter_jsonl(path, "dataset")]  # gzipped: decompressed within the cap
 
 
 def _choice_csvs(folder: Path, answer_cue: str, header: bool) -> list[str]:
     out = []
     for f in sorted(folder.glob("*.csv")):
-        with open(f, newline="", encoding="utf-8") as fh:
+        with safeio.open_text(f, "dataset", newline="") as fh:
             rows = list(csv.reader(fh))
         for r in rows[1:] if header else rows:
             q, a, b, c, d = (r[1:6] if header else r[0:5])
@@ -78,10 +76,10 @@ def dataset_rows(path: Path, fmt: str) -> list[tuple[str, int | None]]:
     JSON list of {conversations: [...]} whose first two turns are prompt and answer (the answer's length is counted
     in tokens by vLLM's client: None here), as vLLM's ShareGPT loader keeps them; jsonl, one {prompt, output_len}
     (or output_tokens, vLLM's name) per line. Raises ValueError naming the first bad line."""
-    text = path.read_text(encoding="utf-8")
+    text = safeio.read_text(path, "dataset")
     rows: list[tuple[str, int | None]] = []
     if fmt == "sharegpt":
-        data = json.loads(text)
+        data = safeio.loads_json(text, path, "dataset")
         if not isinstance(data, list):
             raise ValueError("a ShareGPT file is a JSON list of {conversations: [...]}")
         for entry in data:
@@ -93,7 +91,7 @@ def dataset_rows(path: Path, fmt: str) -> list[tuple[str, int | None]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = safeio.loads_json(line, path, "dataset", where=f"line {n}")
             out = row.get("output_len", row.get("output_tokens"))
             if not isinstance(row.get("prompt"), str) or isinstance(out, bool) or not isinstance(out, int) or out < 1:
                 raise ValueError

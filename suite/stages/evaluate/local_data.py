@@ -11,6 +11,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from suite.runtime import safeio
+
 
 def load_csv_splits(data_files: dict[str, str], column_names: list[str] | None = None, **_ignored):
     """{split: csv path} -> DatasetDict of string columns (a header row unless column_names is given)."""
@@ -21,7 +23,7 @@ def load_csv_splits(data_files: dict[str, str], column_names: list[str] | None =
         if not Path(path).is_file():
             raise FileNotFoundError(f"{Path(path).resolve()}: data file for split {split!r} not found "
                                     "(is eval.data_dir laid out like ../shared/data?)")
-        with open(path, newline="", encoding="utf-8") as fh:
+        with safeio.open_text(path, "dataset", newline="") as fh:
             rows = list(csv.reader(fh))
         header = column_names or rows[0]
         body = rows if column_names else rows[1:]

@@ -11,8 +11,9 @@ in ``summary.json``.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
+
+from suite.runtime import safeio
 
 
 def tokenizer_facts(model_path: str) -> dict:
@@ -21,10 +22,10 @@ def tokenizer_facts(model_path: str) -> dict:
     cfg_path = p / "tokenizer_config.json"
     if not cfg_path.is_file():
         return {"found": False}
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg = safeio.read_json(cfg_path, "model_config")
     template = cfg.get("chat_template")
     if (p / "chat_template.jinja").is_file():
-        template = (p / "chat_template.jinja").read_text(encoding="utf-8")
+        template = safeio.read_text(p / "chat_template.jinja", "template")
     facts.update(found=True, bos_token=cfg.get("bos_token"), eos_token=cfg.get("eos_token"),
                  add_bos_token=cfg.get("add_bos_token"),
                  chat_template_sha256=hashlib.sha256(template.encode()).hexdigest()[:16] if isinstance(template, str) else None)

@@ -12,7 +12,6 @@ the files written are the same.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,6 +20,7 @@ import time
 from itertools import groupby
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
 from suite.runtime.engine.batching import serve_batch_limits
 from suite.runtime.engine import determinism
@@ -142,7 +142,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                 for s in samples.get(sub, []):
                     fh.write(json.dumps({"task": sub, **s}, default=handle_non_serializable, ensure_ascii=False) + "\n")
         samples_files[t.name] = str(path)
-    samples_sha256 = {t: hashlib.sha256(Path(f).read_bytes()).hexdigest() for t, f in samples_files.items()}
+    samples_sha256 = {t: safeio.sha256(f, "samples") for t, f in samples_files.items()}
     end = time.perf_counter()
     time_split_s = {"setup": t_engine - start, "engine": t_lm_eval - t_engine, **lm_eval_split, "write": end - t_write}
     return EvaluateResult(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from suite.runtime import safeio
 from suite._data import folder as data_folder
 
 TASKS_DIR = data_folder("tasks")  # package data in a wheel, the top-level tasks/ in a checkout
@@ -27,6 +28,7 @@ STANDARD_PRIMARY_METRIC = {
     "ceval-valid": "acc,none",
 }
 STANDARD_CODE_TASKS = {"humaneval", "humaneval_instruct", "mbpp"}
+MAX_INCLUDES = 16  # files in one include: chain
 
 
 @dataclass(frozen=True)
@@ -51,18 +53,21 @@ _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 def _read(path: Path) -> dict:
     try:
-        data = yaml.load(path.read_text(), Loader=_Loader)  # noqa: S506 (SafeLoader subclass)
+        data = safeio.read_yaml(path, "task", loader=_Loader)  # size and nesting bounded
     except yaml.YAMLError:
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _merged(path: Path) -> dict:
-    """The YAML with its `include:` chain applied (include first, the file's keys on top)."""
+def _merged(path: Path, depth: int = 0) -> dict:
+    """The YAML with its `include:` chain applied (include first, the file's keys on top); a chain longer than
+    MAX_INCLUDES (a loop) is refused."""
     data = _read(path)
     inc = data.get("include")
+    if inc and depth >= MAX_INCLUDES:
+        raise safeio.UnsafeRead(path, f"include: chain longer than {MAX_INCLUDES} files (a loop?)", "end the chain")
     if inc:
-        base = _merged(path.parent / inc)
+        base = _merged(path.parent / inc, depth + 1)
         base.update(data)
         return base
     return data
@@ -71,7 +76,7 @@ def _merged(path: Path) -> dict:
 @lru_cache(maxsize=4)
 def available(tasks_dir: Path = TASKS_DIR) -> dict[str, TaskInfo]:
     out: dict[str, TaskInfo] = {}
-    for path in sorted(tasks_dir.rglob("*.yaml")):
+    for path in safeio.walk_files(tasks_dir, "*.yaml"):  # bounded: / or /proc is refused, not walked
         if "data" in path.relative_to(tasks_dir).parts:
             continue
         d = _merged(path)

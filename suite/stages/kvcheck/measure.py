@@ -56,6 +56,7 @@ FP8_E4M3_MAX = 448.0
 FP8_E4M3_MIN_NORMAL = 2.0 ** -6
 # |x / scale| above this is clipped: values in (448, 464] round to 448 anyway (448 + half its ulp of 32)
 FP8_E4M3_CLIP = 464.0
+from suite.runtime import safeio
 from suite.records.kvcheck import FP8_E4M3_MAX_REL_ROUNDING, Thresholds  # noqa: E402,F401  (ground floor: the parent reads them)
 SCALE_OPTIONS = ("calibrated", "unit", "dynamic", "per-head", "vllm-calc")
 VLLM_CALC_RANGE = {"q": 200.0, "k": 200.0, "v": 100.0}  # vLLM's Q/K/V_SCALE_CONSTANT
@@ -138,7 +139,7 @@ def read_kv_scales(model_dir: str | Path) -> dict[int, dict[str, float]]:
     out: dict[int, dict[str, float]] = {}
     rx = re.compile(r"layers\.(\d+)\..*\.([kvq])_scale$")
     for f in sorted(Path(model_dir).glob("*.safetensors")):
-        with safe_open(str(f), "pt") as st:
+        with safe_open(safeio.regular(f, "weights"), "pt") as st:
             for key in st.keys():
                 m = rx.search(key)
                 if m:

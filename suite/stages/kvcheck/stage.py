@@ -16,10 +16,10 @@ stops the greedy from chasing rounding noise when unit's KL is itself tiny.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
+from suite.runtime import safeio
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
 
 log = logging.getLogger(__name__)
@@ -50,12 +50,10 @@ def choose_scales(kl: dict[str, float], candidates: list[str], margin: float = A
 
 def read_texts(path: str, n: int) -> list[str]:
     out = []
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                out.append(json.loads(line)["text"])
-            if len(out) >= n:
-                break
+    for row in safeio.iter_jsonl(path, "dataset"):
+        out.append(row["text"])
+        if len(out) >= n:
+            break
     if not out:
         raise ValueError(f"{path}: no texts")
     return out

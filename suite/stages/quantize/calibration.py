@@ -15,16 +15,14 @@ my-data.yaml``, relative to the recipe: a user's file, offline), or a weighted m
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
-import json
 import random
 from pathlib import Path
 from typing import Iterator, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from suite.runtime import safeio
 from suite._data import folder as data_folder
 
 CALIBRATION_DIR = data_folder("calibration")  # package data in a wheel, the top-level calibration/ in a checkout
@@ -61,7 +59,7 @@ def is_file_ref(ref: str) -> bool:
 def resolve(ref: str, directory: Path = CALIBRATION_DIR) -> tuple[CalibrationSet, Path]:
     """A registry name, or the path of a set YAML (absolute, or relative to the working directory)."""
     path = Path(ref) if is_file_ref(ref) else available(directory)[ref]
-    return CalibrationSet.model_validate(yaml.safe_load(path.read_text())), path
+    return CalibrationSet.model_validate(safeio.read_yaml(path, "calibration")), path
 
 
 def data_files(spec: CalibrationSet, yaml_path: Path) -> list[Path]:
@@ -107,14 +105,10 @@ def _rows(spec: CalibrationSet, yaml_path: Path) -> Iterator[dict]:
     if spec.path:
         for f in data_files(spec, yaml_path):
             if f.suffix == ".csv":
-                with open(f, newline="", encoding="utf-8") as fh:
+                with safeio.open_text(f, "dataset", newline="") as fh:
                     yield from csv.DictReader(fh)
                 continue
-            opener = gzip.open if f.suffix == ".gz" else open
-            with opener(f, "rt", encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        yield json.loads(line)
+            yield from safeio.iter_jsonl(f, "dataset")  # a .gz decompressed, within the same cap
     else:  # streamed: a large hub set is never materialised
         from datasets import load_dataset
 
@@ -163,7 +157,7 @@ def content_hash(calibration, directory: Path = CALIBRATION_DIR) -> str:
     h = hashlib.sha256()
     for ref, weight in mix_parts(calibration):
         spec, path = resolve(ref, directory)
-        h.update(f"{weight}:".encode() + path.read_bytes())
+        h.update(f"{weight}:".encode() + safeio.read_bytes(path, "calibration"))
         for f in data_files(spec, path):
-            h.update(f.name.encode() + f.read_bytes())
+            h.update(f.name.encode() + safeio.read_bytes(f, "dataset"))
     return h.hexdigest()

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.records.quantize import QuantizeConfig, QuantizeResult
 from suite.records.schemes import scheme_in_config
 
@@ -98,7 +99,7 @@ def _write_and_finalize(model, tokenizer, tmp: Path, final: Path, config: Quanti
     model.save_pretrained(tmp, save_compressed=True)
     tokenizer.save_pretrained(tmp)
 
-    qcfg = json.loads((tmp / "config.json").read_text()).get("quantization_config") or {}
+    qcfg = safeio.read_json(tmp / "config.json", "model_config").get("quantization_config") or {}
     kv_scales = count_kv_scales(tmp)
     n_layers = getattr(model.config, "num_hidden_layers", 0)
     problems = verify_checkpoint(qcfg, kv_scales, n_layers, config)
@@ -174,11 +175,8 @@ def content_hash(folder: Path) -> str:
 
     total = hashlib.sha256()
     for f in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name not in NOT_CONTENT):
-        digest = hashlib.sha256()
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        total.update(f"{f.relative_to(folder).as_posix()}\0{digest.hexdigest()}\n".encode())
+        digest = safeio.sha256(f, "weights")
+        total.update(f"{f.relative_to(folder).as_posix()}\0{digest}\n".encode())
     return total.hexdigest()
 
 
@@ -277,7 +275,7 @@ def count_kv_scales(folder: Path) -> int:
 
     n = 0
     for f in folder.glob("*.safetensors"):
-        with safe_open(str(f), "pt") as st:
+        with safe_open(safeio.regular(f, "weights"), "pt") as st:
             n += sum(1 for k in st.keys() if k.endswith((".k_scale", ".v_scale")))
     return n
 

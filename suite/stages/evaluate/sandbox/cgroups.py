@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.stages.evaluate.sandbox._types import Limits, SandboxError
 
 
@@ -18,9 +19,9 @@ from suite.stages.evaluate.sandbox._types import Limits, SandboxError
 def _cgroup_dir(controller: str) -> Path | None:
     """Our own cgroup folder of a v1 controller (the per-program groups are made inside it)."""
     try:
-        own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+        own = next(line.split(":", 2)[2] for line in safeio.read_text("/proc/self/cgroup", "system").splitlines()
                    if controller in line.split(":", 2)[1].split(","))
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        for line in safeio.read_text("/proc/self/mountinfo", "system").splitlines():
             left, right = line.split(" - ", 1)
             fields, (fstype, _src, options) = left.split(), right.split()[:3]
             if fstype == "cgroup" and controller in options.split(","):
@@ -79,11 +80,11 @@ class _Cgroups:
 
     def oom_kills(self) -> int:
         try:
-            text = (self.memory / "memory.oom_control").read_text()
+            text = safeio.read_text(self.memory / "memory.oom_control", "system")
             m = re.search(r"^oom_kill (\d+)", text, re.M)
             if m:
                 return int(m.group(1))
-            return int((self.memory / "memory.failcnt").read_text()) and 1
+            return int(safeio.read_text(self.memory / "memory.failcnt", "system")) and 1
         except (OSError, ValueError):
             return 0
 
@@ -91,7 +92,7 @@ class _Cgroups:
         """SIGKILL every process in the groups (they stay; remove() waits for them to empty)."""
         for d in self.dirs:
             try:
-                pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+                pids = [int(p) for p in safeio.read_text(d / "cgroup.procs", "system").split()]
             except (OSError, ValueError):
                 continue
             for pid in pids:
@@ -109,7 +110,7 @@ def _remove_cgroup(d: Path) -> None:
     """Kill whatever is still in the group, then remove it."""
     for _ in range(200):
         try:
-            pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            pids = [int(p) for p in safeio.read_text(d / "cgroup.procs", "system").split()]
         except (OSError, ValueError):
             pids = []
         for pid in pids:

@@ -18,6 +18,7 @@ import os
 import stat
 from pathlib import Path
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.stages.evaluate.sandbox import ALLOW_ENV, Limits, SandboxError, ensure_available, run_programs
 from suite.stages.evaluate.sandbox.metric import estimate_pass_at_k
@@ -93,7 +94,7 @@ def _lines(path: Path):
 
 def _json(path: Path, n: int, line: str) -> dict:
     try:
-        row = json.loads(line)
+        row = safeio.loads_json(line, path, "samples", where=f"line {n}")  # nesting checked first
     except json.JSONDecodeError as e:
         raise SuiteError(Problem(str(path), f"line {n}", f"not JSON: {e}", "one JSON object per line")) from None
     if not isinstance(row, dict):
