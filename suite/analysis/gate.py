@@ -55,6 +55,7 @@ from suite.analysis.gates import GATES, recompute
 from suite.analysis.gates.base import EPS, FIX_SUMMARY, GateCheck, GateResult, check as _check  # noqa: F401
 from suite.analysis.gates.reader import Reader
 from suite.analysis.gates.registry import Context
+from suite.analysis.gates.sequential import stopped_tasks
 from suite.analysis.gates.structure import (  # noqa: F401 - perplexity_tasks: read by the report
     perplexity_policy_problems, perplexity_tasks, policy_problems, structure,
 )
@@ -166,7 +167,8 @@ def run(config: GateConfig) -> GateResult:
         if v is base:
             continue
         r = Reader(v, base, src, bad, headline_rule(recipe))
-        ctx = Context(s, v, base, r, policy, [t for t in s.tasks if t not in ppl_tasks], ppl_tasks, bad,
+        judged = [t for t in s.tasks if t not in ppl_tasks and t not in stopped_tasks(v)]  # stopped: gates.sequential
+        ctx = Context(s, v, base, r, policy, judged, ppl_tasks, bad,
                       headline_rule(recipe), said)
         for g in list(GATES.values()):
             g.check(ctx)
