@@ -167,9 +167,8 @@ def run(config: GateConfig) -> GateResult:
         if v is base:
             continue
         r = Reader(v, base, src, bad, headline_rule(recipe))
-        judged = [t for t in s.tasks if t not in ppl_tasks and t not in stopped_tasks(v)]  # stopped: gates.sequential
-        ctx = Context(s, v, base, r, policy, judged, ppl_tasks, bad,
-                      headline_rule(recipe), said)
+        ctx = Context(s, v, base, r, policy, [t for t in s.tasks if t not in ppl_tasks and t not in stopped_tasks(v)],
+                      ppl_tasks, bad, headline_rule(recipe), said)  # a task stopped early: gates.sequential
         for g in list(GATES.values()):
             g.check(ctx)
         if recorded_hashes:  # a run that recorded per-item hashes is judged only on figures it can recompute

@@ -166,7 +166,8 @@ def sequential(ctx: VariantContext) -> SequentialConfig | None:
         return SequentialConfig(looks=seq.looks, seed=seq.seed)
     g, margins = r.gates, {}
     for t in ctx.plan.tasks:
-        if g.max_relative_drop.get(t.name, g.default_max_relative_drop) is not None or t.name in g.min_recovery_lower_bound:
+        if (g.max_relative_drop.get(t.name, g.default_max_relative_drop) is not None
+                or t.name in g.min_recovery_lower_bound):
             continue
         limits = [x for x in (g.max_drop.get(t.name, g.default_max_drop),
                               g.non_inferiority_margin.get(t.name, g.default_non_inferiority_margin)) if x is not None]

@@ -24,8 +24,7 @@ RERUN = "rerun the evaluation without eval.sequential (every item), or with the 
 
 def stopped_tasks(v) -> set[str]:
     """The tasks the variant's evaluation stopped before its last item (eval.sequential)."""
-    ev = getattr(v, "evaluate", None)
-    return {t for t, s in (ev.sequential if ev else {}).items() if s.items_used < s.n_items}
+    return {t for t, s in (v.evaluate.sequential if v.evaluate else {}).items() if s.items_used < s.n_items}
 
 
 @register_gate("max_drop", name="sequential", reads=("acc.<task>",))

@@ -69,7 +69,8 @@ def baseline_scores(config: EvaluateConfig, metrics: dict[str, str]) -> dict[str
     if not base.sequential or any((s.looks_planned, s.seed) != (config.sequential.looks, config.sequential.seed)
                                      for s in base.sequential.values()):
         raise ValueError(f"{path}: the baseline was not scored in eval.sequential's {config.sequential.looks} looks "
-                         f"(seed {config.sequential.seed}) (fix: rerun its evaluation with the recipe's eval.sequential)")
+                         f"(seed {config.sequential.seed}) (fix: rerun its evaluation with the recipe's "
+                         "eval.sequential)")
     out = {}
     for task, metric in metrics.items():
         f = Path(base.samples_files.get(task, ""))
