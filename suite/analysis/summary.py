@@ -112,6 +112,8 @@ def _evaluate_metrics(ev) -> dict[str, float]:
     m["time.evaluate_s"], m["time.engine_load_s"] = ev.wall_s, ev.engine_load_s
     for part, seconds in ev.time_split_s.items():  # where the evaluation went (MLflow: time.evaluate.*)
         m[f"time.evaluate.{part}_s"] = seconds
+    for task, q in ev.sequential.items():  # eval.sequential: the looks scored, the items used and saved
+        m.update({metric_name("seq", task, k): float(getattr(q, k)) for k in ("looks_scored", "items_used", "items_saved")})
     return m
 
 

@@ -36,6 +36,8 @@ class TaskSpec(Strict):
 
 
 class SequentialSpec(Strict):
+    """eval.sequential: the evaluation that stops when the answer is known (suite.runtime.sequential)."""
+
     looks: int = Field(4, ge=2, le=20, description="equal parts each task's items are scored in; after each the "
                        "gates' paired test decides pass, fail or continue (docs/06, \"Stopping early\")")
     seed: int = Field(0, ge=0, le=SEED_MAX, description="seeds the order the items are scored in (the baseline's and "
