@@ -42,3 +42,16 @@ def test_sequential_refusals(demo_recipe_copy, change, words):
     with pytest.raises(SuiteError) as e:
         load_recipe(recipe)
     assert words in str(e.value) and "sequential" in str(e.value)
+
+
+def test_the_looks_and_seed_are_in_the_evaluation_key(demo_recipe_copy, tmp_path):
+    from suite.plan.keys import cache_key
+
+    versions = {"vllm": "x", "lm_eval": "y"}
+    fixed = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "a").variants[0].evaluate
+    keys = {cache_key(fixed, "m", versions)}
+    assert cache_key(fixed.model_copy(update={"sequential": None}), "m", versions) in keys
+    for looks, seed in ((4, 0), (4, 1), (3, 0)):
+        plan = make_plan(load_recipe(demo_recipe_copy(eval__sequential={"looks": looks, "seed": seed})), tmp_path / "b")
+        keys.add(cache_key(plan.variants[0].evaluate, "m", versions))
+    assert len(keys) == 4
