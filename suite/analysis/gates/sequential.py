@@ -54,8 +54,8 @@ def _recompute(ctx, task: str, margin: float) -> GateCheck | None:
                 "rerun the run with eval.sequential set for the baseline and the variant")
         return None
     try:
-        mine = item_scores(Path(ctx.v.evaluate.samples_files[task]), rec.metric)
-        theirs = item_scores(Path(base_ev.samples_files[task]), rec.metric)
+        mine = item_scores(_in_run(ctx, ctx.v.evaluate.samples_files[task]), rec.metric)
+        theirs = item_scores(_in_run(ctx, base_ev.samples_files[task]), rec.metric)
         if len(theirs) != rec.n_items:
             raise ValueError(f"the baseline scored {len(theirs)} of the task's {rec.n_items} items, not all")
         k = seq.stopped_look(mine, theirs, rec.seed, rec.looks_planned)
@@ -72,3 +72,9 @@ def _recompute(ctx, task: str, margin: float) -> GateCheck | None:
         c.make_inconclusive(f"the sequential test at margin {margin:g} does not decide at look {k + 1} "
                             f"(z {last.z:.3g}, bound ±{last.bound:.3g})" if last else "no look reached", RERUN)
     return c
+
+
+def _in_run(ctx, name: str) -> Path:
+    """A samples file's path: as recorded, or a name relative to the run folder."""
+    p = Path(name)
+    return p if p.is_absolute() or ctx.summary is None else Path(ctx.summary.run_dir or ".") / p

@@ -74,7 +74,8 @@ def baseline_scores(config: EvaluateConfig, metrics: dict[str, str]) -> dict[str
     out = {}
     for task, metric in metrics.items():
         f = Path(base.samples_files.get(task, ""))
-        f = f if f.is_absolute() else path.parent / f
+        if not f.is_absolute():  # a name relative to the run folder (variants/<name>/<stage>.result.json's ../..)
+            f = path.resolve().parents[2] / f
         scores = {}
         with open(f, encoding="utf-8") as fh:
             while line := fh.readline(MAX_SAMPLE_LINE):
