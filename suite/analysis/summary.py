@@ -100,7 +100,7 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
 
 def _evaluate_metrics(ev) -> dict[str, float]:
     """Each task's score and its other metrics, the mean accuracy, where the evaluation's time went."""
-    m: dict[str, float] = {}
+    m: dict[str, float] = ev.sequential_metrics()  # eval.sequential's looks, items used and saved
     for s in ev.scores:
         m[metric_name("acc", s.task)] = s.value
         for k, val in s.all_metrics.items():
@@ -112,8 +112,6 @@ def _evaluate_metrics(ev) -> dict[str, float]:
     m["time.evaluate_s"], m["time.engine_load_s"] = ev.wall_s, ev.engine_load_s
     for part, seconds in ev.time_split_s.items():  # where the evaluation went (MLflow: time.evaluate.*)
         m[f"time.evaluate.{part}_s"] = seconds
-    for task, q in ev.sequential.items():  # eval.sequential: the looks scored, the items used and saved
-        m.update({metric_name("seq", task, k): float(getattr(q, k)) for k in ("looks_scored", "items_used", "items_saved")})
     return m
 
 

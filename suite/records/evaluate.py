@@ -190,3 +190,8 @@ class EvaluateResult(Record):
     sequential: dict[str, SequentialTask] = Field(
         default_factory=dict, description="eval.sequential: task -> its looks, items used and saved, and decision "
         "(empty: a fixed-size evaluation)")
+
+    def sequential_metrics(self) -> dict[str, float]:
+        """eval.sequential's figures as the summary's metrics: seq.<task>.looks_scored, .items_used, .items_saved."""
+        return {f"seq.{task}.{k}": float(getattr(q, k)) for task, q in self.sequential.items()
+                for k in ("looks_scored", "items_used", "items_saved")}

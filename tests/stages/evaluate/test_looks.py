@@ -117,3 +117,16 @@ def test_task_items_follow_lm_evals_limit():
     assert looks.task_items(TaskRun(name="t", limit=0.5), {"a": 5}) == [("a", i) for i in range(3)]
     assert looks.task_items(TaskRun(name="t", limit=9), {"a": 5, "b": 20}) == \
         [("a", i) for i in range(5)] + [("b", i) for i in range(9)]
+
+
+def test_the_summary_metrics_of_the_looks(tmp_path):
+    from suite.analysis.summary import variant_metrics
+    from suite.records.summary import VariantSummary
+
+    _, merged, scores, records = run_pair(tmp_path, lambda leaf, i: float(i % 2), {"grp": 0.3})
+    ev = EvaluateResult(scores=scores, results_file="r", wall_s=1, engine_load_s=1, sequential=records)
+    m = variant_metrics(VariantSummary(name="v", is_baseline=False, model_path="/m", evaluate=ev), "max")
+    g = records["grp"]
+    assert (m["seq.grp.looks_scored"], m["seq.grp.items_used"], m["seq.grp.items_saved"]) == (
+        g.looks_scored, g.items_used, g.items_saved)
+    assert m["seq.solo.items_saved"] == 0 and m["acc.grp"] == next(s.value for s in scores if s.task == "grp")
