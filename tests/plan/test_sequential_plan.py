@@ -36,6 +36,7 @@ def test_without_sequential_nothing_changes(demo_recipe_copy, tmp_path):
     ({"eval__engine_check": [{"max_num_seqs": 8}]}, "eval.engine_check"),
     ({"eval__sequential": {"looks": 1}}, "looks"),
     ({"eval__sequential": {"looks": 4, "every": 2}}, "every"),
+    ({"eval__tasks": [{"name": "suite_mmlu", "limit": 1}, {"name": "suite_longppl"}]}, "perplexity"),
 ])
 def test_sequential_refusals(demo_recipe_copy, change, words):
     recipe = demo_recipe_copy(**{"eval__sequential": {"looks": 4}, **change})
