@@ -67,9 +67,17 @@ def test_the_variant_stops_on_the_seeded_orders_first_items_and_the_gate_judges_
     scored = items(var.samples_files["suite_mmlu"])
     assert sorted(scored) == sorted(seq.item_order(keys, SEED)[:v.items_used])  # the order's first ones
     assert next(s.n for s in var.scores if s.task == "suite_mmlu") == v.items_used
-    summary = json.loads((seq_run / "summary.json").read_text())
-    metrics = next(x for x in summary["variants"] if x["name"] == "fp8-kv")["metrics"]
+    from mlflow.tracking import MlflowClient
+
+    from suite.analysis.load import load_summary
+
+    summary = load_summary(str(seq_run))  # summary.json with its tracking state (tracking.json)
+    metrics = next(x for x in summary.variants if x.name == "fp8-kv").metrics
     assert metrics["seq.suite_mmlu.items_saved"] == v.items_saved
+    logged = MlflowClient(tracking_uri=summary.tracking.uri).get_run(summary.tracking.variant_run_ids["fp8-kv"])
+    assert logged.data.metrics["seq.suite_mmlu.items_used"] == v.items_used
+    page = (seq_run / "report.html").read_text()
+    assert "eval.sequential looks" in page and f"{v.items_used} of 57" in page
     # `suite gate`: the stopped task judged by the sequential test, as the stage decided it
     res = subprocess.run([sys.executable, "-m", "suite", "gate", str(seq_run), "--no-record"], cwd=ROOT,
                          capture_output=True, text=True)
