@@ -56,6 +56,7 @@ from suite.analysis.gates import GATES, recompute
 from suite.analysis.gates.base import EPS, FIX_SUMMARY, GateCheck, GateResult, check as _check  # noqa: F401
 from suite.analysis.gates.reader import Reader
 from suite.analysis.gates.registry import Context
+from suite.analysis.gates.sequential import stopped_tasks
 from suite.analysis.gates.structure import (  # noqa: F401 - perplexity_tasks: read by the report
     perplexity_policy_problems, perplexity_tasks, policy_problems, structure,
 )
@@ -167,8 +168,8 @@ def run(config: GateConfig) -> GateResult:
         if v is base:
             continue
         r = Reader(v, base, src, bad, headline_rule(recipe))
-        ctx = Context(s, v, base, r, policy, [t for t in s.tasks if t not in ppl_tasks], ppl_tasks, bad,
-                      headline_rule(recipe), said)
+        ctx = Context(s, v, base, r, policy, [t for t in s.tasks if t not in ppl_tasks and t not in stopped_tasks(v)],
+                      ppl_tasks, bad, headline_rule(recipe), said)  # a task stopped early: gates.sequential
         for g in list(GATES.values()):
             g.check(ctx)
         if recorded_hashes:  # a run that recorded per-item hashes is judged only on figures it can recompute

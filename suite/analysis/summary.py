@@ -101,7 +101,7 @@ def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
 
 def _evaluate_metrics(ev) -> dict[str, float]:
     """Each task's score and its other metrics, the mean accuracy, where the evaluation's time went."""
-    m: dict[str, float] = {}
+    m: dict[str, float] = ev.sequential_metrics()  # eval.sequential's looks, items used and saved
     for s in ev.scores:
         m[metric_name("acc", s.task)] = s.value
         for k, val in s.all_metrics.items():

@@ -170,6 +170,9 @@ def context(s: RunSummary, gate) -> dict:
     # HumanEval's programs: namespaces (contained) or process (weaker, asked for by the recipe)
     sandboxes = [[v.name, v.evaluate.code_sandbox] for v in s.variants
                  if v.evaluate is not None and getattr(v.evaluate, "code_sandbox", None)]
+    # eval.sequential: per variant and task, the looks scored, the items used and saved, the test's decision
+    sequential = [[v.name, t, f"{q.looks_scored} of {q.looks_planned}", f"{q.items_used} of {q.n_items}", q.items_saved,
+                   q.decision] for v in s.variants if v.evaluate is not None for t, q in v.evaluate.sequential.items()]
     from suite.analysis.summary import point_bounds
 
     # each load point's bound by the current rule (the label as run beside it when they differ), in the points' order
@@ -179,7 +182,7 @@ def context(s: RunSummary, gate) -> dict:
     spreads = {v.name: [point_spread(p) for p in v.benchmark.points] for v in s.variants if v.benchmark}
     ceiling_notes = {v.name: ceiling_note(v.benchmark) for v in s.variants if v.benchmark}
     return {"s": s, "gate": gate, "bounds": bounds, "spreads": spreads, "ceiling_notes": ceiling_notes, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
-            "span": span, "sandboxes": sandboxes, "stage_wall": [[k, f"{v:.1f}", f"{s.stage_elapsed_s[k]:.1f}" if k in s.stage_elapsed_s else "-"]
+            "span": span, "sandboxes": sandboxes, "sequential": sequential, "stage_wall": [[k, f"{v:.1f}", f"{s.stage_elapsed_s[k]:.1f}" if k in s.stage_elapsed_s else "-"]
                            for k, v in s.stage_wall_s.items()],
             "frontier_png": png_data, "frontier_chart": frontier_chart(s), "has_points": has_points,
             "throughput_chart": throughput_chart(s) if has_points else None,

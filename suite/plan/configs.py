@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from suite.runtime import safeio
 from suite.recipe import LoadedRecipe, VariantSpec, kv
 from suite.records.benchmark import BenchmarkConfig
-from suite.records.evaluate import EngineConfig, EvaluateConfig
+from suite.records.evaluate import EngineConfig, EvaluateConfig, SequentialConfig
 from suite.records.kvcheck import KVCheckConfig
 from suite.records.quantize import QuantizeConfig
 from suite.plan.keys import checkpoint_key
@@ -151,7 +151,31 @@ def _evaluation(ctx: VariantContext) -> EvaluateConfig | None:
         allow_code_execution=r.eval.allow_code_execution, code_sandbox=r.eval.code_sandbox,
         max_gen_toks=r.eval.max_gen_toks, backend="served" if r.eval.engine == "served" else "vllm",
         seed=r.eval.seed, loglikelihood=r.eval.loglikelihood, output_dir=str(ctx.vdir / STAGES[EVALUATE].output_dirs[0]),
+        sequential=sequential(ctx),
     )
+
+
+def sequential(ctx: VariantContext) -> SequentialConfig | None:
+    """eval.sequential for one variant: the baseline scores every look; a variant carries each task's margin (the
+    smallest of its max_drop and non_inferiority_margin: both pass when the paired delta's lower bound is above
+    minus it) and the baseline's result, which its evaluation waits for (plan.dag). A task that another accuracy gate
+    judges on all items (max_relative_drop, min_recovery_lower_bound) gets no margin: it is scored in full."""
+    r = ctx.recipe
+    if (seq := r.eval.sequential) is None:
+        return None
+    if ctx.is_baseline:
+        return SequentialConfig(looks=seq.looks, seed=seq.seed)
+    g, margins = r.gates, {}
+    for t in ctx.plan.tasks:
+        if (g.max_relative_drop.get(t.name, g.default_max_relative_drop) is not None
+                or t.name in g.min_recovery_lower_bound):
+            continue
+        limits = [x for x in (g.max_drop.get(t.name, g.default_max_drop),
+                              g.non_inferiority_margin.get(t.name, g.default_non_inferiority_margin)) if x is not None]
+        if limits:
+            margins[t.name] = min(limits)
+    base = ctx.plan.run_dir / "variants" / r.baseline.name / f"{EVALUATE}.result.json"
+    return SequentialConfig(looks=seq.looks, seed=seq.seed, margins=margins, baseline_result=str(base))
 
 
 def absolute_calibration(loaded: LoadedRecipe, calib):

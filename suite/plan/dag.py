@@ -113,6 +113,8 @@ def build(plan, executor: ExecutorSpec) -> list[Job]:
                 deps += [f"{s}:{name}" for s in RUN_ORDER if STAGES[s].prerequisite and s != stage
                          and vp.config(s) is not None
                          and RUN_ORDER.index(s) < RUN_ORDER.index(stage)]
+            if getattr(getattr(cfg, "sequential", None), "baseline_result", None):  # eval.sequential: its baseline's
+                deps.append(f"{stage}:{next(b.variant.name for b in plan.variants if b.is_baseline)}")  # looks
             jobs.append(Job(stage, name, tuple(deps), resources(stage, cfg, executor)))
     jobs.append(Job(PUBLISH, "*", tuple(j.id for j in jobs), Resources(gpus=0, cpus=1)))
     return jobs

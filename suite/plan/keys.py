@@ -110,6 +110,8 @@ NOT_IN_KEY_ENV = frozenset({
 # (read as a file: the module imports lm-eval and vLLM, which the parent never imports); it sits in the evaluate
 # stage's subpackage, which is named as the stage
 GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / EVALUATE / "grouped.py"
+# eval.sequential: the looks (what each scores) and the design (when a task stops)
+SEQUENTIAL_CODE = (GROUPED_SCORING.parent / "looks.py", GROUPED_SCORING.parents[2] / "runtime" / "sequential.py")
 
 
 class FileHashes:
@@ -194,6 +196,11 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         cfg.pop("loglikelihood")
     elif cfg.get("loglikelihood") == "grouped":  # the suite's own scoring code: a change to it is a new key
         cfg["loglikelihood"] = "grouped-" + safeio.sha256(GROUPED_SCORING, "code")[:16]
+    if cfg.get("sequential") is None:  # likewise (a fixed-size evaluation)
+        cfg.pop("sequential", None)
+    else:  # the looks' code and the design's bounds decide which items are scored: a change to them is a new key
+        cfg["sequential"]["code"] = hashlib.sha256(
+            b"".join(safeio.read_bytes(p, "code") for p in SEQUENTIAL_CODE)).hexdigest()[:16]
     # the sampler the engine runs with, whichever decided it (the environment's switch wins over the config's);
     # always in the key: entries made from d5be40a to 13bd99c ran without FlashInfer's sampler and named nothing
     from suite.records.evaluate import SAMPLER_ENV

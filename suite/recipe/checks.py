@@ -106,6 +106,9 @@ def task_problems(loaded: LoadedRecipe) -> list[Problem]:
                                 "have nothing to judge", "add suite_longppl to eval.tasks, or remove the gate"))
     for i, t in enumerate(r.eval.tasks):
         problems += _one_task_problems(loaded, i, t.name, local, hub_names, data_dir)
+        if r.eval.sequential is not None and t.name in local and is_perplexity(local[t.name]):
+            problems.append(Problem(f, f"eval.tasks.{i}", f"{t.name} is a perplexity, paired by document, not judged "
+                                    "in eval.sequential's looks", "score it in a recipe without eval.sequential"))
     return problems
 
 

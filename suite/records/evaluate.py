@@ -60,6 +60,38 @@ class TaskRun(Record):
     limit: Optional[float] = None
 
 
+class SequentialConfig(Record):
+    """eval.sequential as the evaluate stage runs it: every task's items in a seeded order, scored in ``looks`` equal
+    parts (suite.runtime.sequential.look_items). The baseline scores every look (its few-shot prompts then match the
+    variant's: lm-eval draws random few-shot examples over the documents of each call); a variant with ``margins``
+    stops scoring a task once the group-sequential test decides it against the baseline's items."""
+
+    looks: int = Field(ge=1, le=20)
+    seed: int = Field(ge=0)
+    margins: dict[str, float] = Field(default_factory=dict, description="task -> the smallest absolute margin its "
+                                      "gates set (max_drop, non_inferiority_margin); a task without one is scored "
+                                      "in full; empty: the baseline")
+    baseline_result: Optional[str] = Field(None, description="the baseline's evaluate.result.json, scored in the "
+                                           "same looks (None: this is the baseline)")
+
+
+class SequentialTask(Record):
+    """What eval.sequential did for one task: the looks scored, the items used and saved, the decision."""
+
+    metric: str
+    margin: Optional[float] = None
+    n_items: int
+    seed: int
+    looks_planned: int
+    looks_scored: int
+    items_used: int
+    items_saved: int
+    decision: str = Field(description="pass, fail (stopped early or at the last look), inconclusive (scored in full, "
+                          "undecided), or unjudged (no margin, or the baseline: scored in full)")
+    looks: list[dict[str, Any]] = Field(default_factory=list, description="per look: items, delta, z, bound, "
+                                        "decision (suite.runtime.sequential.Look)")
+
+
 class EvaluateConfig(Record):
     engine: EngineConfig
     tasks: list[TaskRun]
@@ -94,6 +126,8 @@ class EvaluateConfig(Record):
         "a fresh GPU machine's first evaluation engines over a minute, and greedy requests never use it. Where a server follows, "
         "it stays on: vLLM hashes every VLLM_* variable into its torch.compile cache key, so an engine started "
         "without it does not share the server's compile cache")
+    sequential: Optional[SequentialConfig] = Field(None, description="eval.sequential (None: every item in one "
+                                                   "pass, the fixed-size evaluation)")
     output_dir: str
 
 
@@ -153,3 +187,11 @@ class EvaluateResult(Record):
     loglikelihood_counts: dict[str, int] = Field(
         default_factory=dict, description="loglikelihood: grouped: pairs (asked for), grouped_pairs (of those, "
         "scored one request per context), requests (vLLM requests the grouped path sent); empty: per_request")
+    sequential: dict[str, SequentialTask] = Field(
+        default_factory=dict, description="eval.sequential: task -> its looks, items used and saved, and decision "
+        "(empty: a fixed-size evaluation)")
+
+    def sequential_metrics(self) -> dict[str, float]:
+        """eval.sequential's figures as the summary's metrics: seq.<task>.looks_scored, .items_used, .items_saved."""
+        return {f"seq.{task}.{k}": float(getattr(q, k)) for task, q in self.sequential.items()
+                for k in ("looks_scored", "items_used", "items_saved")}

@@ -313,3 +313,19 @@ def test_labels_of_points_on_one_spot_do_not_overlap():
     boxes = [t.get_window_extent(renderer) for t in ax.texts]
     plt.close(fig)
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_report_states_the_looks_items_used_and_saved_of_a_sequential_evaluation(tmp_path):
+    from suite.records.evaluate import EvaluateResult, SequentialTask
+
+    s = summary_with_everything(tmp_path)
+    assert "eval.sequential looks" not in report.run(report.ReportConfig(s, tmp_path / "a.html")).html.read_text()
+    rec = SequentialTask(metric="acc,none", margin=0.02, n_items=14042, seed=0, looks_planned=4, looks_scored=2,
+                         items_used=7021, items_saved=7021, decision="pass")
+    s.variants[1].evaluate = EvaluateResult(scores=[], results_file="r", wall_s=1, engine_load_s=1,
+                                            sequential={"suite_mmlu": rec})
+    p = Collect()
+    p.feed(report.run(report.ReportConfig(s, tmp_path / "b.html")).html.read_text())
+    text = " ".join(p.text)
+    for needle in ("eval.sequential looks", "2 of 4", "7021 of 14042", "7021", "pass"):
+        assert needle in text, needle

@@ -3,6 +3,6 @@ checks); ``suite.analysis.gate.run`` iterates them."""
 
 from suite.analysis.gates import (  # noqa: F401 - importing a gate module registers it
     drop, relative_drop, noninferiority, recovery, throughput, sustainable_rate, latency, kv_layers,
-    perplexity_increase,
+    perplexity_increase, sequential,
 )
 from suite.analysis.gates.registry import GATES, Gate, register_gate, unregister_gate  # noqa: F401

@@ -79,10 +79,13 @@ def prepare(config: EvaluateConfig):
     return task_manager
 
 
-def score_tasks(config: EvaluateConfig, lm, task_manager) -> tuple[dict, list[TaskScore], dict[str, float]]:
-    """``simple_evaluate`` once per group of tasks that share n-shot and limit, under lm-eval's phase timers.
-    Returns lm-eval's merged results (samples included), a score per task, and where the time went
-    (``suite.stages.evaluate.timing.split_lm_eval``)."""
+def score_tasks(config: EvaluateConfig, lm, task_manager) -> tuple[dict, list[TaskScore], dict[str, float], dict]:
+    """``simple_evaluate`` once per group of tasks that share n-shot and limit (eval.sequential: per look, in
+    ``suite.stages.evaluate.looks``), under lm-eval's phase timers. Returns lm-eval's merged results (samples
+    included), a score per task, where the time went (``suite.stages.evaluate.timing.split_lm_eval``) and the
+    sequential records (empty: a fixed-size evaluation)."""
+    import functools
+
     import lm_eval
 
     from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval, time_requests
@@ -91,24 +94,28 @@ def score_tasks(config: EvaluateConfig, lm, task_manager) -> tuple[dict, list[Ta
     merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
                     "task_hashes": {}, "versions": {}}
     scores: list[TaskScore] = []
+    evaluate = functools.partial(
+        lm_eval.simple_evaluate, model=lm, log_samples=True, task_manager=task_manager,
+        apply_chat_template=config.apply_chat_template, fewshot_as_multiturn=config.apply_chat_template,
+        random_seed=config.seed, numpy_random_seed=config.seed, torch_random_seed=config.seed,
+        fewshot_random_seed=config.seed, confirm_run_unsafe_code=config.allow_code_execution,
+        batch_size=config.batch_size)
     key = lambda t: (t.num_fewshot if t.num_fewshot is not None else -1, t.limit or 0)  # noqa: E731
-    start = time.perf_counter()
+    start, looked = time.perf_counter(), {}
     with lm_eval_phases(task_manager) as phases:
-        for (_, _), group in groupby(sorted(config.tasks, key=key), key=key):
+        if config.sequential is not None:  # one engine (this lm) for every look
+            from suite.stages.evaluate.looks import score_in_looks
+
+            merged, scores, looked = score_in_looks(config, lm, task_manager, evaluate)
+        for (_, _), group in groupby(sorted(config.tasks if not looked else [], key=key), key=key):
             group = list(group)
-            res = lm_eval.simple_evaluate(
-                model=lm, tasks=[t.name for t in group], num_fewshot=group[0].num_fewshot,
-                limit=_limit(group[0].limit), log_samples=True, task_manager=task_manager,
-                apply_chat_template=config.apply_chat_template, fewshot_as_multiturn=config.apply_chat_template,
-                random_seed=config.seed, numpy_random_seed=config.seed, torch_random_seed=config.seed,
-                fewshot_random_seed=config.seed, confirm_run_unsafe_code=config.allow_code_execution,
-                batch_size=config.batch_size,
-            )
+            res = evaluate(tasks=[t.name for t in group], num_fewshot=group[0].num_fewshot,
+                           limit=_limit(group[0].limit))
             for part in merged:
                 merged[part].update(res.get(part) or {})
             for t in group:
                 scores.append(task_score(t, res))
-    return merged, scores, split_lm_eval(time.perf_counter() - start, phases, in_requests)
+    return merged, scores, split_lm_eval(time.perf_counter() - start, phases, in_requests), looked
 
 
 def run(config: EvaluateConfig) -> EvaluateResult:
@@ -126,7 +133,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         _started.append(lm)
 
     t_lm_eval = time.perf_counter()
-    merged, scores, lm_eval_split = score_tasks(config, lm, task_manager)
+    merged, scores, lm_eval_split, looked = score_tasks(config, lm, task_manager)
 
     t_write = time.perf_counter()
     results_file = out_dir / "lm_eval_results.json"
@@ -155,7 +162,7 @@ def run(config: EvaluateConfig) -> EvaluateResult:
         code_sandbox=_code_sandbox(), batch_limits=batch_limits,
         loglikelihood_counts=dict(getattr(lm, "counts", {})),
         flashinfer_sampler=os.environ.get(SAMPLER_ENV) if config.backend != "served" else None,
-        batch_invariant=determinism.apply(config.engine),
+        batch_invariant=determinism.apply(config.engine), sequential=looked,
     )
 
 
