@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
+from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 
 MAX_SETS = 64
@@ -46,7 +47,7 @@ def parse(items: list[str] | None) -> list[tuple[str, list, object]]:
             raise SuiteError(Problem("--set", item, "not PATH=VALUE", FIX))
         steps = _steps(path)
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = safeio.loads_yaml(raw, "--set", "recipe") if raw.strip() else ""  # nesting bounded too
         except yaml.YAMLError as e:
             raise SuiteError(Problem("--set", path, f"the value {raw!r} is not YAML: "
                                      f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}",

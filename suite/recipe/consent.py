@@ -21,10 +21,10 @@ from pathlib import Path
 import yaml
 
 from suite.recipe.loaded import LoadedRecipe
-from suite.runtime.errors import Problem
+from suite.runtime import safeio
+from suite.runtime.errors import Problem, SuiteError
 
 MAX_TASK_FILES = 5000  # files walked under one include_path folder (a task folder holds tens)
-MAX_YAML_BYTES = 1 << 20  # a task YAML is a few KB
 MAX_INCLUDES = 16  # include: chain length followed from one YAML
 
 # engine arguments that make vLLM import a class or module named by the recipe (vllm EngineArgs), or run the model
@@ -85,8 +85,8 @@ _Plain.add_multi_constructor("!", lambda loader, suffix, node: None)
 def _includes(text: str) -> list[str]:
     """The ``include:`` targets of a task YAML (tags read as plain values), or none."""
     try:
-        data = yaml.load(text, Loader=_Plain)  # noqa: S506 (a SafeLoader subclass: tags become None)
-    except (yaml.YAMLError, RecursionError):
+        data = safeio.loads_yaml(text, "include", "task", loader=_Plain)  # tags read as None, nesting bounded
+    except (yaml.YAMLError, SuiteError):
         return []
     inc = data.get("include") if isinstance(data, dict) else None
     return [i for i in (inc if isinstance(inc, list) else [inc]) if isinstance(i, str)]
@@ -109,14 +109,12 @@ def task_code_sites(yaml_file: Path, seen: set[Path] | None = None) -> list[tupl
         return []
     seen.add(path)
     try:
-        if not path.is_file():
-            return [(yaml_file, 0, "is not a regular file (lm-eval would read it as a task YAML)")]
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_YAML_BYTES + 1)
-        if len(raw) > MAX_YAML_BYTES:
-            return [(yaml_file, 0, f"is larger than {MAX_YAML_BYTES >> 10} KiB: not read")]
-        text = raw.decode("utf-8")
+        if path.exists() and not path.is_file():  # a FIFO or a device: the task walk skips it, and so does lm-eval's
+            return []                             # check (suite/recipe/checks.py) that a task YAML is there
+        text = safeio.read_text(path, "task")
         sites = [(yaml_file, line, _with_module(what, path.parent)) for line, what in _code_sites(text)]
+    except SuiteError as e:  # too large or not a regular file (safeio's words)
+        return [(yaml_file, 0, f"cannot be read safely ({e.problems[0].message})")]
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         return [(yaml_file, 0, f"cannot be read as YAML ({type(e).__name__})")]
     for inc in _includes(text):

@@ -64,7 +64,6 @@ _FAMILIES: tuple[tuple[str, tuple[str, str]], ...] = (
 _KEY = re.compile(r"[a-z][a-z0-9]*(?:[_-][a-z0-9]+)*")
 # argparse reads an argument starting with '-' as an option unless it looks like a negative number
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-MAX_CONFIG_BYTES = 16 << 20  # a benchmark config is a few KB; a larger file is not read whole
 
 
 def refusal(dest: str) -> tuple[str, str] | None:
@@ -241,11 +240,9 @@ def check_run_folder(folder: Path, variants, bad) -> None:
     for name, found in rows.items():
         path = folder / "variants" / name / "benchmark.config.json"
         try:
-            if not path.is_file():  # a FIFO or a device is not read (it could block or never end)
-                raise FileNotFoundError(path)
-            with open(path, "rb") as fh:
-                config = BenchmarkConfig.model_validate_json(fh.read(MAX_CONFIG_BYTES))
-        except (OSError, ValueError) as e:
+            config = BenchmarkConfig.read(path)  # Record.read: the safe reader's caps, a FIFO or device refused
+        except Exception as e:  # noqa: BLE001  OSError, a validation error, or the safe reader's refusal (a SuiteError
+            # of runtime.errors, a floor this module may not import)
             bad(f"{name}: variants/{name}/benchmark.config.json", f"cannot be read ({type(e).__name__}): the recorded "
                 "benchmark commands cannot be checked against it", fix)
             continue

@@ -12,18 +12,17 @@ are the mean of the items' scores (what lm-eval's mean metrics and size-weighted
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from itertools import groupby
 from pathlib import Path
 
 from suite.records.evaluate import EvaluateConfig, EvaluateResult, SequentialTask, TaskRun, TaskScore
+from suite.runtime import safeio
 from suite.runtime import sequential as seq
 
 log = logging.getLogger(__name__)
 
-MAX_SAMPLE_LINE = 64 << 20  # a baseline samples line longer than this is refused, not read whole
 
 
 def leaf_sizes(task_manager, name: str) -> dict[str, int]:
@@ -77,13 +76,9 @@ def baseline_scores(config: EvaluateConfig, metrics: dict[str, str]) -> dict[str
         if not f.is_absolute():  # a name relative to the run folder (variants/<name>/<stage>.result.json's ../..)
             f = path.resolve().parents[2] / f
         scores = {}
-        with open(f, encoding="utf-8") as fh:
-            while line := fh.readline(MAX_SAMPLE_LINE):
-                if not line.endswith("\n") and len(line) >= MAX_SAMPLE_LINE:
-                    raise ValueError(f"{f}: a line over {MAX_SAMPLE_LINE} characters")
-                row = json.loads(line)
-                if (s := item_score(row, metric)) is not None:
-                    scores[(row["task"], int(row["doc_id"]))] = s
+        for row in safeio.iter_jsonl(f, "samples"):  # regular file, line and size caps, nesting bounded
+            if (s := item_score(row, metric)) is not None:
+                scores[(row["task"], int(row["doc_id"]))] = s
         out[task] = scores
     return out
 
