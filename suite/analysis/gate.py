@@ -51,7 +51,7 @@ from pathlib import Path
 
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import GateSpec
-from suite.analysis.gates import GATES, recompute
+from suite.analysis.gates import GATES, binding, recompute
 from suite.analysis.gates import policy as trusted
 from suite.analysis.gates.base import EPS, FIX_SUMMARY, GateCheck, GateResult, check as _check  # noqa: F401
 from suite.analysis.gates.reader import Reader
@@ -141,8 +141,9 @@ def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
             recipe: str | None = None) -> Verdict:
     """The one way a run is judged (`suite gate`, the report, `suite run`'s closing line, ``suite.Run.gate``): the gates
     come from ``gates.policy.choose`` (the run folder's recipe.yaml under the sha256 the run recorded, or the
-    ``recipe`` file under the same check, or a ``policy`` file), never from summary.json's own copy of the recipe; a
-    policy that cannot be trusted is bad input (no verdict), as is a crash of a gate."""
+    ``recipe`` file under the same check, or a ``policy`` file), never from summary.json's own copy of the recipe; each
+    stage result must be bound to its planned job and nothing planned may be missing (``gates.binding``). A policy that
+    cannot be trusted, an unbound or missing result and a crash of a gate are bad input (no verdict)."""
     folder = Path(run_dir) if Path(run_dir).is_dir() else Path(run_dir).parent
     source = str(folder / "summary.json")
     try:
@@ -151,6 +152,8 @@ def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
         return Verdict(GateResult(problems=list(e.problems)))
     try:
         result = run(GateConfig(summary, spec, source, policy or recipe or ""))
+        # a result not its planned job's, or a planned one missing: no verdict (with whatever else is wrong)
+        result.problems += binding.problems(summary, folder)
         looser = weaker_than(spec, recipe_gates(summary, source)) if policy and not result.problems else []
     except SuiteError as e:
         return Verdict(GateResult(problems=list(e.problems)), label, sha)

@@ -11,15 +11,17 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import make_summary, run_cli
+from conftest import make_summary, plan_run, run_cli
+from suite.records.summary import RunSummary
 from suite.outputs import report
 from suite.records.benchmark import BenchmarkResult, LoadPoint, ServerStats, SloResult
 from suite.analysis.summary import add_deltas
 
 
 def in_run_folder(s):
-    """The summary's run folder holds the recipe it was made from (recipe.yaml, its sha256 recorded), as `suite run`
-    leaves it: the report's verdict takes its gates from there (``analysis.gate.verdict``), never from the summary."""
+    """The summary's run folder holds the recipe it was made from (recipe.yaml, its sha256 recorded), its plan and
+    stage results, as `suite run` leaves it: the report's verdict takes its gates from there
+    (``analysis.gate.verdict``), never from the summary."""
     import hashlib
     from pathlib import Path
 
@@ -28,7 +30,7 @@ def in_run_folder(s):
     text = yaml.safe_dump(s.recipe, sort_keys=False)
     (Path(s.run_dir) / "recipe.yaml").write_text(text)
     s.recipe_sha256 = hashlib.sha256(text.encode()).hexdigest()
-    return s
+    return RunSummary.model_validate(plan_run(s.run_dir, s.model_dump(mode="json")))  # plan.json, stage results
 
 
 def summary_with_everything(tmp_path):
