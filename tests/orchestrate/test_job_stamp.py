@@ -36,3 +36,41 @@ def test_a_stage_run_by_hand_or_a_result_without_a_job_field_is_left_as_it_is(tm
     monkeypatch.setenv(JOB_ENV, json.dumps({"variant": "fp8", "key": "k1"}))
     other = SensitivityResult.model_construct()
     assert stamped(other, "sensitivity", cfg) is other
+
+
+def test_a_keyless_result_is_not_kept_by_a_resume_that_accepts_a_recipe_change(demo_recipe_copy, tmp_path,
+                                                                              monkeypatch, capsys):
+    """The issue's case: a finished run, fp8-kv's evaluate result stripped of its key and job (as a parent killed
+    between two writes once left it), eval.max_gen_toks changed 192 -> 32 in the run folder's recipe.yaml, then
+    `suite run --resume --accept-recipe-change`: that evaluation runs again (the one that records its key under the
+    old max_gen_toks runs again too, its key changed), and `suite gate` judges what the resume made (every result
+    bound to its job in the rewritten plan.json)."""
+    from pathlib import Path
+
+    from test_resume_promises import accuracy_only, stand_in
+
+    from suite import cli
+
+    _, calls = stand_in(tmp_path, monkeypatch)
+    recipe = accuracy_only(demo_recipe_copy, eval__tasks=[{"name": "suite_mmlu", "num_fewshot": 0, "limit": 1.0}])
+    assert cli.main(["run", str(recipe), "--no-track"]) == 0  # the task the stand-in scores
+    run_dir = Path(capsys.readouterr().out.split("run folder: ")[1].split()[0])
+    path = run_dir / "variants" / "fp8-kv" / "evaluate.result.json"
+    res = json.loads(path.read_text())
+    assert res["job"]["variant"] == "fp8-kv" and res["job"]["key"] == res["cache_key"]
+    del res["job"], res["cache_key"]
+    path.write_text(json.dumps(res))
+    recipe = run_dir / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("max_gen_toks: 192", "max_gen_toks: 32"))
+    calls.write_text("")
+    assert cli.main(["run", "--resume", str(run_dir), "--no-track", "--accept-recipe-change"]) == 0
+    assert sorted(calls.read_text().split("\n")[:-1]) == ["evaluate bf16", "evaluate fp8-kv"]
+    assert (run_dir / "variants" / "fp8-kv" / "evaluate.result.no-key.json").is_file()
+    redone = json.loads(path.read_text())
+    assert redone["cache_key"] and redone["job"]["key"] == redone["cache_key"]
+    planned = json.loads((run_dir / "plan.json").read_text())["variants"]["fp8-kv"]
+    assert planned[EVALUATE]["max_gen_toks"] == 32  # the plan the resume ran
+    capsys.readouterr()
+    code = cli.main(["gate", str(run_dir), "--no-record"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1, 3) and "gate: " in out and "error:" not in err, out + err  # a verdict, bound to its jobs

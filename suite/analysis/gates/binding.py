@@ -26,8 +26,10 @@ MAX_BYTES = 64 << 20  # a plan, a config or a stage result larger than this is n
 FIX_RERUN = ("rerun the job: `suite run --resume RUN_DIR` runs again every job whose result is missing or records no "
              "key")
 FIX_FOLDER = "gate the run folder as `suite run` left it (`suite gate --verify` checks it against its manifest)"
-# where a job writes and what a prerequisite stage passes on to it: not part of what the plan fixed
-NOT_PLANNED = ("output_dir", "engine_args", "batch_limits")
+# where a job writes, what a prerequisite stage passes on to it and a checkpoint's provenance (the recipe it was
+# first built for, saved beside it: not in its content key, so a resume after an accepted recipe change keeps it):
+# not part of what decides the result
+NOT_PLANNED = ("output_dir", "engine_args", "batch_limits", "provenance")
 
 
 def read_json(path: Path) -> tuple[object, str | None]:
