@@ -7,6 +7,7 @@
     run.items()        # pandas: one row per scored item (variant, task, subtask, doc_id, metric, score)
     run.points()       # pandas: one row per load point (variant, label, request_rate, output_tok_s, ...)
     run.gate()         # the recipe's gates (or gate(policy="policy.yaml")): a GateResult with .outcome
+    run.report()       # report.html in the run folder
 
 Keyword overrides of ``run`` are merged into the recipe's YAML mapping before it is validated (nested
 mappings merge, anything else replaces), so the run folder's recipe.yaml is exactly what ran. Reading a run
@@ -134,13 +135,28 @@ class Run:
                 rows.append({"variant": v.name, **p.model_dump(exclude_none=False)})
         return pd.DataFrame(rows)
 
-    def gate(self, policy: str | Path | None = None):
-        """The release gate on this run: the recipe's gates, or those of a policy file (``suite gate``)."""
+    def gate(self, policy: str | Path | None = None, recipe: str | Path | None = None):
+        """The release gate on this run (``suite gate``): a GateResult with .outcome ("bad input" with .problems when
+        no verdict can be given). The gates are the run folder's recipe.yaml under the sha256 the run recorded, or
+        those of ``recipe`` (under the same check) or of a ``policy`` file; never summary.json's own copy."""
+        return self.verdict(policy, recipe).result
+
+    def verdict(self, policy: str | Path | None = None, recipe: str | Path | None = None):
+        """``gate`` with where its gates came from (``suite.analysis.gate.Verdict``: result, label, policy_sha256,
+        looser): what `suite gate` prints."""
         from suite.analysis import gate
 
-        source = str(self.run_dir / "summary.json")
-        spec = gate.load_policy(str(policy)) if policy else gate.recipe_gates(self.summary, source)
-        return gate.run(gate.GateConfig(self.summary, spec, source, str(policy or "")))
+        return gate.verdict(self.summary, self.run_dir, str(policy) if policy else None,
+                            str(recipe) if recipe else None)
+
+    def report(self, out: str | Path | None = None) -> Path:
+        """The run's HTML report (``suite report``), with the verdict ``gate`` gives; written to ``out``, by default
+        report.html in this run folder (not wherever summary.json says the run was)."""
+        from suite.outputs import report
+
+        page = Path(out) if out else self.run_dir / "report.html"
+        return report.run(report.ReportConfig(self.summary, page, gate=report.recipe_verdict(self.summary,
+                                                                                              self.run_dir))).html
 
     def _file(self, recorded: str) -> Path:
         """A file the run recorded by path: as recorded, else the same path under this run folder (a run

@@ -298,7 +298,83 @@ def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0,
         v.metrics = variant_metrics(v, "max")
     add_deltas(s.variants)
     add_paired(s.variants)
-    return write_run_recipe(run, s.model_dump(mode="json"))
+    return plan_run(run, write_run_recipe(run, s.model_dump(mode="json")))
+
+
+def plan_run(run_dir, s: dict) -> dict:
+    """As `suite run` leaves a run folder for the gate (``analysis.gates.binding``): plan.json naming each variant's
+    jobs (the stages whose results its summary has, and the evaluation for every variant when any has one, its tasks
+    the recipe's), each job's config file, and each stage result stamped with its job (variant, stage, key, the config's
+    sha256) as the stage process writes it. A result file already there is kept (stamped when it has no job); one not
+    there is written from the summary's copy. Returns the summary with its copies' jobs set to the files'."""
+    import json
+    from pathlib import Path
+
+    from suite.stages.registry import EVALUATE, RUN_ORDER
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tasks = [t["name"] for t in ((s.get("recipe") or {}).get("eval") or {}).get("tasks") or []] or list(s["tasks"])
+    evaluated = any(isinstance(v.get(EVALUATE), dict) for v in s["variants"])  # the run evaluates every variant
+    plan = {"variants": {}}
+    for v in s["variants"]:
+        vdir = run_dir / "variants" / v["name"]
+        vdir.mkdir(parents=True, exist_ok=True)
+        jobs = plan["variants"][v["name"]] = {"model_path": v.get("model_path")}
+        served = v.get("model_path") if v.get("is_baseline") else f"{v.get('model_path')}/{v['name']}"  # its checkpoint
+        for stage in [st for st in RUN_ORDER if isinstance(v.get(st), dict) or (st == EVALUATE and evaluated)]:
+            config = {"engine": {"model": served}}
+            if stage == EVALUATE:
+                config["tasks"] = [{"name": t} for t in tasks]
+            jobs[stage] = config
+            (vdir / f"{stage}.config.json").write_text(json.dumps(config, indent=2))
+            res = vdir / f"{stage}.result.json"
+            if not res.is_file() and isinstance(v.get(stage), dict):
+                res.write_text(json.dumps(v[stage]))
+            if res.is_file():
+                stamp_result(res, v["name"], stage)
+    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+    return stamp_summary(run_dir, s)
+
+
+def stamp_result(path, variant: str, stage: str) -> None:
+    """The job stamp the stage process writes into its result (key: the result's own, else one made up here)."""
+    import hashlib
+    import json
+
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or data.get("job"):
+        return
+    field = "cache_key" if "scores" in data else "key"
+    data[field] = data.get(field) or f"key-{variant}-{stage}"
+    config = path.with_name(f"{stage}.config.json")
+    data["job"] = {"variant": variant, "stage": stage, "key": data[field],
+                   "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest()}
+    path.write_text(json.dumps(data))
+
+
+def stamp_summary(run_dir, s: dict) -> dict:
+    """The summary's copy of each stage result given the job (and key) of the run folder's result file."""
+    import json
+    from pathlib import Path
+
+    for v in s.get("variants") or []:
+        if not isinstance(v, dict):
+            continue
+        for stage, held in list(v.items()):
+            path = Path(run_dir) / "variants" / str(v.get("name")) / f"{stage}.result.json"
+            if not isinstance(held, dict) or not path.is_file():
+                continue
+            try:
+                staged = json.loads(path.read_text())
+            except ValueError:  # a broken result: the gate says so
+                continue
+            if isinstance(staged, dict) and staged.get("job"):
+                held["job"] = staged["job"]
+                for field in ("key", "cache_key"):
+                    if field in staged:
+                        held[field] = staged[field]
+    return s
 
 
 def run_gate(tmp_path, capsys, s: dict, *extra: str):
@@ -308,7 +384,7 @@ def run_gate(tmp_path, capsys, s: dict, *extra: str):
     from suite import cli
 
     run = tmp_path / "run"
-    (run / "summary.json").write_text(json.dumps(s))
+    (run / "summary.json").write_text(json.dumps(stamp_summary(run, s)))
     code = cli.main(["gate", str(run), "--no-record", *extra])
     out, err = capsys.readouterr()
     return code, out, err

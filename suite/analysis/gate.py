@@ -46,13 +46,14 @@ someone who can write it; ``suite gate --verify`` checks the HMAC manifest (``su
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import GateSpec
-from suite.analysis.gates import GATES, recompute
+from suite.analysis.gates import GATES, binding, recompute
+from suite.analysis.gates import policy as trusted
 from suite.analysis.gates.base import EPS, FIX_SUMMARY, GateCheck, GateResult, check as _check  # noqa: F401
 from suite.analysis.gates.reader import Reader
 from suite.analysis.gates.registry import Context
@@ -113,7 +114,8 @@ def load_policy(path: str) -> GateSpec:
 
 
 def recipe_gates(summary: RunSummary, source: str) -> GateSpec:
-    """The gates of the recipe the run was made from (its copy in summary.json)."""
+    """The gates of summary.json's copy of the recipe, unchecked: only what a ``--policy`` loosens is measured against
+    them (``weaker_than``); a verdict takes its gates from ``verdict`` (the trusted recipe)."""
     from pydantic import ValidationError
 
     from suite.recipe import Recipe
@@ -124,6 +126,45 @@ def recipe_gates(summary: RunSummary, source: str) -> GateSpec:
         first = e.errors()[0]
         raise SuiteError(Problem(source, "recipe", f"the run's recipe copy is not a valid recipe: "
                                  f"{'.'.join(map(str, first['loc']))}: {first['msg']}", FIX_SUMMARY)) from None
+
+
+@dataclass
+class Verdict:
+    """A run judged: the gate's result; where its gates came from (``label``, empty when no trusted policy could be
+    had: ``result.problems`` say why); a --policy file's sha256; the recipe's gates the policy loosens."""
+
+    result: GateResult
+    label: str = ""
+    policy_sha256: str | None = None
+    looser: list[str] = field(default_factory=list)
+
+
+def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
+            recipe: str | None = None) -> Verdict:
+    """The one way a run is judged (`suite gate`, the report, `suite run`'s closing line, ``suite.Run.gate``): the gates
+    come from ``gates.policy.choose`` (the run folder's recipe.yaml under the sha256 the run recorded, or the
+    ``recipe`` file under the same check, or a ``policy`` file), never from summary.json's own copy of the recipe; each
+    stage result must be bound to its planned job and nothing planned may be missing (``gates.binding``). A policy that
+    cannot be trusted, an unbound or missing result and a crash of a gate are bad input (no verdict)."""
+    folder = Path(run_dir) if Path(run_dir).is_dir() else Path(run_dir).parent
+    source = str(folder / "summary.json")
+    try:
+        spec, label, sha = trusted.choose(summary, str(folder), source, policy, recipe, load_policy)
+    except SuiteError as e:
+        return Verdict(GateResult(problems=list(e.problems)))
+    try:
+        result = run(GateConfig(summary, spec, source, policy or recipe or ""))
+        # a result not its planned job's, or a planned one missing: no verdict (with whatever else is wrong)
+        result.problems += binding.problems(summary, folder)
+        looser = weaker_than(spec, recipe_gates(summary, source)) if policy and not result.problems else []
+    except SuiteError as e:
+        return Verdict(GateResult(problems=list(e.problems)), label, sha)
+    except Exception as e:  # noqa: BLE001 - a crash must not read as "gate failed" (exit 1) with a traceback
+        return Verdict(GateResult(problems=[Problem(source, "", f"the gate could not read this run: "
+                                                    f"{type(e).__name__}: {e}",
+                                                    "a bug in `suite gate`: report it with this summary.json")]),
+                       label, sha)
+    return Verdict(result, label, sha, looser)
 
 
 def run(config: GateConfig) -> GateResult:

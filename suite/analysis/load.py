@@ -47,6 +47,11 @@ def _with_tracking(data: dict, path: Path) -> dict:
     return merged
 
 
+def with_tracking(summary, run_dir: Path):
+    """``summary`` (a RunSummary, unchanged) with the tracking state of ``run_dir``'s tracking.json laid over it."""
+    return type(summary).model_validate(_with_tracking(summary.model_dump(mode="json"), Path(run_dir) / TRACKING_FILE))
+
+
 def load_summary(path: str):
     from suite.records.summary import RunSummary
 

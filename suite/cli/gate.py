@@ -5,43 +5,32 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError
+from suite.runtime.errors import EXIT_BAD_INPUT, Problem
+from suite import api
 from suite.cli.render import _wide_console
-from suite.analysis.load import load_summary
 from suite.outputs import gate_report
 
 SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yellow]INCONCLUSIVE[/]"}
 
 
 def cmd_gate(args) -> int:
-    from suite.analysis import gate
-    from suite.analysis.gates import policy as trusted
-
     if getattr(args, "verify", False):  # before anything is read or judged: the run folder is as CI signed it
         _verify(args.run)
-    summary = load_summary(args.run)
+    run = api.load_run(args.run)
+    summary = run.summary
     if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "
               f"{', '.join(summary.recipe_changed_on_resume)}", file=sys.stderr)
-    source = str(Path(args.run) / "summary.json" if Path(args.run).is_dir() else Path(args.run))
-    policy, policy_label, policy_sha = trusted.choose(summary, args.run, source, args.policy,
-                                                      getattr(args, "recipe", None), gate.load_policy)
-    try:
-        result = gate.run(gate.GateConfig(summary, policy, source, args.policy or getattr(args, "recipe", None) or ""))
-    except Exception as e:  # noqa: BLE001 - a crash must not exit 1 ("gate failed") with a traceback
-        raise SuiteError(Problem(source, "", f"the gate could not read this run: {type(e).__name__}: {e}",
-                                 "a bug in `suite gate`: report it with this summary.json")) from None
+    judged = run.verdict(args.policy, getattr(args, "recipe", None))  # the one trust rule: suite.analysis.gate.verdict
+    result, policy_label, policy_sha, looser = judged.result, judged.label, judged.policy_sha256, judged.looser
     if result.problems:  # no table: a partial one would show passes next to numbers that cannot be read
         for problem in result.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"gate: NO VERDICT ({len(result.problems)} problem(s) with the run or the policy)", file=sys.stderr)
         _reports(args, gate_report.bad_input(args.run, result.problems, summary.recipe_name, policy_label))
         return EXIT_BAD_INPUT
-    looser = []
-    if args.policy:  # it replaces the recipe's gates: say what it lets through that they did not
-        looser = gate.weaker_than(policy, gate.recipe_gates(summary, source))
-        for line in looser:
-            print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
+    for line in looser:  # a --policy replaces the recipe's gates: say what it lets through that they did not
+        print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
     _print_table(summary, result, policy_label)
     if not result.checks:
         print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "

@@ -6,18 +6,12 @@ import sys
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
+from suite import api
 from suite.analysis.load import load_summary
 
 
 def cmd_report(args) -> int:
-    from suite.outputs import report
-    from suite.runtime.lock import refuse_live
-
-    refuse_live(Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent, "`suite report`")
-    summary = load_summary(args.run)
-    out = Path(args.out) if args.out else Path(summary.run_dir) / "report.html"
-    res = report.run(report.ReportConfig(summary, out, gate=report.recipe_verdict(summary)))
-    print(f"report: {res.html}")
+    print(f"report: {api.load_run(args.run).report(args.out)}")
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ def cmd_sync(args) -> int:
     if error:
         print(redact(f"{args.run}: {error}"), file=sys.stderr)
         return EXIT_BAD_INPUT
+    summary = load_summary(args.run)  # track_summary keeps where it logged the run in tracking.json, not in summary
     print(redact(f"{args.run}: logged to {summary.tracking.uri}, experiment {summary.tracking.experiment!r}, "
                  f"parent run {summary.tracking.parent_run_id}"))
     return EXIT_OK

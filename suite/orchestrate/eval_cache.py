@@ -40,9 +40,10 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     # differs (another machine, another GPU) is not the checkpoint the cached scores came from
     config = vp.config(stage)  # evaluate, or one of eval.engine_check's evaluate-check-<i>
     key = STAGES[stage].load_content_key()(config, model_identity(vp.model_path, vs.quantize), env)  # the store's key
-    if not force and (hit := lookup(cache_dir, key)) is not None:
-        return StageOutcome(hit, None, 0.0)
-    outcome = run_stage(stage, config, vdir, env, lock, python)
-    if outcome.result is not None:  # the run folder's result records its key (a resume compares it), then cached
-        outcome = outcome._replace(result=store(cache_dir, key, RunFolder(vdir, lock).put(stage, key, outcome.result)))
+    if not force and (hit := lookup(cache_dir, key)) is not None:  # this job's result in its run folder, as made
+        return StageOutcome(RunFolder(vdir, lock).bind(stage, key, hit, config), None, 0.0)
+    outcome = run_stage(stage, config, vdir, env, lock, python, key)  # the stage records its key and job
+    if outcome.result is not None:
+        outcome = outcome._replace(result=store(cache_dir, key, RunFolder(vdir, lock).bind(stage, key,
+                                                                                           outcome.result)))
     return outcome

@@ -24,12 +24,13 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
         from suite.orchestrate.eval_cache import evaluate_cached
 
         return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python, stage)
-    outcome = run_stage(stage, vp.config(stage), vdir, env, lock, python)
-    if outcome.result is not None and not STAGES[stage].builds_checkpoint:  # a checkpoint's records its own key
-        # kvcheck's and benchmark's key, recorded in the run folder's result: a resume keeps it while it is the same
-        if (key := job_key(vp, stage, vs, env)) is not None:
-            outcome = outcome._replace(result=RunFolder(vdir, lock).put(stage, key, outcome.result))
-    return outcome
+    # the job's key (a checkpoint's is its config's): the stage writes it into its result (a resume keeps it while
+    # it is the same; the gate binds the result to its planned job by it)
+    key = job_key(vp, stage, vs, env)
+    outcome = run_stage(stage, vp.config(stage), vdir, env, lock, python, key)
+    if outcome.result is None:
+        return outcome
+    return outcome._replace(result=RunFolder(vdir, lock).bind(stage, key, outcome.result))
 
 
 def ready_plan(vp, stage: str, vs):
@@ -59,11 +60,10 @@ def made_with(vs, rebuilt_from=None):
 def kept_result(vp, stage: str, result, vs, rebuilt_from, vdir: Path, env: dict[str, str]):
     """A kept result (a resumed run) once its job is ready: the run folder's ``lookup`` under the key its earlier
     stages' results give it now (evaluate's, kvcheck's and benchmark's known only once the checkpoint's content is),
-    or None when it was made under another key. An older result that records no key is kept (rundir's model and
-    version checks judged it). One kept across a byte-identical rebuild under a new checkpoint key is recorded under
-    its key now, so that a later resume finds it."""
-    if recorded_key(result) is None:
-        return result
+    or None when it was made under another key or records none. One kept across a byte-identical rebuild under a new
+    checkpoint key is recorded under its key now, so that a later resume finds it."""
+    if recorded_key(result) is None:  # rundir.kept_results keeps none; nothing says which job made it
+        return None
     folder = RunFolder(vdir)
     if folder.lookup(stage, job_key(vp, stage, made_with(vs, rebuilt_from), env)) is None:
         return None

@@ -58,16 +58,17 @@ def acquire_run_lock(run_dir: Path):
 
 
 def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
-    """The run's plan (checkpoints under ``out_root``) and the results a resume keeps; a new run's
-    plan is written to plan.json."""
+    """The run's plan (checkpoints under ``out_root``) and the results a resume keeps; the plan is written to
+    plan.json."""
     from suite.plan.planner import make_plan
 
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     if resume:
         keep_batch_limits_of_older_runs(plan, run_dir)
     kept, notes = kept_results(loaded, plan, run_dir, resume)
-    if not resume:
-        (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
+    # what this attempt runs (a resume's too, once the earlier plan was read: with --accept-recipe-change its jobs
+    # differ): `suite gate` binds every result to its job in it
+    (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
     return plan, kept, notes
 
 
@@ -102,8 +103,8 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tup
     then (runner.schedule). Named first, as the reason: an evaluate or benchmark result made with other versions
     of the serve environment's key packages (vLLM, lm-eval, torch, transformers) than it has now is not kept, its
     file renamed ``.stale-versions`` (a resumed run must not pair scores of two vLLMs), and neither are the results
-    of an unquantized variant whose model's content changed since the run began (``drop_other_base_models``);
-    for an older result that records no key these two checks are the only ones."""
+    of an unquantized variant whose model's content changed since the run began (``drop_other_base_models``).
+    A result that records no key (``store.recorded_key``) is not kept: its file is renamed ``.no-key``."""
     from suite.orchestrate import store
     from suite.orchestrate.jobs import builds_checkpoint
 
@@ -112,6 +113,11 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tup
     kept = store.in_run_folder(run_dir, plan.jobs())
     planned = {vp.variant.name: vp for vp in plan.variants}
     notes = []
+    for (stage, name), res in list(kept.items()):  # nothing says which job made it: it is not kept
+        if store.recorded_key(res) is None:
+            set_aside(kept, run_dir, stage, name, "no-key")
+            notes.append(f"{name}: its {stage} result records no content key (made before results recorded one): "
+                         "it runs again")
     for (stage, name), res in list(kept.items()):
         if builds_checkpoint(stage):
             notes += _check_checkpoint(kept, planned[name], stage, name, res)
@@ -121,7 +127,7 @@ def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tup
     notes += drop_other_versions(kept, run_dir)
     env = None
     for (stage, name), res in list(kept.items()):
-        if stage == REBUILD or store.recorded_key(res) is None or builds_checkpoint(stage):
+        if stage == REBUILD or builds_checkpoint(stage):
             continue
         if env is None:
             from suite.runtime.envs import stage_env

@@ -3,12 +3,13 @@ Its own module so that jobs (one job of a plan) and eval_cache both import it on
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from suite.runtime import envs, procs
-from suite.records.base import Record
+from suite.records.base import JOB_ENV, Record
 from suite.stages.registry import QUANTIZE_ENV, STAGES
 
 
@@ -25,7 +26,7 @@ def interpreter(stage: str) -> str:
 
 
 def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=None,
-              python: str | None = None) -> StageOutcome:
+              python: str | None = None, key: str | None = None) -> StageOutcome:
     """Run one stage process under ``suite.runtime.procs.supervised``: it dies with us (even with a ``kill -9``
     of ``suite run``), and every process it left behind (an engine core, a server) is killed when it ends.
 
@@ -35,11 +36,13 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=
     result file is removed before the stage starts and written atomically, so one that is there and
     parses is this stage's complete result. ``lock`` (the run's ``lock.RunLock``) records the stage
     process while it runs, and its token lets the stage write its result only while the run owns the
-    folder."""
+    folder. ``key``: the job's content key; the stage writes it, with its variant (the folder's name) and its
+    config's sha256, into its result (``records.base.JobStamp``, named through ``SUITE_JOB``)."""
     python = python or interpreter(stage)  # chosen by the parent when the job runs elsewhere (a Ray worker)
     cfg_path, res_path, log_path = (vdir / f"{stage}.config.json", vdir / f"{stage}.result.json", vdir / f"{stage}.log")
     config.write(cfg_path)
     res_path.unlink(missing_ok=True)
+    env = {**env, JOB_ENV: json.dumps({"variant": vdir.name, "key": key})}
     if lock is not None:
         env = {**env, **lock.env()}
     start = time.perf_counter()

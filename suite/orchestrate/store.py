@@ -10,19 +10,21 @@ A run folder holds one result per planned job (``variants/<name>/<stage>.result.
 the same ``lookup`` / ``put`` over a variant's folder, the key recorded in the result (``KEY_FIELDS``). ``job_key(vp,
 stage, done)`` is the key the plan gives a job once its prerequisites' results are known (kvcheck's, evaluate's and
 benchmark's depend on the checkpoint's content and kvcheck's choices); a resume keeps a result only while it holds
-that key (suite.orchestrate.rundir.kept_results before anything runs, the runner once the job is ready), and a
-result that records no key (an older run folder) is judged by rundir's version and base-model checks alone.
+that key (suite.orchestrate.rundir.kept_results before anything runs, the runner once the job is ready), and
+keeps no result that records none. The stage process writes the key (with its job, ``records.base.JobStamp``) into
+its result itself, so a result is never on disk without it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import threading
 from pathlib import Path
 
 from suite.plan import keys
-from suite.records.base import Record
+from suite.records.base import JobStamp, Record
 from suite.stages import registry
 from suite.stages.registry import STAGES
 
@@ -68,6 +70,8 @@ class Store:
         for name in STAGES[stage].result_files:
             value = getattr(result, name)
             update[name] = {k: copy(f) for k, f in value.items()} if isinstance(value, dict) else copy(value)
+        if (field := next((f for f in KEY_FIELDS if f in type(result).model_fields), None)) is not None:
+            update[field] = key  # the entry records the key it is stored under (``lookup`` holds it to that)
         stored = result.model_copy(update=update)
         stored.write(tmp / result_file(stage))
         shutil.rmtree(final, ignore_errors=True)
@@ -95,12 +99,37 @@ class RunFolder:
         return result if result is not None and holds(result, key) else None
 
     def put(self, stage: str, key: str, result: Record) -> Record:
+        """``result`` recorded under ``key`` (its key field and its job's) and written here."""
         field = next((f for f in KEY_FIELDS if f in type(result).model_fields), None)
-        if field is not None and getattr(result, field) != key:
-            result = result.model_copy(update={field: key})
+        update = {field: key} if field is not None else {}
+        if getattr(result, "job", None) is not None:
+            update["job"] = result.job.model_copy(update={"key": key})
+        result = result.model_copy(update=update)
         if self.lock is None or self.lock.owned():  # a run folder taken over by another run is not written
             result.write(self.vdir / result_file(stage))
         return result
+
+    def bind(self, stage: str, key: str | None, result: Record, config: Record | None = None) -> Record:
+        """``result`` as this variant's job's (``records.base.JobStamp``: this folder's variant, ``stage``, ``key`` and
+        the sha256 of its config file here, written first when ``config`` is given). A result its stage process
+        stamped with this job and key is returned as it is (nothing written again); one it did not (an evaluation
+        cache hit made by another job, a stage entry that writes no stamp) is stamped and written in one write."""
+        path = self.vdir / f"{stage}.config.json"
+        if config is not None and (self.lock is None or self.lock.owned()):
+            config.write(path)
+        if "job" not in type(result).model_fields:
+            return result if key is None else self.put(stage, key, result)
+        job = getattr(result, "job", None)
+        if job is not None and job.variant == self.vdir.name and job.stage == stage and recorded_key(result) == key:
+            return result
+        sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+        stamped = result.model_copy(update={"job": JobStamp(variant=self.vdir.name, stage=stage, key=key,
+                                                            config_sha256=sha)})
+        if key is not None:
+            return self.put(stage, key, stamped)
+        if self.lock is None or self.lock.owned():
+            stamped.write(self.vdir / result_file(stage))
+        return stamped
 
 
 def in_run_folder(run_dir: Path, jobs) -> dict:
@@ -151,7 +180,7 @@ def recorded_key(result: Record) -> str | None:
 
 
 def holds(result: Record, key: str | None) -> bool:
-    """Whether ``result`` was made under ``key`` (a result that records no key matches any; so does a job whose key
-    is not known yet, None)."""
+    """Whether ``result`` was made under ``key`` (any result matches a job whose key is not known yet, None; a result
+    that records no key matches no known key: a resume runs its job again)."""
     made = recorded_key(result)
-    return key is None or made is None or made == key
+    return key is None or made == key

@@ -191,9 +191,8 @@ def rebuild(run_dir: Path) -> RunSummary:
 
     summary = summarize(run_dir)
     run_dir = Path(summary.run_dir)
-    publish(summary, run_dir, run_dir.parent, track=False, resumed=True, report=lambda *e: None,
-            finished=summary.finished, keep_tracking=True)
-    return summary
+    return publish(summary, run_dir, run_dir.parent, track=False, resumed=True, report=lambda *e: None,
+                   finished=summary.finished, keep_tracking=True)
 
 
 class _CheckLabels:

@@ -300,8 +300,7 @@ def run(config: TrackConfig) -> TrackResult:
         except Exception:  # noqa: BLE001 - the server is gone: the next sync resumes this parent
             if status == "FINISHED":
                 raise
-    s.tracking, s.tracking_pending = info, None
-    _keep(s, config.summary_path)
+    _keep(s.model_copy(update={"tracking": info, "tracking_pending": None}), config.summary_path)  # not into s
     return TrackResult(info=info, wall_s=time.perf_counter() - start)
 
 
@@ -382,13 +381,11 @@ def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: s
 def track_summary(summary: RunSummary, summary_path: Path, out_root: Path, uri: str | None = None,
                   resumed: bool = False, end_times: dict[str, int] | None = None) -> str | None:
     """Log the run to MLflow, or keep it pending in tracking.json beside summary.json (``suite sync`` logs it later);
-    ``resumed``: a ``suite run --resume``, whose variants that failed before are logged again."""
+    ``resumed``: a ``suite run --resume``, whose variants that failed before are logged again. ``summary`` is not
+    changed: the state is in tracking.json (``analysis.load.with_tracking`` lays it over a summary)."""
     result, error = log_or_defer(track_config(summary, summary_path, out_root, uri, resumed, end_times))
-    if error:
-        summary.tracking_pending = error
-    elif result is not None:
-        summary.tracking, summary.tracking_pending = result.info, None
-    _keep(summary, summary_path)
+    state = {"tracking_pending": error} if error else {"tracking": result.info, "tracking_pending": None} if result else {}
+    _keep(summary.model_copy(update=state), summary_path)
     return error
 
 

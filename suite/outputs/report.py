@@ -202,23 +202,16 @@ def run(config: ReportConfig) -> ReportResult:
 
 
 def recipe_verdict(summary: RunSummary, run_dir: str | Path | None = None):
-    """The recipe's gates on ``summary`` (``analysis.gate.run``): what the report shows as its verdict. The gates come
-    from the same trusted place as `suite gate`'s (``analysis.gates.policy``: the run folder's recipe.yaml, checked
-    against the recorded recipe_sha256, and the summary's copy of its gates checked against it); when that check fails
-    the verdict is "no verdict: <why>" (a GateResult whose problems say it), never the summary's own gates."""
+    """The verdict the report shows: ``analysis.gate.verdict`` on the run folder (``run_dir``, default the summary's),
+    the one trust rule of `suite gate`: the run folder's recipe.yaml under its recorded sha256, never the summary's
+    own gates. When no trusted policy can be had the verdict is "no verdict: <why>" (a GateResult whose problems say
+    it)."""
     from suite.analysis import gate
-    from suite.analysis.gates import policy as trusted
-    from suite.analysis.gates.base import GateResult
-    from suite.runtime.errors import Problem, SuiteError
+    from suite.runtime.errors import Problem
 
-    folder = Path(run_dir) if run_dir is not None else Path(summary.run_dir)
-    source = str(folder / "summary.json")
-    if not (folder / "recipe.yaml").is_file():  # a summary not in a run folder (a stand-in): its own gates, as before
-        from suite.recipe import Recipe
-
-        return gate.run(gate.GateConfig(summary, Recipe.model_validate(summary.recipe).gates, source))
-    try:
-        spec, _, _ = trusted.choose(summary, str(folder), source, None, None, gate.load_policy)
-    except SuiteError as e:
-        return GateResult(problems=[Problem(p.file, p.field, f"no verdict: {p.message}", p.fix) for p in e.problems])
-    return gate.run(gate.GateConfig(summary, spec, source))
+    judged = gate.verdict(summary, Path(run_dir) if run_dir is not None else Path(summary.run_dir))
+    if judged.label:
+        return judged.result
+    judged.result.problems = [Problem(p.file, p.field, f"no verdict: {p.message}", p.fix)
+                              for p in judged.result.problems]
+    return judged.result

@@ -1,6 +1,8 @@
 """Outputs as sinks, registered like stages: what a finished run writes besides its stage results.
 
-A sink has a ``name`` and ``write(summary, run_dir, ctx)``; ``publish`` runs the registered sinks in order.
+A sink has a ``name`` and ``write(summary, run_dir, ctx)``, which returns the artifacts it wrote ({name: path}, or
+None) and never changes the summary; ``publish`` runs the registered sinks in order and records their artifacts in the
+summary it writes and returns.
 ``after_summary`` sinks run once summary.json is written (``ctx.summary_path``; it is written once: such a sink
 keeps what it adds in its own file, as the MLflow sink does in tracking.json); ``tracking`` sinks run only when the
 run is tracked (``ctx.track``).
@@ -31,47 +33,47 @@ class PublishContext:
 @dataclass(frozen=True)
 class Sink:
     name: str
-    write: Callable[[Any, Path, PublishContext], None]
+    write: Callable[[Any, Path, PublishContext], "dict[str, str] | None"]  # -> the artifacts it wrote
     after_summary: bool = False
     tracking: bool = False
 
 
-def write_timeline(summary, run_dir: Path, ctx: PublishContext) -> None:
+def write_timeline(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
     from suite.outputs import timeline
 
-    if timeline.write(run_dir / "jobs.json", run_dir / "timeline.png"):
-        summary.artifacts["timeline_png"] = str(run_dir / "timeline.png")
+    return {"timeline_png": str(run_dir / "timeline.png")} if timeline.write(run_dir / "jobs.json",
+                                                                             run_dir / "timeline.png") else {}
 
 
-def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> None:
+def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
     from suite.outputs import frontier
 
     front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
-    if front.png:
-        summary.artifacts["frontier_png"] = str(front.png)
-    if getattr(front, "cost_png", None):
-        summary.artifacts["frontier_cost_png"] = str(front.cost_png)
+    made = {"frontier_png": front.png, "frontier_cost_png": getattr(front, "cost_png", None)}
+    return {name: str(path) for name, path in made.items() if path}
 
 
-def write_report(summary, run_dir: Path, ctx: PublishContext) -> None:
+def write_report(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
     from suite.outputs import report as reporting
 
     page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html",
                                                 gate=reporting.recipe_verdict(summary, run_dir)))
-    summary.artifacts["report_html"] = str(page.html)
+    return {"report_html": str(page.html)}
 
 
 def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
-    """MLflow (offline-first: a server that is down leaves the run pending for ``suite sync``)."""
-    from suite.analysis.load import write_tracking
+    """MLflow (offline-first: a server that is down leaves the run pending for ``suite sync``): its state, and how long
+    logging took, go to tracking.json beside summary.json, never into the summary."""
+    from suite.analysis.load import with_tracking, write_tracking
     from suite.outputs import mlflow
 
     ctx.report("track", "mlflow", "start")
     t0 = time.perf_counter()
     error = mlflow.track_summary(summary, ctx.summary_path, ctx.out_root, resumed=ctx.resumed,
                                  end_times=ctx.end_times)
-    summary.stage_wall_s["track"] = time.perf_counter() - t0
-    write_tracking(summary, run_dir)  # beside summary.json, which is not written again
+    tracked = with_tracking(summary, run_dir)
+    write_tracking(tracked.model_copy(update={"stage_wall_s": {**tracked.stage_wall_s,
+                                                               "track": time.perf_counter() - t0}}), run_dir)
     ctx.report("track", "mlflow", "failed" if error else "ok")
 
 

@@ -8,9 +8,9 @@ writes its result to another; the parent reads the results back.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from suite.runtime import safeio
 
@@ -37,3 +37,19 @@ class Record(BaseModel):
         text = safeio.read_text(path, "record")
         safeio.check_json_depth(text, path, "record")
         return cls.model_validate_json(text)
+
+
+# the environment variable through which the parent names a stage process's job (JSON: {"variant": ..., "key": ...})
+JOB_ENV = "SUITE_JOB"
+
+
+class JobStamp(Record):
+    """Which job of the run's plan made a stage result, written into the result by the stage process itself (so a
+    result is never on disk without it): the variant and stage, the job's content key (suite.plan.keys) and the
+    sha256 of the config file the stage read. The gate judges a result only when this binds it to its planned job
+    (suite.analysis.gates.binding); a resume keeps only a result that records its key."""
+
+    variant: str
+    stage: str
+    key: Optional[str] = Field(None, description="the job's content key; None only for a job that has none")
+    config_sha256: str = Field(description="sha256 of the bytes of <stage>.config.json as the stage read them")

@@ -11,7 +11,7 @@ from typing import Any, Optional, Union
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from suite.records.evaluate import EngineConfig, EngineStart, EvaluateConfig, EvaluateResult
-from suite.records.base import Record
+from suite.records.base import JobStamp, Record
 
 
 class SloSpec(BaseModel):
@@ -220,5 +220,7 @@ class BenchmarkResult(Record):
     server_log: str
     server_command: list[str] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
-    key: Optional[str] = Field(None, description="the content key it was made under (suite.plan.keys), recorded by the "
-                               "parent; None: a result from before keys were recorded")
+    key: Optional[str] = Field(None, description="the content key it was made under (suite.plan.keys), written by the "
+                               "stage process; None: a result from before keys were recorded")
+    job: Optional[JobStamp] = Field(None, description="the job that made it (records.base.JobStamp), written by the "
+                                    "stage process; None: a result from before jobs were recorded (not judged)")

@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from suite.records.base import Record
+from suite.records.base import JobStamp, Record
 
 # vLLM's FlashInfer top-k/top-p sampler switch (EvaluateConfig.flashinfer_sampler; a value the stage's environment sets
 # is part of the evaluation's cache key, plan.keys).
@@ -144,6 +144,8 @@ class EvaluateResult(Record):
     scores: list[TaskScore]
     cache_hit: bool = False
     cache_key: Optional[str] = None
+    job: Optional[JobStamp] = Field(None, description="the job that made it (records.base.JobStamp), written by the "
+                                    "stage process; None: a result from before jobs were recorded (not judged)")
     results_file: str
     samples_files: dict[str, str] = Field(default_factory=dict)
     samples_sha256: dict[str, str] = Field(

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from suite.records.base import Record
+from suite.records.base import JobStamp, Record
 
 # an E4M3 value's largest relative rounding error (half its 3-bit mantissa's ulp)
 FP8_E4M3_MAX_REL_ROUNDING = 2.0 ** -4
@@ -66,5 +66,7 @@ class KVCheckResult(Record):
     capacity_vs_bf16: Optional[float] = Field(None, description="2L/(L+s): KV capacity against a BF16 cache, less page padding")
     wall_s: float
     versions: dict[str, str] = Field(default_factory=dict)
-    key: Optional[str] = Field(None, description="the content key it was made under (suite.plan.keys), recorded by the "
-                               "parent; None: a result from before keys were recorded")
+    key: Optional[str] = Field(None, description="the content key it was made under (suite.plan.keys), written by the "
+                               "stage process; None: a result from before keys were recorded")
+    job: Optional[JobStamp] = Field(None, description="the job that made it (records.base.JobStamp), written by the "
+                                    "stage process; None: a result from before jobs were recorded (not judged)")

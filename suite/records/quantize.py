@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from suite.records.base import Record
+from suite.records.base import JobStamp, Record
 
 
 class QuantizeConfig(Record):
@@ -29,6 +29,8 @@ class QuantizeConfig(Record):
 class QuantizeResult(Record):
     checkpoint: str
     key: str
+    job: Optional[JobStamp] = Field(None, description="the job that made it (records.base.JobStamp), written by the "
+                                    "stage process; None: a result from before jobs were recorded (not judged)")
     cache_hit: bool
     wall_s: float
     calibration_s: float = 0.0

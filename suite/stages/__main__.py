@@ -6,9 +6,14 @@ quantize stage lives in a different environment). The parent never imports vLLM,
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 import sys
 from pathlib import Path
+
+from suite.records.base import JOB_ENV, JobStamp
 
 LOG_FORMAT = "%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
 # This module runs as ``__main__`` (``python -m suite.stages``): its logger is named for the package's module, so that
@@ -66,12 +71,29 @@ def main(argv: list[str]) -> int:
             if close is not None:
                 end_without_teardown(close, code=3)
             return 3
-        result.write(Path(out_path))
+        stamped(result, name, Path(cfg_path)).write(Path(out_path))
         if close is not None:
             end_without_teardown(close)
         return 0
     finally:  # (end_without_teardown ends the process itself, after the same)
         _finish_sampling()
+
+
+def stamped(result, stage: str, cfg_path: Path):
+    """``result`` with the job that made it (``records.base.JobStamp``: the variant and content key the parent named in
+    ``SUITE_JOB``, this stage, the sha256 of the config file it read) and that key in its own key field, so that the
+    one atomic write of the result carries them (a parent killed after it cannot leave a result without its key).
+    Unchanged when no job was named (a stage run by hand) or its result type has no ``job`` field."""
+    named = os.environ.get(JOB_ENV)
+    fields = type(result).model_fields
+    if not named or "job" not in fields:
+        return result
+    job = json.loads(named)
+    key = job.get("key")
+    stamp = JobStamp(variant=job["variant"], stage=stage, key=key,
+                     config_sha256=hashlib.sha256(cfg_path.read_bytes()).hexdigest())
+    update = {"job": stamp, **{f: key for f in ("key", "cache_key") if f in fields and key}}
+    return result.model_copy(update=update)
 
 
 def stacks_path(result_path: Path) -> Path:

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import build_gated_run, run_gate, write_run_recipe
+from conftest import build_gated_run, plan_run, run_gate, write_run_recipe
 from suite import cli
 from suite.analysis.gates.recompute import sha256_file
 
@@ -84,7 +84,9 @@ def test_failing_variant_dropped_from_summary_only_is_refused(tmp_path, capsys):
     # a second, passing variant: the run keeps a variant to judge
     good = copy.deepcopy(fp8(s))
     good["name"] = "fp8b"
+    good["benchmark"].pop("job", None)  # its own jobs (plan_run below stamps them), not fp8's or bf16's
     ev = json.loads(json.dumps(bf16(s)["evaluate"]))
+    ev.pop("job", None)
     # its own per-item records (the baseline's answers on every item, its own file), as its evaluate stage writes them
     vdir = tmp_path / "run" / "variants" / "fp8b"
     vdir.mkdir(parents=True)
@@ -100,7 +102,7 @@ def test_failing_variant_dropped_from_summary_only_is_refused(tmp_path, capsys):
             del good["metrics"][k]
     s["variants"].append(good)
     s["recipe"]["variants"].append({**s["recipe"]["variants"][0], "name": "fp8b"})
-    s = write_run_recipe(tmp_path / "run", s)
+    s = plan_run(tmp_path / "run", write_run_recipe(tmp_path / "run", s))  # the run planned fp8b too
     assert gate(tmp_path, capsys, copy.deepcopy(s))[0] == 1
     s["variants"] = [v for v in s["variants"] if v["name"] != "fp8"]
     s["recipe"]["variants"] = [v for v in s["recipe"]["variants"] if v["name"] != "fp8"]

@@ -107,4 +107,4 @@ def test_the_sink_signs_last_and_only_with_the_key(tmp_path, monkeypatch):
     assert not (tmp_path / "run" / "manifest.json").exists()
     monkeypatch.setenv(manifest.KEY_ENV, KEY)
     manifest.write_sink(Summ, tmp_path / "run", None)
-    assert manifest.verify(tmp_path / "run") == 5  # recipe.yaml, 2 stage results, their samples
+    assert manifest.verify(tmp_path / "run") == 12  # recipe.yaml, plan.json, 2 x 2 stage configs and results, 2 samples

@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from conftest import add_serving_intervals, write_run_recipe, make_summary, needs_demo_model, run_cli
+from conftest import add_serving_intervals, make_summary, needs_demo_model, plan_run, run_cli, write_run_recipe
 from suite import cli
 from suite.runtime.errors import SuiteError
 from suite.recipe import Recipe
@@ -60,6 +60,9 @@ def gate(tmp_path, capsys, summary: dict | str | bytes, policy: str | bytes | No
     run.mkdir(exist_ok=True)
     if isinstance(summary, dict) and isinstance(summary.get("recipe"), dict):
         summary = write_run_recipe(run, summary)
+    if isinstance(summary, dict) and isinstance(summary.get("variants"), list) and all(
+            isinstance(v, dict) and isinstance(v.get("name"), str) for v in summary["variants"]):
+        summary = plan_run(run, summary)  # plan.json and the stage results, as the runner leaves them
     data = summary if isinstance(summary, (str, bytes)) else json.dumps(summary)  # NaN/Infinity as Python writes
     (run / "summary.json").write_bytes(data if isinstance(data, bytes) else data.encode())
     argv = ["gate", str(run), "--no-record"]

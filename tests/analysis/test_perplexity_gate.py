@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, make_summary, write_run_recipe
+from conftest import ROOT, make_summary, plan_run, write_run_recipe
 from test_gate_tamper import _both  # several tamperings of one summary at once
 from suite import cli
 from suite.analysis import gate, perplexity
@@ -119,7 +119,7 @@ def run_gate(tmp_path, capsys, s, policy: str | None = None):
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
     s = write_run_recipe(run, s if isinstance(s, dict) else s.model_dump(mode="json"))
-    (run / "summary.json").write_text(json.dumps(s))
+    (run / "summary.json").write_text(json.dumps(plan_run(run, s)))  # plan.json and stage results, as run leaves them
     argv = ["gate", str(run), "--no-record"]
     if policy is not None:
         (tmp_path / "policy.yaml").write_text(policy)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import re
 
 import pytest
 
-from conftest import add_serving_intervals, make_summary, run_cli
+from conftest import add_serving_intervals, make_summary, plan_run, run_cli
 from suite.outputs import frontier
 from suite.analysis import gate
 from suite.recipe import GateSpec
@@ -78,7 +80,8 @@ def test_gate_cli_exit_codes(tmp_path, fp8_gsm8k, policy, code):
                       "fp8": {"acc.suite_gsm8k": fp8_gsm8k, "acc.suite_mmlu": 0.6, "acc.mean": 0.5}},
                      run_dir=str(tmp_path))
     add_deltas(s.variants)
-    s.write(tmp_path / "summary.json")
+    # plan.json and the stage results as the runner leaves them (the gate binds each result to its planned job)
+    (tmp_path / "summary.json").write_text(json.dumps(plan_run(tmp_path, s.model_dump(mode="json"))))
     (tmp_path / "policy.yaml").write_text(policy)
     res = run_cli("gate", str(tmp_path), "--policy", str(tmp_path / "policy.yaml"))
     assert res.returncode == code, res.stdout + res.stderr

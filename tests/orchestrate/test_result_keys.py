@@ -102,14 +102,18 @@ def test_a_resume_keeps_a_benchmark_made_under_its_key_and_redoes_one_made_under
     assert (vdir / "benchmark.result.stale-key.json").is_file() and not (vdir / "benchmark.result.json").exists()
 
 
-def test_a_resume_keeps_an_older_benchmark_that_records_no_key(plan):
+def test_a_resume_keeps_no_result_that_records_no_key(plan):
+    """A result without its key (a run folder from before keys were recorded, or one whose key was removed): nothing
+    says which job made it, so it is set aside (``.no-key``) and its job runs again, with a line saying so."""
     loaded, p = plan
     bf16 = variant(p, quantized=False)
     vdir = Path(p.run_dir) / "variants" / bf16.variant.name
     vdir.mkdir(parents=True)
-    benchmark_result(None).write(vdir / "benchmark.result.json")  # a run folder from before keys were recorded
+    benchmark_result(None).write(vdir / "benchmark.result.json")
     kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert (BENCHMARK, bf16.variant.name) in kept and not notes
+    assert (BENCHMARK, bf16.variant.name) not in kept and (vdir / "benchmark.result.no-key.json").is_file()
+    assert notes == [f"{bf16.variant.name}: its benchmark result records no content key (made before results "
+                     "recorded one): it runs again"]
 
 
 def test_a_kept_kvcheck_is_judged_by_its_key_once_its_checkpoint_result_is_kept_too(plan, monkeypatch):
@@ -245,7 +249,8 @@ def test_a_resume_under_a_newly_set_isa_cap_redoes_a_cpu_benchmark(plan, monkeyp
 
 def test_a_result_whose_key_was_deleted_or_rewritten_is_still_judged_by_the_versions_it_records(plan, monkeypatch):
     """An edited run folder: a benchmark made on another vLLM, its key deleted (as an older result records none) or
-    rewritten to the job's key now. Neither is kept: the version check runs for every result, key or not."""
+    rewritten to the job's key now. Neither is kept: one without its key is not, one with it fails the version
+    check."""
     import suite.runtime.envs as envs
 
     loaded, p = plan
@@ -254,14 +259,15 @@ def test_a_result_whose_key_was_deleted_or_rewritten_is_still_judged_by_the_vers
     vdir.mkdir(parents=True)
     now = envs.serve_versions()
     older = {**now, "vllm": "0.0.1-other"}
-    for key in (None, store.job_key(bf16, BENCHMARK, env=envs.stage_env(p.env))):
+    for key, tag in ((None, "no-key"), (store.job_key(bf16, BENCHMARK, env=envs.stage_env(p.env)), "stale-versions")):
         made = benchmark_result(key).model_copy(update={"versions": older})
         made.write(vdir / "benchmark.result.json")
         kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
         assert (BENCHMARK, bf16.variant.name) not in kept
-        assert notes == [f"{bf16.variant.name}: its benchmark result was made with other versions than this "
-                         f"environment's (vllm 0.0.1-other -> {now.get('vllm')}): it runs again"]
-        assert (vdir / "benchmark.result.stale-versions.json").is_file()
+        why = ("records no content key (made before results recorded one)" if key is None else "was made with other "
+               f"versions than this environment's (vllm 0.0.1-other -> {now.get('vllm')})")
+        assert notes == [f"{bf16.variant.name}: its benchmark result {why}: it runs again"]
+        assert (vdir / f"benchmark.result.{tag}.json").is_file()
 
 
 def test_a_benchmark_copied_from_another_variants_folder_is_not_kept(demo_recipe_copy, tmp_path):

@@ -44,7 +44,8 @@ def test_a_kept_result_holds_its_jobs_key_only_when_it_was_made_under_it():
     made = QuantizeResult(checkpoint="/c", key="abc", cache_hit=False, wall_s=1.0)
     assert store.holds(made, "abc") and not store.holds(made, "abd")
     assert store.holds(made, None)  # a job whose config carries no key: the version and model checks decide
-    assert store.holds(EvaluateResult(scores=[], results_file="r", wall_s=0.0, engine_load_s=0.0), "any")  # records no key
+    keyless = EvaluateResult(scores=[], results_file="r", wall_s=0.0, engine_load_s=0.0)
+    assert not store.holds(keyless, "any") and store.holds(keyless, None)  # records no key: holds no known key
 
 
 def test_job_key_is_the_plans_key_of_that_job(demo_recipe_copy, tmp_path):

@@ -11,10 +11,26 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import make_summary, run_cli
+from conftest import make_summary, plan_run, run_cli
+from suite.records.summary import RunSummary
 from suite.outputs import report
 from suite.records.benchmark import BenchmarkResult, LoadPoint, ServerStats, SloResult
 from suite.analysis.summary import add_deltas
+
+
+def in_run_folder(s):
+    """The summary's run folder holds the recipe it was made from (recipe.yaml, its sha256 recorded), its plan and
+    stage results, as `suite run` leaves it: the report's verdict takes its gates from there
+    (``analysis.gate.verdict``), never from the summary."""
+    import hashlib
+    from pathlib import Path
+
+    import yaml
+
+    text = yaml.safe_dump(s.recipe, sort_keys=False)
+    (Path(s.run_dir) / "recipe.yaml").write_text(text)
+    s.recipe_sha256 = hashlib.sha256(text.encode()).hexdigest()
+    return RunSummary.model_validate(plan_run(s.run_dir, s.model_dump(mode="json")))  # plan.json, stage results
 
 
 def summary_with_everything(tmp_path):
@@ -39,7 +55,7 @@ def summary_with_everything(tmp_path):
                                       slo=SloResult(sustainable_rate=32, bracket_high=48, output_tok_s=6900,
                                                     ttft_p99_ms=124, probes=[{"rate": 32, "meets": True, "why": "ok",
                                                                               "output_tok_s": 6900}]))
-    return s
+    return in_run_folder(s)
 
 
 class Collect(HTMLParser):
@@ -158,7 +174,7 @@ def summary_with_kv_check_and_perplexity(tmp_path):
                                 kl={"calibrated": {"kl": 0.0412, "ppl": 23.1, "ppl_bf16": 22.0, "top1_agree": 0.93},
                                     "unit": {"kl": 0.0031, "ppl": 22.1, "ppl_bf16": 22.0, "top1_agree": 0.98}},
                                 recommended="unit", recommended_reason="lowest KL(BF16 || FP8 KV)", wall_s=30.0)
-    return s
+    return in_run_folder(s)
 
 
 def test_report_shows_the_kv_check_and_the_perplexity_gate(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_summary
-from suite.analysis.load import load_summary
+from suite.analysis.load import load_summary, write_tracking
 from suite.outputs import sinks
 from suite.outputs.publish import publish
 
@@ -22,8 +22,8 @@ def toy_sink():
     def write(summary, run_dir, ctx):
         out = run_dir / "toy.txt"
         out.write_text(f"{summary.recipe_name} {len(summary.variants)}\n")
-        summary.artifacts["toy_txt"] = str(out)
         seen["ctx"] = ctx
+        return {"toy_txt": str(out)}  # the artifacts it wrote: publish records them, the sink changes no summary
 
     sink = sinks.register(sinks.Sink("toy", write))
     yield seen
@@ -40,7 +40,10 @@ def test_a_toy_output_registered_from_a_test_is_written_by_publish(tmp_path, toy
     summary = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5},
                             "fp8": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5}}, run_dir=str(tmp_path))
     events = []
-    publish(summary, tmp_path, tmp_path, track=False, resumed=False, report=lambda *e: events.append(e))
+    before = summary.model_dump()
+    published = publish(summary, tmp_path, tmp_path, track=False, resumed=False, report=lambda *e: events.append(e))
+    assert summary.model_dump() == before  # nothing wrote back into the summary given
+    assert published.artifacts["toy_txt"] == str(tmp_path / "toy.txt") and published.finished
     assert (tmp_path / "toy.txt").read_text().split()[-1] == "2"
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["artifacts"]["toy_txt"] == str(tmp_path / "toy.txt")
@@ -62,7 +65,7 @@ def test_tracked_publish_runs_the_mlflow_sink_after_summary_json(tmp_path, monke
 
     def fake_track(summary, summary_path, out_root, resumed=False, end_times=None):
         calls.append((summary_path.is_file(), out_root, resumed, end_times))
-        summary.tracking_pending = "server down"
+        write_tracking(summary.model_copy(update={"tracking_pending": "server down"}), summary_path.parent)
         return "server down"
 
     monkeypatch.setattr(mlflow, "track_summary", fake_track)
@@ -82,7 +85,7 @@ def test_publish_writes_summary_json_once_and_tracking_beside_it(tmp_path, monke
     from suite.records.summary import RunSummary
 
     def fake_track(summary, summary_path, out_root, resumed=False, end_times=None):
-        summary.tracking_pending = "server down"
+        write_tracking(summary.model_copy(update={"tracking_pending": "server down"}), summary_path.parent)
         return "server down"
 
     written = []

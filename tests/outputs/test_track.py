@@ -61,8 +61,9 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
 
     from mlflow.tracking import MlflowClient
 
-    from conftest import add_serving_intervals, run_cli, write_run_recipe
+    from conftest import add_serving_intervals, plan_run, run_cli, write_run_recipe
     from suite.records.quantize import QuantizeResult
+    from suite.records.summary import RunSummary
 
     def logged(name, fp8_gsm8k):
         run_dir = tmp_path / name
@@ -78,6 +79,7 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
         add_deltas(s.variants)
         add_serving_intervals(s)  # a throughput ratio without its interval over repetitions is inconclusive
         s.recipe_sha256 = write_run_recipe(run_dir, {"recipe": s.recipe})["recipe_sha256"]  # the gate's trusted copy
+        s = RunSummary.model_validate(plan_run(run_dir, s.model_dump(mode="json")))  # plan.json, stage results
         uri = track.default_uri(tmp_path)
         track.run(track.TrackConfig(s, run_dir / "summary.json", uri, "gates", tmp_path / "artifacts"))
         return run_dir, uri

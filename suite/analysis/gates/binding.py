@@ -1,0 +1,192 @@
+"""Every verdict input bound to its job: the run folder's plan.json names the jobs the run was to make (variant, stage,
+config); each stage result must be the one its job made, and every planned evaluation task is judged or reported
+missing.
+
+A stage result is bound when its ``job`` (``records.base.JobStamp``, written by the stage process in the same write as
+the result) names this variant and stage and a content key (the result's own key field, the same), when the config file
+beside it (``variants/<v>/<stage>.config.json``) has the sha256 the job recorded, and when that config is the plan's for
+the job (but for where it writes and what a prerequisite stage passed on: ``planner.with_results`` adds engine
+arguments). A result made for another variant, another config or with no key is not judged: bad input, naming it. A
+planned job with no result (its variant recorded no error that explains it) and a planned task missing from the
+summary or from a variant's scores are reported missing: bad input, never dropped in silence.
+
+What it cannot see: plan.json, configs and results rewritten together; ``suite gate --verify`` (the signed manifest)
+covers that."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from suite.runtime.errors import Problem
+
+PLAN = "plan.json"
+MAX_BYTES = 64 << 20  # a plan, a config or a stage result larger than this is not one the suite wrote
+FIX_RERUN = ("rerun the job: `suite run --resume RUN_DIR` runs again every job whose result is missing or records no "
+             "key")
+FIX_FOLDER = "gate the run folder as `suite run` left it (`suite gate --verify` checks it against its manifest)"
+# where a job writes, what a prerequisite stage passes on to it and a checkpoint's provenance (the recipe it was
+# first built for, saved beside it: not in its content key, so a resume after an accepted recipe change keeps it):
+# not part of what decides the result
+NOT_PLANNED = ("output_dir", "engine_args", "batch_limits", "provenance")
+
+
+def read_json(path: Path) -> tuple[object, str | None]:
+    """(the parsed JSON of a regular file of at most MAX_BYTES, None) or (None, why it cannot be read)."""
+    try:
+        if not path.is_file():
+            return None, "missing"
+        if path.stat().st_size > MAX_BYTES:
+            return None, f"larger than {MAX_BYTES >> 20} MiB"
+        raw = path.read_bytes()
+        return json.loads(raw), None
+    except (OSError, ValueError, RecursionError) as e:
+        return None, f"not readable JSON: {type(e).__name__}: {str(e)[:200]}"
+
+
+def _differ(ran, planned, where: str = "") -> list[str]:
+    """The dotted fields where the config a job ran differs from the plan's (NOT_PLANNED left out)."""
+    if isinstance(ran, dict) and isinstance(planned, dict):
+        out = []
+        for k in sorted(set(ran) | set(planned), key=str):
+            if k not in NOT_PLANNED:
+                out += _differ(ran.get(k), planned.get(k), f"{where}.{k}" if where else str(k))
+        return out
+    return [] if ran == planned else [where or "(the whole config)"]
+
+
+def _planned_tasks(config: dict) -> list[str]:
+    """The task names of an evaluation config (a served evaluation's, nested one level down, too)."""
+    for c in [config, *(v for v in config.values() if isinstance(v, dict))]:
+        if isinstance(c.get("tasks"), list):
+            return [t["name"] for t in c["tasks"] if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    return []
+
+
+def _scored(result: dict) -> set[str]:
+    """The tasks a stage result (an evaluation, or a benchmark carrying a served one) holds a score for."""
+    for r in (result, *result.values()):  # a served evaluation sits one level down, under its stage's name
+        if isinstance(r, dict) and isinstance(r.get("scores"), list):
+            return {sc.get("task") for sc in r["scores"] if isinstance(sc, dict)}
+    return set()
+
+
+class Binding:
+    """The checks of one run folder against its plan; ``problems`` collects what is wrong."""
+
+    def __init__(self, summary, folder: Path):
+        self.s, self.folder = summary, Path(folder)
+        self.problems: list[Problem] = []
+
+    def bad(self, file: str, field: str, what: str, fix: str) -> None:
+        self.problems.append(Problem(file, field, what, fix))
+
+    def check(self) -> list[Problem]:
+        plan, why = read_json(self.folder / PLAN)
+        planned = plan.get("variants") if isinstance(plan, dict) else None
+        if not isinstance(planned, dict) or not planned:
+            self.bad(str(self.folder / PLAN), "variants", f"the run's plan is {why or 'not a plan (no variants)'}: "
+                     "what the run was to measure cannot be known, so nothing is judged", FIX_FOLDER)
+            return self.problems
+        by_name = {v.name: v for v in self.s.variants}
+        src = str(self.folder / "summary.json")
+        for name in planned:
+            if name not in by_name:
+                self.bad(src, f"variants.{name}", "planned (plan.json) but missing from the summary", FIX_FOLDER)
+        tasks: list[str] = []
+        for v in self.s.variants:
+            stages = planned.get(v.name)
+            if not isinstance(stages, dict):
+                self.bad(src, f"variants.{v.name}", "not a variant of the run's plan (plan.json)", FIX_FOLDER)
+                continue
+            for stage, config in stages.items():
+                if isinstance(config, dict):
+                    tasks += self.job(v, stage, config)
+        self.tasks(dict.fromkeys(tasks), src)
+        return self.problems
+
+    def job(self, v, stage: str, config: dict) -> list[str]:
+        """Check the result of ``v``'s planned ``stage`` job; the tasks it was planned to score."""
+        vdir = self.folder / "variants" / v.name
+        rel = f"variants/{v.name}/{stage}.result.json"
+        want = _planned_tasks(config)
+        res, why = read_json(vdir / f"{stage}.result.json")
+        if res is None:
+            if why != "missing":
+                self.bad(str(vdir / f"{stage}.result.json"), "", f"the {stage} result is {why}", FIX_RERUN)
+            elif not v.errors:  # a variant whose stages failed says so itself (its failure)
+                self.bad(rel, "", f"{v.name}'s planned {stage} job has no result: missing, nothing to judge",
+                         FIX_RERUN)
+            return want
+        if not isinstance(res, dict):
+            self.bad(rel, "", f"the {stage} result is not a JSON object", FIX_RERUN)
+            return want
+        job = res.get("job")
+        key = res.get("key") or res.get("cache_key")
+        if not isinstance(job, dict) or not job.get("key") or not key:
+            self.bad(rel, "job", "records no job or content key: which job made it cannot be known, so it is not "
+                     "judged", FIX_RERUN)
+            return want
+        if job.get("variant") != v.name or job.get("stage") != stage:
+            self.bad(rel, "job", f"was made by {job.get('variant')}'s {job.get('stage')} job, not {v.name}'s "
+                     f"{stage}: a result made for another job is not judged", FIX_RERUN)
+        elif job["key"] != key:
+            self.bad(rel, "job.key", f"{job['key']} but the result records {key}: not judged", FIX_RERUN)
+        self.config(v, stage, config, job)
+        self.summary_copy(v, stage, job)
+        if want and not v.errors and (lacking := [t for t in want if t not in _scored(res)]):
+            self.bad(rel, "scores", f"no score for {', '.join(lacking)}, which the plan has {v.name} evaluate: "
+                     "missing", FIX_RERUN)
+        return want
+
+    def config(self, v, stage: str, planned: dict, job: dict) -> None:
+        """The config file beside the result: the one the job recorded (sha256) and the plan's."""
+        path = self.folder / "variants" / v.name / f"{stage}.config.json"
+        rel = f"variants/{v.name}/{stage}.config.json"
+        try:
+            raw = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_BYTES else None
+        except OSError:
+            raw = None
+        if raw is None:
+            self.bad(rel, "", f"the config {v.name}'s {stage} job ran is missing or unreadable: its result cannot "
+                     "be bound to it", FIX_RERUN)
+            return
+        if hashlib.sha256(raw).hexdigest() != job.get("config_sha256"):
+            self.bad(rel, "", f"is not the config the {stage} result was made with (its sha256 differs from the "
+                     "job's config_sha256): not judged", FIX_RERUN)
+            return
+        ran, why = read_json(path)
+        if differ := _differ(ran, planned):
+            self.bad(rel, ", ".join(differ[:6]) + (" ..." if len(differ) > 6 else ""),
+                     f"differs from {v.name}'s planned {stage} job (plan.json): a result made for another config is "
+                     "not judged", FIX_RERUN)
+
+    def summary_copy(self, v, stage: str, job: dict) -> None:
+        """The summary's copy of the result names the same job as the run folder's."""
+        held = getattr(v, stage, None)
+        mine = getattr(held, "job", None)
+        if held is not None and (mine is None or mine.model_dump() != job):
+            self.bad(str(self.folder / "summary.json"), f"{v.name}: {stage}.job", "differs from the job of the run "
+                     f"folder's variants/{v.name}/{stage}.result.json: the summary's result is not the stage's",
+                     "rebuild the summary from the stage results (`suite summarize RUN_DIR`)")
+
+    def tasks(self, planned: dict, src: str) -> None:
+        """The summary evaluates exactly the planned tasks, and each variant without errors scored each of them."""
+        have = list(self.s.tasks)
+        if lacking := [t for t in planned if t not in have]:
+            self.bad(src, "tasks", f"{', '.join(lacking)} planned (plan.json) but missing from the summary: never "
+                     "dropped in silence", FIX_FOLDER)
+        if extra := [t for t in have if t not in planned]:
+            self.bad(src, "tasks", f"{', '.join(extra)} not planned (plan.json)", FIX_FOLDER)
+        for v in self.s.variants:
+            scored = {sc.task for sc in v.evaluate.scores} if v.evaluate is not None else set()
+            if planned and not v.errors and (lacking := [t for t in planned if t not in scored]):
+                self.bad(src, f"{v.name}: evaluate.scores", f"no score for {', '.join(lacking)} (planned): missing",
+                         FIX_FOLDER)
+
+
+def problems(summary, folder: str | Path) -> list[Problem]:
+    """What binds the run folder's results to its plan, broken (empty: every result is its job's, nothing planned is
+    missing)."""
+    return Binding(summary, Path(folder)).check()
