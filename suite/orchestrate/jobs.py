@@ -47,8 +47,8 @@ def made_with(vs, rebuilt_from=None):
     """What a variant's kept results were made with: its prerequisite stages' results in ``vs`` (its
     ``VariantSummary``), but a checkpoint rebuilt byte for byte under another content key counts as the one the run
     used (``rebuilt_from``: that one's result; runner.rebuilt kept what was made with it)."""
-    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in registry.RUN_ORDER if STAGES[s].prerequisite})
-    for s in (s for s in registry.RUN_ORDER if STAGES[s].builds_checkpoint):
+    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in registry.run_order() if STAGES[s].prerequisite})
+    for s in (s for s in registry.run_order() if STAGES[s].builds_checkpoint):
         now = getattr(done, s)
         same = rebuilt_from is not None and now is not None and rebuilt_from.content_sha256
         if same and rebuilt_from.content_sha256 == now.content_sha256:

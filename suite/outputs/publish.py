@@ -22,7 +22,7 @@ def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, 
     the same run, as logged); otherwise a new summary drops the earlier one's tracking state (as summary.json's
     fields did when a resume rewrote it) and the MLflow sink writes it again."""
     ctx = PublishContext(out_root=out_root, track=track, resumed=resumed, report=report, end_times=end_times)
-    sinks = [s for s in SINKS if track or not s.tracking]
+    sinks = [s for s in SINKS.values() if track or not s.tracking]
     summary.finished = finished or now()  # the report shows it
     if not keep_tracking:
         from suite.analysis.load import TRACKING_FILE

@@ -4,9 +4,11 @@ A sink has a ``name`` and ``write(summary, run_dir, ctx)``; ``publish`` runs the
 ``after_summary`` sinks run once summary.json is written (``ctx.summary_path``; it is written once: such a sink
 keeps what it adds in its own file, as the MLflow sink does in tracking.json); ``tracking`` sinks run only when the
 run is tracked (``ctx.track``).
-Adding an output is one module that calls ``register(Sink(...))`` (or one entry in ``builtin_sinks``).
-The signed manifest (``suite.outputs.manifest``, with ``SUITE_MANIFEST_KEY`` set) runs last, after every other writer
-of the files it lists: ``register`` puts a new sink before it.
+Adding an output is one module that calls ``register(Sink(...))`` (or one entry in ``builtin_sinks``) or, from a
+package outside ``suite``, an entry point of the group ``suite.outputs`` naming a ``Sink`` (``NAME = module:SINK``).
+``SINKS`` is a ``suite.records.registry.Registry``, name -> Sink in publish order. The signed manifest
+(``suite.outputs.manifest``, with ``SUITE_MANIFEST_KEY`` set) runs last, after every other writer of the files it
+lists: a new sink, registered or found, goes before it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from suite.records.registry import Registry
 
 
 @dataclass
@@ -92,19 +96,15 @@ def builtin_sinks() -> list[Sink]:
 
 
 MANIFEST = "manifest"
-SINKS: list[Sink] = builtin_sinks()
+SINKS: Registry[Sink] = Registry("output", "suite.outputs", base=Sink, name_of=lambda s: s.name, last=MANIFEST)
+for _sink in builtin_sinks():
+    SINKS.register(_sink.name, _sink)
 
 
 def register(sink: Sink) -> Sink:
-    """Add ``sink`` (or replace the one of the same name, in place)."""
-    for i, s in enumerate(SINKS):
-        if s.name == sink.name:
-            SINKS[i] = sink
-            return sink
-    last = next((i for i, s in enumerate(SINKS) if s.name == MANIFEST), len(SINKS))
-    SINKS.insert(last, sink)
-    return sink
+    """Add ``sink`` just before the manifest (or replace the one of the same name, in place)."""
+    return SINKS.register(sink.name, sink)
 
 
 def unregister(name: str) -> None:
-    SINKS[:] = [s for s in SINKS if s.name != name]
+    SINKS.unregister(name)

@@ -1,5 +1,8 @@
 """Stage process entry: ``python -m suite.stages <stage> <config.json> <result.json>`` (stages from the registry).
 
+The registry reads the ``suite.stages`` entry points of this interpreter's path, so a stage a package outside
+``suite`` adds runs here as the built-in ones do.
+
 Each stage runs in a process of its own (GPU memory is only truly freed when a process ends, and the
 quantize stage lives in a different environment). The parent never imports vLLM, lm-eval or torch.
 """
@@ -9,6 +12,9 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+
+from suite.records.registry import RegistryError
+from suite.stages.registry import STAGES
 
 LOG_FORMAT = "%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
 # This module runs as ``__main__`` (``python -m suite.stages``): its logger is named for the package's module, so that
@@ -33,14 +39,11 @@ def setup_logging(stage: str, stream=None) -> logging.Handler:
 
 
 def main(argv: list[str]) -> int:
-    from suite.stages.registry import STAGES
-
-    if len(argv) != 3 or argv[0] not in STAGES:
-        # before any handler (the stage is not known yet): a command-line error, written as argparse writes one
-        sys.stderr.write(f"usage: python -m suite.stages {{{','.join(STAGES)}}} CONFIG.json RESULT.json\n")
+    spec, refused = _spec(argv)
+    if spec is None:  # before any handler (the stage is not known yet): a command-line error, on stderr
+        sys.stderr.write(refused)
         return 2
     name, cfg_path, out_path = argv
-    spec = STAGES[name]
     setup_logging(name)
     _start_sampling(stacks_path(Path(out_path)))
     _start_progress(Path(out_path))
@@ -72,6 +75,17 @@ def main(argv: list[str]) -> int:
         return 0
     finally:  # (end_without_teardown ends the process itself, after the same)
         _finish_sampling()
+
+
+def _spec(argv: list[str]):
+    """(the StageSpec argv names, None), or (None, the line to write): the usage, as argparse writes one, or a plug-in
+    stage whose entry point does not load (its one line, which the parent reports as the stage's error)."""
+    try:
+        if len(argv) == 3 and argv[0] in STAGES:
+            return STAGES[argv[0]], None
+        return None, f"usage: python -m suite.stages {{{','.join(STAGES)}}} CONFIG.json RESULT.json\n"
+    except RegistryError as exc:
+        return None, f"RegistryError: {exc}\n"
 
 
 def stacks_path(result_path: Path) -> Path:
