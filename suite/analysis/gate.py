@@ -51,10 +51,10 @@ from pathlib import Path
 
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import GateSpec
-from suite.analysis.gates import GATES, recompute
-from suite.analysis.gates.base import EPS, FIX_SUMMARY, GateCheck, GateResult, check as _check  # noqa: F401
+from suite.analysis.gates import recompute
+from suite.analysis.gates.base import FIX_SUMMARY, GateCheck, GateResult
 from suite.analysis.gates.reader import Reader
-from suite.analysis.gates.registry import Context
+from suite.analysis.gates.registry import GATES, Context
 from suite.analysis.gates.structure import (  # noqa: F401 - perplexity_tasks: read by the report
     perplexity_policy_problems, perplexity_tasks, policy_problems, structure,
 )

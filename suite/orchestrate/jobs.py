@@ -5,13 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from suite.orchestrate.stageproc import StageOutcome, run_stage
 from suite.orchestrate.store import RunFolder, job_key, prerequisites_before, recorded_key
-from suite.runtime import envs  # noqa: F401 -- the runner's stage environment and versions, through here
 from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
-
-# re-exported: callers import the stage process's names from here
-from suite.orchestrate.stageproc import StageOutcome, failure_line, interpreter, read_result, run_stage  # noqa: F401
 
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,

@@ -199,7 +199,7 @@ class _CheckLabels:
     recipe's eval.engine_check, so that a rebuilt summary files each check under the label the run used."""
 
     def __init__(self, recipe):
-        from suite.plan.planner import check_label, engine_args_as_vllm_takes_them
+        from suite.plan.configs import check_label, engine_args_as_vllm_takes_them
 
         configs = recipe.eval.engine_check_configs() if recipe.eval.engine_check is not None else []
         self.labels = dict(zip(ENGINE_CHECKS, (check_label(engine_args_as_vllm_takes_them(c)) for c in configs)))

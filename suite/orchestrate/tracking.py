@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from suite.orchestrate.progress import watching  # noqa: F401 -- what the run tells while it runs, through here
 from suite.outputs.mlflow_live import LiveTracking
 
 

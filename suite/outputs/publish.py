@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+from suite.analysis.load import TRACKING_FILE
 from suite.outputs.sinks import SINKS, PublishContext
 
 
@@ -25,8 +26,6 @@ def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, 
     sinks = [s for s in SINKS.values() if track or not s.tracking]
     summary.finished = finished or now()  # the report shows it
     if not keep_tracking:
-        from suite.analysis.load import TRACKING_FILE
-
         (run_dir / TRACKING_FILE).unlink(missing_ok=True)
     for sink in sinks:
         if not sink.after_summary:

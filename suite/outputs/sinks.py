@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from suite.analysis.load import write_tracking
+from suite.outputs import timeline
 from suite.records.registry import Registry
 
 
@@ -41,14 +43,12 @@ class Sink:
 
 
 def write_timeline(summary, run_dir: Path, ctx: PublishContext) -> None:
-    from suite.outputs import timeline
-
     if timeline.write(run_dir / "jobs.json", run_dir / "timeline.png"):
         summary.artifacts["timeline_png"] = str(run_dir / "timeline.png")
 
 
 def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> None:
-    from suite.outputs import frontier
+    from suite.outputs import frontier  # lazy: it loads the summary records (pydantic set-up)
 
     front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
     if front.png:
@@ -58,7 +58,7 @@ def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> None:
 
 
 def write_report(summary, run_dir: Path, ctx: PublishContext) -> None:
-    from suite.outputs import report as reporting
+    from suite.outputs import report as reporting  # lazy: it loads the summary records (pydantic set-up)
 
     page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html",
                                                 gate=reporting.recipe_verdict(summary, run_dir)))
@@ -67,8 +67,7 @@ def write_report(summary, run_dir: Path, ctx: PublishContext) -> None:
 
 def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
     """MLflow (offline-first: a server that is down leaves the run pending for ``suite sync``)."""
-    from suite.analysis.load import write_tracking
-    from suite.outputs import mlflow
+    from suite.outputs import mlflow  # lazy: it loads the summary records (pydantic set-up)
 
     ctx.report("track", "mlflow", "start")
     t0 = time.perf_counter()
@@ -80,7 +79,7 @@ def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
 
 
 def write_manifest(summary, run_dir: Path, ctx: PublishContext) -> None:
-    from suite.outputs import manifest
+    from suite.outputs import manifest  # lazy: it loads the stage records (pydantic set-up)
 
     manifest.write_sink(summary, run_dir, ctx)
 

@@ -20,13 +20,11 @@ from suite.records.evaluate import TaskRun
 from suite.plan import dag
 from suite.plan.dag import Job
 from suite.plan.keys import quantizer_versions
+from suite.recipe import checkpoint
 from suite.recipe.executor import ExecutorSpec
 from suite.stages import registry
 from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK, QUANTIZE, STAGES
-# re-exported: callers import the builders' helpers from here
-from suite.plan.configs import (THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK, absolute_calibration,  # noqa: F401
-                                benchmark_config, check_label, engine_args_as_vllm_takes_them, include_paths,
-                                kvcheck_config)
+from suite.plan.configs import engine_args_as_vllm_takes_them
 
 
 class _StageConfig:
@@ -189,8 +187,6 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
 def existing_checkpoint(loaded: LoadedRecipe, variant: VariantSpec) -> tuple[str, dict]:
     """(the path or hub id the engine is given, what its config.json says of its quantization) for a variant
     served from an existing checkpoint (``variants[].model``); `suite validate` has checked it can be read."""
-    from suite.recipe import checkpoint
-
     path = checkpoint.model_path(loaded, variant.model)
     try:
         info = checkpoint.describe(path, variant.model.revision)

@@ -147,7 +147,7 @@ def _one_task_problems(loaded: LoadedRecipe, i: int, name: str, local: dict, hub
 def gate_problems(loaded: LoadedRecipe) -> list[Problem]:
     """The gates: a per-task gate names an evaluated task, an accuracy gate has tasks to judge, thresholds are
     finite."""
-    from suite.recipe.schema import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
+    from suite.recipe.gatespec import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
 
     r, f = loaded.recipe, str(loaded.path)
     problems: list[Problem] = []

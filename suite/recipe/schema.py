@@ -176,9 +176,8 @@ class VariantSpec(Strict):
         return self
 
 
-from suite.recipe.evalspec import (  # noqa: E402,F401  (the eval section, re-exported)
-    EVAL_ONLY_REFUSED, EvalSpec, Limit, TaskSpec, _check_limit)
-from suite.recipe.gatespec import DEFAULTS, PER_TASK, Drop, GateSpec, Ratio  # noqa: E402,F401
+from suite.recipe.evalspec import EvalSpec  # noqa: E402  (the eval section)
+from suite.recipe.gatespec import GateSpec  # noqa: E402
 
 
 class TrackingSpec(Strict):

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 from suite.records.registry import RegistryError
+from suite.runtime import progress, stacks
+from suite.runtime.lock import result_allowed
 from suite.stages.registry import STAGES
 
 LOG_FORMAT = "%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
@@ -60,8 +62,6 @@ def main(argv: list[str]) -> int:
             _finish_sampling()  # before the traceback, which stays the log's last lines
             traceback.print_exc()  # the cause, as an uncaught exception prints it; then no teardown to hang or abort in
             end_without_teardown(close, code=1)
-        from suite.runtime.lock import result_allowed
-
         if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
             # written bare, not through the handler: an exception's line, which the parent reports as the
             # stage's failure (suite.runtime.procs.error_line matches it only at the start of a line)
@@ -99,8 +99,6 @@ def _start_progress(result_path: Path) -> None:
     """Name this stage's progress file (suite.runtime.progress) for the stage's code; an earlier attempt's goes."""
     import os
 
-    from suite.runtime import progress
-
     path = progress.path_for(result_path)
     if _may_write():
         path.unlink(missing_ok=True)
@@ -115,8 +113,6 @@ def _start_sampling(path: Path) -> None:
     A profile of an earlier attempt is removed first. Never fails the stage: without a sampler it runs as before."""
     import os
 
-    from suite.runtime import stacks
-
     try:
         if _may_write():
             path.unlink(missing_ok=True)
@@ -129,8 +125,6 @@ def _start_sampling(path: Path) -> None:
 def _may_write() -> bool:
     """Whether this stage may still write into its run folder (suite.runtime.lock: not if the run was taken over
     by another, whose files these would overwrite)."""
-    from suite.runtime.lock import result_allowed
-
     return not result_allowed()
 
 
@@ -146,8 +140,6 @@ def _finish_sampling() -> None:
     orphan's result is refused the same way)."""
     if not _sampling:
         return
-    from suite.runtime import stacks
-
     sampler, path = _sampling.pop()
     sampler.stop()
     try:

@@ -22,7 +22,7 @@ from suite.records.kvcheck import KVCheckConfig, KVCheckResult
 from suite.records.quantize import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
 from suite.records.base import Record
 from suite.records.registry import Registry, resolve
-from suite.runtime.envs import QUANTIZE_ENV, SERVE_ENV, Environment  # noqa: F401 -- callers import them from here
+from suite.runtime.envs import QUANTIZE_ENV, SERVE_ENV, Environment
 
 # the stages' names: code outside suite/stages/ names a stage by these constants (tests/test_architecture.py)
 QUANTIZE = "quantize"

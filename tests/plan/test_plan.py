@@ -127,7 +127,7 @@ def test_checkpoint_key_uses_the_quantize_environments_versions(demo_recipe_copy
 def test_every_throughput_field_reaches_the_benchmark_config_or_is_named_as_not_passed():
     """ThroughputSpec -> BenchmarkConfig is an explicit mapping: a field added or renamed on either side
     fails here instead of being dropped silently (the planner used to copy the fields whose names matched)."""
-    from suite.plan.planner import THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK
+    from suite.plan.configs import THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK
     from suite.recipe import ThroughputSpec
     from suite.records.benchmark import BenchmarkConfig
 

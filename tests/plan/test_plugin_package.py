@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import build_gated_run, make_summary
-from suite.analysis.gates import GATES
+from suite.analysis.gates.registry import GATES
 from suite.cli.commands import COMMANDS
 from suite.outputs.sinks import SINKS
 from suite.records.schemes import SCHEMES
