@@ -58,7 +58,7 @@ class Registry(Mapping, Generic[T]):
                  name_of: Callable[[Any], str] | None = None, last: str | None = None):
         self.kind, self.group, self.base, self.name_of, self.last = kind, group, base, name_of, last
         self._entries: dict[str, Any] = {}
-        self._origin: dict[str, str] = {}  # name -> where a lazy entry came from (an entry point, a string)
+        self._origin: dict[str, str] = {}  # name -> the entry point it came from, as an error line names it
         self._entry_points: dict[str, str] = {}  # name -> the 'module:object' of the entry point it came from
         self._discovered = False
         self._lock = threading.RLock()
