@@ -125,8 +125,8 @@ def recipe_gates(summary: RunSummary, source: str) -> GateSpec:
 
 
 def run(config: GateConfig) -> GateResult:
-    """Every registered gate (``gates.GATES``) on every variant but the baseline, after the run's structure, the policy
-    and the per-item records (``gates.recompute``) were checked; problems are bad input (no verdict)."""
+    """Every registered gate (``gates.registry.GATES``) on every variant but the baseline, after the run's structure,
+    the policy and the per-item records (``gates.recompute``) were checked; problems are bad input (no verdict)."""
     s, policy = config.summary, config.policy
     src = config.source or str(Path(s.run_dir) / "summary.json")
     psrc = config.policy_source or f"{src}: recipe.gates"

@@ -6,6 +6,7 @@ import math
 import tempfile
 
 from suite.runtime.errors import Problem, SuiteError
+from suite.recipe import checkpoint, guards, kv
 from suite.recipe.loaded import LoadedRecipe
 
 
@@ -19,8 +20,6 @@ def is_perplexity(info) -> bool:
 
 def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Checks that need the file system: model folder, data dir, calibration sets, task names."""
-    from suite.recipe import guards, kv
-
     problems = model_folder_problems(loaded)
     problems += guards.model_problems(loaded) + guards.engine_range_problems(loaded)
     problems += calibration_problems(loaded)
@@ -196,12 +195,11 @@ def served_problems(loaded: LoadedRecipe) -> list[Problem]:
 def output_dir_problems(loaded: LoadedRecipe) -> list[Problem]:
     """output_dir must be a folder this user can write in, or creatable as one (nothing is created here:
     a probe file is made and removed in the folder, or in its nearest existing parent)."""
-    from suite.recipe.guards import output_dir_refusal
     from suite.runtime.envs import REPO_ROOT
 
     out = loaded.resolve(loaded.recipe.output_dir)
     f, fld = str(loaded.path), "output_dir"
-    if (why := output_dir_refusal(out, REPO_ROOT)) is not None:
+    if (why := guards.output_dir_refusal(out, REPO_ROOT)) is not None:
         return [Problem(f, fld, f"{out} {why}: run folders may not go there",
                         "point output_dir at a folder of your own (e.g. ../runs beside the recipes)")]
     existing = out
@@ -235,8 +233,6 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
 
     if r.eval.deterministic and (why := platform_problem(vllm_platform())):
         problems.append(Problem(f, "eval.deterministic", *why))
-    from suite.recipe import kv
-
     try:
         problems += kv.serving_problems(loaded, engine_args_facts, vllm_platform())
     except SuiteError as e:
@@ -258,8 +254,6 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
 def checkpoint_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Variants served from an existing checkpoint (``model``): it exists, its config.json reads, and (``serving``)
     the serve environment's vLLM loads its quantization_config's quant_method."""
-    from suite.recipe import checkpoint
-
     r, f = loaded.recipe, str(loaded.path)
     sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)]
     problems, methods = [], {}

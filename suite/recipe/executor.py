@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from suite.recipe import guards
 from suite.recipe.base import Strict, bad
 from suite.stages.registry import STAGES
 
@@ -40,9 +41,7 @@ class ExecutorSpec(Strict):
     @field_validator("address")
     @classmethod
     def _no_credentials(cls, v: str | None) -> str | None:
-        from suite.recipe.guards import uri_credential
-
-        if v and (what := uri_credential(v)):
+        if v and (what := guards.uri_credential(v)):
             raise bad(f"the address holds {what}; recipes end up in MLflow and in logs",
                       "remove it and give the credential through the environment that runs `suite`")
         return v

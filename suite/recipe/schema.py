@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import _NAME, EngineValue, Strict, bad
-from suite.recipe import guards
+from suite.recipe import guards, kv
 from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
@@ -164,14 +164,12 @@ class VariantSpec(Strict):
 
     @model_validator(mode="after")
     def _kv_options(self) -> "VariantSpec":
-        from suite.recipe.kv import variant_kv_problem
-
         if self.model is not None and self.quantization is not None:
             raise bad("both 'model' (an existing checkpoint, served as it is) and 'quantization' (a checkpoint "
                       "built from the recipe's model) are given",
                       "remove 'quantization' to serve the checkpoint, or 'model' to build one from the recipe's model")
 
-        if (why := variant_kv_problem(self)) is not None:
+        if (why := kv.variant_kv_problem(self)) is not None:
             raise bad(*why)
         return self
 
