@@ -11,7 +11,7 @@ __all__ = ["Run", "load_run", "run"]
 
 def __getattr__(name: str):
     if name in __all__:
-        from suite import api
+        from suite import api  # lazy (PEP 562): `import suite` stays cheap; the API loads the orchestrator
 
         return getattr(api, name)
     raise AttributeError(f"module 'suite' has no attribute {name!r}")

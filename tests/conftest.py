@@ -310,7 +310,7 @@ def plan_run(run_dir, s: dict) -> dict:
     import json
     from pathlib import Path
 
-    from suite.stages.registry import EVALUATE, RUN_ORDER
+    from suite.stages.registry import EVALUATE, run_order
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -322,7 +322,7 @@ def plan_run(run_dir, s: dict) -> dict:
         vdir.mkdir(parents=True, exist_ok=True)
         jobs = plan["variants"][v["name"]] = {"model_path": v.get("model_path")}
         served = v.get("model_path") if v.get("is_baseline") else f"{v.get('model_path')}/{v['name']}"  # its checkpoint
-        for stage in [st for st in RUN_ORDER if isinstance(v.get(st), dict) or (st == EVALUATE and evaluated)]:
+        for stage in [st for st in run_order() if isinstance(v.get(st), dict) or (st == EVALUATE and evaluated)]:
             config = {"engine": {"model": served}}
             if stage == EVALUATE:
                 config["tasks"] = [{"name": t} for t in tasks]

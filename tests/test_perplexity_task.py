@@ -228,7 +228,7 @@ def test_spans_on_short_text():
 SCORE_BOTH_TASKS = textwrap.dedent("""
     import json, os, sys
     TASKS_TO_SCORE = json.loads(os.environ.get("SCORE_TASKS", '["suite_longppl", "suite_longppl_pos"]'))
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
     install_vllm_version_alias()
     import lm_eval
     from lm_eval.models.vllm_causallms import VLLM

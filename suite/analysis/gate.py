@@ -52,11 +52,11 @@ from pathlib import Path
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import GateSpec
-from suite.analysis.gates import GATES, binding, recompute
+from suite.analysis.gates import binding, recompute
 from suite.analysis.gates import policy as trusted
-from suite.analysis.gates.base import EPS, FIX_SUMMARY, GateCheck, GateResult, check as _check  # noqa: F401
+from suite.analysis.gates.base import FIX_SUMMARY, GateCheck, GateResult
 from suite.analysis.gates.reader import Reader
-from suite.analysis.gates.registry import Context
+from suite.analysis.gates.registry import GATES, Context
 from suite.analysis.gates.sequential import stopped_tasks
 from suite.analysis.gates.structure import (  # noqa: F401 - perplexity_tasks: read by the report
     perplexity_policy_problems, perplexity_tasks, policy_problems, structure,
@@ -168,8 +168,8 @@ def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
 
 
 def run(config: GateConfig) -> GateResult:
-    """Every registered gate (``gates.GATES``) on every variant but the baseline, after the run's structure, the policy
-    and the per-item records (``gates.recompute``) were checked; problems are bad input (no verdict)."""
+    """Every registered gate (``gates.registry.GATES``) on every variant but the baseline, after the run's structure,
+    the policy and the per-item records (``gates.recompute``) were checked; problems are bad input (no verdict)."""
     s, policy = config.summary, config.policy
     src = config.source or str(Path(s.run_dir) / "summary.json")
     psrc = config.policy_source or f"{src}: recipe.gates"

@@ -12,6 +12,7 @@ import io
 import sys
 
 from suite.version import __version__
+from suite.records.registry import RegistryError
 from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError, exit_codes_text
 from suite.cli.commands import command_modules
 
@@ -55,10 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # a plug-in command whose entry point does not load: RegistryError
         return args.func(args)
-    except SuiteError as e:
+    except (SuiteError, RegistryError) as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT

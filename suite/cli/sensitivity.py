@@ -14,7 +14,7 @@ from suite.stages.registry import KVCHECK
 def first_calibration_set(loaded, calib) -> str:
     """The sweep draws its held-out texts from one set: the variant's (the first of a mix)."""
     from suite.stages.quantize import calibration
-    from suite.plan.planner import absolute_calibration
+    from suite.plan.configs import absolute_calibration
 
     calib = absolute_calibration(loaded, calib)
     return calibration.mix_parts(calib)[0][0] if calib else "chat-demo"
@@ -92,7 +92,8 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
     kv_skip_layers: auto choice (the kvcheck stage, run by itself in the quantize environment)."""
     from rich.table import Table
 
-    from suite.plan.planner import kvcheck_config, make_plan
+    from suite.plan.configs import kvcheck_config
+    from suite.plan.planner import make_plan
     from suite.recipe import kv
 
     r, f = loaded.recipe, str(loaded.path)

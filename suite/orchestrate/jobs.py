@@ -5,13 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from suite.orchestrate.stageproc import StageOutcome, run_stage
 from suite.orchestrate.store import RunFolder, job_key, prerequisites_before, recorded_key
-from suite.runtime import envs  # noqa: F401 -- the runner's stage environment and versions, through here
 from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
-
-# re-exported: callers import the stage process's names from here
-from suite.orchestrate.stageproc import StageOutcome, failure_line, interpreter, read_result, run_stage  # noqa: F401
 
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
@@ -48,8 +45,8 @@ def made_with(vs, rebuilt_from=None):
     """What a variant's kept results were made with: its prerequisite stages' results in ``vs`` (its
     ``VariantSummary``), but a checkpoint rebuilt byte for byte under another content key counts as the one the run
     used (``rebuilt_from``: that one's result; runner.rebuilt kept what was made with it)."""
-    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in registry.RUN_ORDER if STAGES[s].prerequisite})
-    for s in (s for s in registry.RUN_ORDER if STAGES[s].builds_checkpoint):
+    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in registry.run_order() if STAGES[s].prerequisite})
+    for s in (s for s in registry.run_order() if STAGES[s].builds_checkpoint):
         now = getattr(done, s)
         same = rebuilt_from is not None and now is not None and rebuilt_from.content_sha256
         if same and rebuilt_from.content_sha256 == now.content_sha256:

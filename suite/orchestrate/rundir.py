@@ -11,6 +11,7 @@ from suite.runtime import safeio
 from suite.recipe.loaded import fields_that_differ
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, load_recipe, serving_problems
+from suite.stages.registry import EVALUATE, STAGES, run_order
 
 
 def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
@@ -80,7 +81,6 @@ def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
         stored = safeio.read_json(run_dir / "plan.json", "record").get("variants", {})
     except (OSError, ValueError):
         return
-    from suite.stages.registry import EVALUATE  # plan.json keys each variant's configs by stage name
 
     older = any(isinstance(v.get(EVALUATE), dict) and "batch_limits" not in v[EVALUATE] for v in stored.values())
     if not older:
@@ -179,7 +179,6 @@ def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
     recorded versions of the key packages differ from that environment's now; a line for each. Results that
     recorded none (older ones) are kept, and the environment is asked only when some result recorded versions."""
     from suite.plan.keys import KEY_PACKAGES
-    from suite.stages.registry import STAGES
 
     recorded = {k: r for k, r in kept.items()
                 if k[0] in STAGES and STAGES[k[0]].environment == "serve" and getattr(r, "versions", None)}
@@ -201,15 +200,13 @@ def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
 
 def plan_json(plan, recipe_path: Path | None = None) -> str:
     """plan.json: the run folder, the recipe's path, the stage environment, the jobs and every config."""
-    from suite.stages.registry import RUN_ORDER
-
     return json.dumps({
         "run_dir": str(plan.run_dir), "recipe_path": str(recipe_path) if recipe_path else None,
         "env": plan.env, "jobs": plan.jobs(), "executor": plan.executor.model_dump(),
         "dag": [j.as_dict() for j in plan.dag],
         "variants": {vp.variant.name: {"model_path": vp.model_path,
                                        **({"checkpoint": vp.checkpoint} if getattr(vp, "checkpoint", None) else {}),
-                                       **{s: (c.model_dump() if (c := vp.config(s)) else None) for s in RUN_ORDER}}
+                                       **{s: (c.model_dump() if (c := vp.config(s)) else None) for s in run_order()}}
                      for vp in plan.variants},
         "base_fingerprints": base_fingerprints(plan),
     }, indent=2)

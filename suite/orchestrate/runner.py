@@ -23,12 +23,10 @@ from pathlib import Path
 from typing import Callable
 
 from suite.analysis import summary as summaries
-from suite.orchestrate import jobs, rundir, tracking
+from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
 from suite.orchestrate.executors import JobCall, make_executor
 from suite.outputs.publish import now, publish
-
-envs = jobs.envs  # the stage environment and the versions the summary records
-elapsed_by_stage = jobs.elapsed_by_stage  # re-exported: callers import it from here
+from suite.runtime import envs
 
 
 # (stage, variant, event[, where]) with event in start|ok|failed|skipped|resumed|cached; 'start' also says
@@ -108,7 +106,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     if live.url:
         report("run", "", "tracking", live.url)
     try:
-        with tracking.watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
+        with progress.watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
             totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock,
                               live.hear(report), watch)
         summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
@@ -128,7 +126,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
     executor's overhead); returns each stage's total wall time."""
     loop = JobLoop(plan, summary, kept, make_executor(spec), report, env,
                    lambda job, vp, vs: JobCall(job.stage, vp, vs, run_dir, out_root, env, force, lock,
-                                               jobs.interpreter(job.stage)))
+                                               stageproc.interpreter(job.stage)))
     executor, t0, checked = loop.executor, time.time(), False
     try:
         executor.start()
@@ -151,7 +149,7 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
             loop.by_name[name].errors.insert(0, why)
         executor.close()
         jobs.write_timeline(run_dir / "jobs.json", executor, plan, loop.timeline, t0)
-    summary.stage_elapsed_s = elapsed_by_stage(loop.timeline)
+    summary.stage_elapsed_s = jobs.elapsed_by_stage(loop.timeline)
     return loop.totals
 
 

@@ -141,8 +141,8 @@ def in_run_folder(run_dir: Path, jobs) -> dict:
 
 def prerequisites_before(vp, stage: str) -> list[str]:
     """The prerequisite stages the variant planned as ``vp`` runs before ``stage`` (what they make or choose decides
-    its config and key). ``registry.RUN_ORDER`` is read here, not imported: register_stage rebinds it."""
-    order = registry.RUN_ORDER
+    its config and key)."""
+    order = registry.run_order()
     return [s for s in order[:order.index(stage)] if STAGES[s].prerequisite and vp.config(s) is not None]
 
 

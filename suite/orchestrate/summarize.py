@@ -23,6 +23,7 @@ from typing import Iterator
 from suite.runtime import safeio
 from suite.analysis import summary as summaries
 from suite.records.summary import RunSummary, VariantSummary
+from suite.stages.registry import ENGINE_CHECKS, run_order
 
 # what the runner and the analysis write into a variant's summary: rebuilt from the folder, never copied
 _DERIVED = ("metrics", "paired", "perplexity")
@@ -35,7 +36,6 @@ def summarize(run_dir: Path) -> RunSummary:
     from suite.orchestrate import jobs
     from suite.orchestrate.stageproc import read_result
     from suite.recipe.schema import Recipe
-    from suite.stages.registry import RUN_ORDER
 
     run_dir = Path(run_dir).resolve()
     earlier = RunSummary.read(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
@@ -47,7 +47,7 @@ def summarize(run_dir: Path) -> RunSummary:
     checks = _CheckLabels(recipe)
     for v in summary.variants:
         vdir = run_dir / "variants" / v.name
-        for stage in RUN_ORDER:
+        for stage in run_order():
             result, bad = read_result(vdir, stage) if (vdir / f"{stage}.result.json").is_file() else (None, None)
             if result is not None:
                 if recorded and recorded != str(run_dir):
@@ -165,9 +165,7 @@ def _started(run_dir: Path) -> str:
 
 
 def _stage_fields() -> tuple[str, ...]:
-    from suite.stages.registry import RUN_ORDER
-
-    return tuple(RUN_ORDER)
+    return run_order()
 
 
 def _recorded_run_dir(run_dir: Path) -> str | None:
@@ -200,8 +198,7 @@ class _CheckLabels:
     recipe's eval.engine_check, so that a rebuilt summary files each check under the label the run used."""
 
     def __init__(self, recipe):
-        from suite.plan.planner import check_label, engine_args_as_vllm_takes_them
-        from suite.stages.registry import ENGINE_CHECKS
+        from suite.plan.configs import check_label, engine_args_as_vllm_takes_them
 
         configs = recipe.eval.engine_check_configs() if recipe.eval.engine_check is not None else []
         self.labels = dict(zip(ENGINE_CHECKS, (check_label(engine_args_as_vllm_takes_them(c)) for c in configs)))

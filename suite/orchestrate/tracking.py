@@ -6,7 +6,6 @@ import hashlib
 from pathlib import Path
 
 from suite.runtime import safeio
-from suite.orchestrate.progress import watching  # noqa: F401 -- what the run tells while it runs, through here
 from suite.outputs.mlflow_live import LiveTracking
 
 

@@ -24,7 +24,7 @@ def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, 
     fields did when a resume rewrote it) and the MLflow sink writes it again. ``summary`` is not changed: returns the
     summary published (with when it finished and the sinks' artifacts) with tracking.json's state laid over it."""
     ctx = PublishContext(out_root=out_root, track=track, resumed=resumed, report=report, end_times=end_times)
-    sinks = [s for s in SINKS if track or not s.tracking]
+    sinks = [s for s in SINKS.values() if track or not s.tracking]
     published = summary.model_copy(update={"finished": finished or now(), "artifacts": dict(summary.artifacts)})
     if not keep_tracking:
         (run_dir / TRACKING_FILE).unlink(missing_ok=True)

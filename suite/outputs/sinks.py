@@ -6,9 +6,11 @@ summary it writes and returns.
 ``after_summary`` sinks run once summary.json is written (``ctx.summary_path``; it is written once: such a sink
 keeps what it adds in its own file, as the MLflow sink does in tracking.json); ``tracking`` sinks run only when the
 run is tracked (``ctx.track``).
-Adding an output is one module that calls ``register(Sink(...))`` (or one entry in ``builtin_sinks``).
-The signed manifest (``suite.outputs.manifest``, with ``SUITE_MANIFEST_KEY`` set) runs last, after every other writer
-of the files it lists: ``register`` puts a new sink before it.
+Adding an output is one module that calls ``register(Sink(...))`` (or one entry in ``builtin_sinks``) or, from a
+package outside ``suite``, an entry point of the group ``suite.outputs`` naming a ``Sink`` (``NAME = module:SINK``).
+``SINKS`` is a ``suite.records.registry.Registry``, name -> Sink in publish order. The signed manifest
+(``suite.outputs.manifest``, with ``SUITE_MANIFEST_KEY`` set) runs last, after every other writer of the files it
+lists: a new sink, registered or found, goes before it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from suite.analysis.load import write_tracking
+from suite.outputs import timeline
+from suite.records.registry import Registry
 
 
 @dataclass
@@ -39,14 +45,12 @@ class Sink:
 
 
 def write_timeline(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
-    from suite.outputs import timeline
-
-    return {"timeline_png": str(run_dir / "timeline.png")} if timeline.write(run_dir / "jobs.json",
-                                                                             run_dir / "timeline.png") else {}
+    made = timeline.write(run_dir / "jobs.json", run_dir / "timeline.png")
+    return {"timeline_png": str(run_dir / "timeline.png")} if made else {}
 
 
 def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
-    from suite.outputs import frontier
+    from suite.outputs import frontier  # lazy: it loads the summary records (pydantic set-up)
 
     front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
     made = {"frontier_png": front.png, "frontier_cost_png": getattr(front, "cost_png", None)}
@@ -54,7 +58,7 @@ def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str
 
 
 def write_report(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
-    from suite.outputs import report as reporting
+    from suite.outputs import report as reporting  # lazy: it loads the summary records (pydantic set-up)
 
     page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html",
                                                 gate=reporting.recipe_verdict(summary, run_dir)))
@@ -64,8 +68,8 @@ def write_report(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
 def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
     """MLflow (offline-first: a server that is down leaves the run pending for ``suite sync``): its state, and how long
     logging took, go to tracking.json beside summary.json, never into the summary."""
-    from suite.analysis.load import with_tracking, write_tracking
-    from suite.outputs import mlflow
+    from suite.analysis.load import with_tracking
+    from suite.outputs import mlflow  # lazy: it loads the summary records (pydantic set-up)
 
     ctx.report("track", "mlflow", "start")
     t0 = time.perf_counter()
@@ -78,7 +82,7 @@ def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
 
 
 def write_manifest(summary, run_dir: Path, ctx: PublishContext) -> None:
-    from suite.outputs import manifest
+    from suite.outputs import manifest  # lazy: it loads the stage records (pydantic set-up)
 
     manifest.write_sink(summary, run_dir, ctx)
 
@@ -94,19 +98,15 @@ def builtin_sinks() -> list[Sink]:
 
 
 MANIFEST = "manifest"
-SINKS: list[Sink] = builtin_sinks()
+SINKS: Registry[Sink] = Registry("output", "suite.outputs", base=Sink, name_of=lambda s: s.name, last=MANIFEST)
+for _sink in builtin_sinks():
+    SINKS.register(_sink.name, _sink)
 
 
 def register(sink: Sink) -> Sink:
-    """Add ``sink`` (or replace the one of the same name, in place)."""
-    for i, s in enumerate(SINKS):
-        if s.name == sink.name:
-            SINKS[i] = sink
-            return sink
-    last = next((i for i, s in enumerate(SINKS) if s.name == MANIFEST), len(SINKS))
-    SINKS.insert(last, sink)
-    return sink
+    """Add ``sink`` just before the manifest (or replace the one of the same name, in place)."""
+    return SINKS.register(sink.name, sink)
 
 
 def unregister(name: str) -> None:
-    SINKS[:] = [s for s in SINKS if s.name != name]
+    SINKS.unregister(name)

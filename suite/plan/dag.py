@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from suite.recipe.executor import ExecutorSpec
 from suite.runtime.engine.parallel import parallel_size
-from suite.stages.registry import EVALUATE, STAGES
+from suite.stages.registry import EVALUATE, STAGES, run_order
 
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's EngineArgs default
 PUBLISH = "publish"
@@ -93,13 +93,12 @@ def share_gpus(plan, executor: ExecutorSpec) -> None:
 
 
 def build(plan, executor: ExecutorSpec) -> list[Job]:
-    """The plan's jobs in a valid order (stage by stage, as the registry's RUN_ORDER lists them), each with
+    """The plan's jobs in a valid order (stage by stage, as the registry's run_order() lists them), each with
     what it waits for and the resources it asks for; the publish job last."""
-    from suite.stages.registry import RUN_ORDER
-
+    order = run_order()
     jobs: list[Job] = []
     first_builder: dict[str, str] = {}  # checkpoint folder -> the quantize job that makes it
-    for stage in RUN_ORDER:
+    for stage in order:
         for vp in plan.variants:
             cfg = vp.config(stage)
             if cfg is None:
@@ -110,9 +109,9 @@ def build(plan, executor: ExecutorSpec) -> list[Job]:
                 if (other := first_builder.setdefault(vp.model_path, f"{stage}:{name}")) != f"{stage}:{name}":
                     deps.append(other)
             else:
-                deps += [f"{s}:{name}" for s in RUN_ORDER if STAGES[s].prerequisite and s != stage
+                deps += [f"{s}:{name}" for s in order if STAGES[s].prerequisite and s != stage
                          and vp.config(s) is not None
-                         and RUN_ORDER.index(s) < RUN_ORDER.index(stage)]
+                         and order.index(s) < order.index(stage)]
             if getattr(getattr(cfg, "sequential", None), "baseline_result", None):  # eval.sequential: its baseline's
                 deps.append(f"{stage}:{next(b.variant.name for b in plan.variants if b.is_baseline)}")  # looks
             jobs.append(Job(stage, name, tuple(deps), resources(stage, cfg, executor)))

@@ -1,6 +1,6 @@
 """The planner: a validated recipe -> the stage jobs of one run, in order, with their typed configs.
 
-Nothing here runs a model, and nothing here names a stage: ``make_plan`` walks the registry's ``RUN_ORDER`` and asks
+Nothing here runs a model, and nothing here names a stage: ``make_plan`` walks the registry's ``run_order()`` and asks
 each stage's config builder (``StageSpec.config_builder``; the built-in ones are in ``suite.plan.configs``) for the
 variant's config, giving it a ``VariantContext``: the recipe, the variant, the model it is served from (the base
 model, an existing checkpoint, or the content-addressed checkpoint a stage of it builds: ``suite.plan.keys``) and the
@@ -20,13 +20,11 @@ from suite.records.evaluate import TaskRun
 from suite.plan import dag
 from suite.plan.dag import Job
 from suite.plan.keys import quantizer_versions
+from suite.recipe import checkpoint
 from suite.recipe.executor import ExecutorSpec
 from suite.stages import registry
 from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK, QUANTIZE, STAGES
-# re-exported: callers import the builders' helpers from here
-from suite.plan.configs import (THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK, absolute_calibration,  # noqa: F401
-                                benchmark_config, check_label, engine_args_as_vllm_takes_them, include_paths,
-                                kvcheck_config)
+from suite.plan.configs import engine_args_as_vllm_takes_them
 
 
 class _StageConfig:
@@ -79,9 +77,9 @@ class Plan:
     dag: list[Job] = field(default_factory=list)  # suite.plan.dag: dependencies and resources, publish last
 
     def jobs(self) -> list[tuple[str, str]]:
-        """(stage, variant) of every stage job, in a valid order (RUN_ORDER: quantize first, then kvcheck,
+        """(stage, variant) of every stage job, in a valid order (run_order(): quantize first, then kvcheck,
         evaluate, benchmark); ``dag`` has what each waits for and asks for."""
-        return [(stage, v.variant.name) for stage in registry.RUN_ORDER for v in self.variants if v.config(stage)]
+        return [(stage, v.variant.name) for stage in registry.run_order() for v in self.variants if v.config(stage)]
 
 
 @dataclass
@@ -167,7 +165,7 @@ class VariantContext:
     def model_path(self) -> str:
         """The folder or hub id the variant is served from: the checkpoint a stage of it builds (that config's
         checkpoint_dir), else its existing checkpoint, else the base model."""
-        for stage in registry.RUN_ORDER:
+        for stage in registry.run_order():
             if STAGES[stage].builds_checkpoint and (cfg := self.config(stage)) is not None:
                 return cfg.checkpoint_dir
         return self.existing[0] if self.existing else self.plan.base_model
@@ -179,7 +177,7 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
     plan = Plan(run_dir=run_dir, checkpoints_dir=context.checkpoints_dir, env=dict(r.runtime.env))
     for variant in r.all_variants():
         ctx = VariantContext(context, variant, variant is r.baseline)
-        configs = {stage: cfg for stage in registry.RUN_ORDER if (cfg := ctx.config(stage)) is not None}
+        configs = {stage: cfg for stage in registry.run_order() if (cfg := ctx.config(stage)) is not None}
         plan.variants.append(VariantPlan(variant, ctx.is_baseline, ctx.model_path, configs, ctx.checkpoint, ctx.labels))
     dag.share_gpus(plan, r.executor)
     plan.executor, plan.dag = r.executor, dag.build(plan, r.executor)
@@ -189,8 +187,6 @@ def make_plan(loaded: LoadedRecipe, run_dir: Path, checkpoints_dir: Path | None 
 def existing_checkpoint(loaded: LoadedRecipe, variant: VariantSpec) -> tuple[str, dict]:
     """(the path or hub id the engine is given, what its config.json says of its quantization) for a variant
     served from an existing checkpoint (``variants[].model``); `suite validate` has checked it can be read."""
-    from suite.recipe import checkpoint
-
     path = checkpoint.model_path(loaded, variant.model)
     try:
         info = checkpoint.describe(path, variant.model.revision)

@@ -10,10 +10,12 @@ from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD
 from suite.recipe.base import Strict, bad
 from suite.recipe.checks import check_references, output_dir_problems, serving_problems
-from suite.recipe.load import LoadedRecipe, is_local_model, load_recipe, load_yaml, read_text, validation_problems
-from suite.recipe.schema import (DEFAULTS, PER_TASK, SCHEMES, SCHEMES_NEEDING_DATA, CalibrationMix, EvalSpec,
-                                 GateSpec, ModelSpec, QuantizationSpec, Recipe, RuntimeSpec, TaskSpec, TrackingSpec,
-                                 VariantSpec)
+from suite.recipe.evalspec import EvalSpec, TaskSpec
+from suite.recipe.gatespec import DEFAULTS, PER_TASK, GateSpec
+from suite.recipe.load import load_recipe, load_yaml, read_text, validation_problems
+from suite.recipe.loaded import LoadedRecipe, is_local_model
+from suite.recipe.schema import (SCHEMES, SCHEMES_NEEDING_DATA, CalibrationMix, ModelSpec, QuantizationSpec, Recipe,
+                                 RuntimeSpec, TrackingSpec, VariantSpec)
 from suite.records.benchmark import SloSpec
 from suite.recipe.throughput import ThroughputSpec
 

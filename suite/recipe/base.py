@@ -7,7 +7,6 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticCustomError
 
-from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD  # noqa: F401 (re-exported: the recipe's checks use them)
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 Scalar = Union[bool, int, float, str]

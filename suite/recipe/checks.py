@@ -8,7 +8,7 @@ from pathlib import Path
 
 from suite.records import bench_argv
 from suite.runtime.errors import Problem, SuiteError
-from suite.recipe import consent
+from suite.recipe import checkpoint, consent, guards, kv
 from suite.recipe.loaded import LoadedRecipe
 
 
@@ -22,8 +22,6 @@ def is_perplexity(info) -> bool:
 
 def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Checks that need the file system: model folder, data dir, calibration sets, task names."""
-    from suite.recipe import guards, kv
-
     problems = model_folder_problems(loaded)
     problems += guards.model_problems(loaded) + guards.engine_range_problems(loaded)
     problems += calibration_problems(loaded)
@@ -154,7 +152,7 @@ def _one_task_problems(loaded: LoadedRecipe, i: int, name: str, local: dict, hub
 def gate_problems(loaded: LoadedRecipe) -> list[Problem]:
     """The gates: a per-task gate names an evaluated task, an accuracy gate has tasks to judge, thresholds are
     finite."""
-    from suite.recipe.schema import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
+    from suite.recipe.gatespec import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
 
     r, f = loaded.recipe, str(loaded.path)
     problems: list[Problem] = []
@@ -209,10 +207,9 @@ def output_folder_problems(out: Path, f: str, fld: str) -> list[Problem]:
     """Where run folders go (a recipe's output_dir, `suite run --out`, ``suite.run(output_dir=...)``) must be a folder
     this user can write in, or creatable as one, and not one ``guards.output_dir_refusal`` refuses (nothing is
     created here: a probe file is made and removed in the folder, or in its nearest existing parent)."""
-    from suite.recipe.guards import output_dir_refusal
     from suite.runtime.envs import REPO_ROOT
 
-    if (why := output_dir_refusal(out, REPO_ROOT)) is not None:
+    if (why := guards.output_dir_refusal(out, REPO_ROOT)) is not None:
         return [Problem(f, fld, f"{out} {why}: run folders may not go there",
                         "point it at a folder of your own (e.g. ../runs beside the recipes)")]
     existing = out
@@ -246,8 +243,6 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
 
     if r.eval.deterministic and (why := platform_problem(vllm_platform())):
         problems.append(Problem(f, "eval.deterministic", *why))
-    from suite.recipe import kv
-
     try:
         problems += kv.serving_problems(loaded, engine_args_facts, vllm_platform())
     except SuiteError as e:
@@ -269,8 +264,6 @@ def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
 def checkpoint_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Variants served from an existing checkpoint (``model``): it exists, its config.json reads, and (``serving``)
     the serve environment's vLLM loads its quantization_config's quant_method."""
-    from suite.recipe import checkpoint
-
     r, f = loaded.recipe, str(loaded.path)
     sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)]
     problems, methods = [], {}

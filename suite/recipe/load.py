@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe.schema import GateSpec, Recipe
-from suite.recipe.loaded import LoadedRecipe, is_local_model  # noqa: F401  (re-exported)
+from suite.recipe.loaded import LoadedRecipe
 
 
 def _strip(t):

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from suite.recipe.base import _NAME, EngineValue, Strict, bad
-from suite.recipe import guards
+from suite.recipe import guards, kv
 from suite.runtime.secrets import SECRET_ENV, URL_PASSWORD, uri_credential
 from suite.recipe.throughput import ThroughputSpec
 from suite.recipe.executor import ExecutorSpec
@@ -170,21 +170,18 @@ class VariantSpec(Strict):
 
     @model_validator(mode="after")
     def _kv_options(self) -> "VariantSpec":
-        from suite.recipe.kv import variant_kv_problem
-
         if self.model is not None and self.quantization is not None:
             raise bad("both 'model' (an existing checkpoint, served as it is) and 'quantization' (a checkpoint "
                       "built from the recipe's model) are given",
                       "remove 'quantization' to serve the checkpoint, or 'model' to build one from the recipe's model")
 
-        if (why := variant_kv_problem(self)) is not None:
+        if (why := kv.variant_kv_problem(self)) is not None:
             raise bad(*why)
         return self
 
 
-from suite.recipe.evalspec import (  # noqa: E402,F401  (the eval section, re-exported)
-    EVAL_ONLY_REFUSED, EvalSpec, Limit, TaskSpec, _check_limit)
-from suite.recipe.gatespec import DEFAULTS, PER_TASK, Drop, GateSpec, Ratio  # noqa: E402,F401
+from suite.recipe.evalspec import EvalSpec  # noqa: E402  (the eval section)
+from suite.recipe.gatespec import GateSpec  # noqa: E402
 
 
 class TrackingSpec(Strict):

@@ -1,15 +1,18 @@
 """The quantization schemes, one table: each llmcompressor preset the suite builds, what it needs, where it runs, and
 how a saved checkpoint is recognised as it (the quantize stage's check after saving, and `variants[].model`).
 
-Adding a scheme is one ``Scheme`` entry (``register`` for a plug-in): the recipe's validation, the calibration rule,
-the CPU-serving refusal, `suite sensitivity`, the quantize stage's verification and the reading of a checkpoint's
-config.json all read this table.
+Adding a scheme is one ``Scheme`` entry (``register``; from a package outside ``suite``, an entry point of the group
+``suite.schemes`` naming a ``Scheme``, ``NAME = module:SCHEME``, read when the table is first read): the recipe's
+validation, the calibration rule, the CPU-serving refusal, `suite sensitivity`, the quantize stage's verification
+and the reading of a checkpoint's config.json all read this table (``SCHEMES``, a ``suite.records.registry.Registry``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+from suite.records.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -23,12 +26,11 @@ class Scheme:
     sensitivity: bool = False  # `suite sensitivity` can sweep its layers (quantize-dequantize per block)
 
 
-SCHEMES: dict[str, Scheme] = {}
+SCHEMES: Registry[Scheme] = Registry("scheme", "suite.schemes", base=Scheme, name_of=lambda s: s.name)
 
 
 def register(scheme: Scheme) -> Scheme:
-    SCHEMES[scheme.name] = scheme
-    return scheme
+    return SCHEMES.register(scheme.name, scheme)
 
 
 for _s in (

@@ -34,7 +34,6 @@ from suite.runtime import safeio
 from suite.records.schemes import SCHEMES
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
-from suite.runtime.vllm_alias import install_vllm_version_alias  # noqa: F401  (callers import it from here)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The stage environments, by name. An environment is not a stage: the quantize, kvcheck and sensitivity stages all

@@ -1,5 +1,8 @@
 """Stage process entry: ``python -m suite.stages <stage> <config.json> <result.json>`` (stages from the registry).
 
+The registry reads the ``suite.stages`` entry points of this interpreter's path, so a stage a package outside
+``suite`` adds runs here as the built-in ones do.
+
 Each stage runs in a process of its own (GPU memory is only truly freed when a process ends, and the
 quantize stage lives in a different environment). The parent never imports vLLM, lm-eval or torch.
 """
@@ -14,6 +17,10 @@ import sys
 from pathlib import Path
 
 from suite.records.base import JOB_ENV, JobStamp
+from suite.records.registry import RegistryError
+from suite.runtime import progress, stacks
+from suite.runtime.lock import result_allowed
+from suite.stages.registry import STAGES
 
 LOG_FORMAT = "%(asctime)s {stage} %(levelname)s %(name)s: %(message)s"
 # This module runs as ``__main__`` (``python -m suite.stages``): its logger is named for the package's module, so that
@@ -38,14 +45,11 @@ def setup_logging(stage: str, stream=None) -> logging.Handler:
 
 
 def main(argv: list[str]) -> int:
-    from suite.stages.registry import STAGES
-
-    if len(argv) != 3 or argv[0] not in STAGES:
-        # before any handler (the stage is not known yet): a command-line error, written as argparse writes one
-        sys.stderr.write(f"usage: python -m suite.stages {{{','.join(STAGES)}}} CONFIG.json RESULT.json\n")
+    spec, refused = _spec(argv)
+    if spec is None:  # before any handler (the stage is not known yet): a command-line error, on stderr
+        sys.stderr.write(refused)
         return 2
     name, cfg_path, out_path = argv
-    spec = STAGES[name]
     setup_logging(name)
     _start_sampling(stacks_path(Path(out_path)))
     _start_progress(Path(out_path))
@@ -62,8 +66,6 @@ def main(argv: list[str]) -> int:
             _finish_sampling()  # before the traceback, which stays the log's last lines
             traceback.print_exc()  # the cause, as an uncaught exception prints it; then no teardown to hang or abort in
             end_without_teardown(close, code=1)
-        from suite.runtime.lock import result_allowed
-
         if refused := result_allowed():  # an orphan of a lost run must not overwrite a result accepted since
             # written bare, not through the handler: an exception's line, which the parent reports as the
             # stage's failure (suite.runtime.procs.error_line matches it only at the start of a line)
@@ -96,6 +98,17 @@ def stamped(result, stage: str, cfg_path: Path):
     return result.model_copy(update=update)
 
 
+def _spec(argv: list[str]):
+    """(the StageSpec argv names, None), or (None, the line to write): the usage, as argparse writes one, or a plug-in
+    stage whose entry point does not load (its one line, which the parent reports as the stage's error)."""
+    try:
+        if len(argv) == 3 and argv[0] in STAGES:
+            return STAGES[argv[0]], None
+        return None, f"usage: python -m suite.stages {{{','.join(STAGES)}}} CONFIG.json RESULT.json\n"
+    except RegistryError as exc:
+        return None, f"RegistryError: {exc}\n"
+
+
 def stacks_path(result_path: Path) -> Path:
     """Where a stage's stack profile goes: ``evaluate.result.json`` -> ``evaluate.stacks.json`` beside it."""
     name = result_path.name
@@ -106,8 +119,6 @@ def stacks_path(result_path: Path) -> Path:
 def _start_progress(result_path: Path) -> None:
     """Name this stage's progress file (suite.runtime.progress) for the stage's code; an earlier attempt's goes."""
     import os
-
-    from suite.runtime import progress
 
     path = progress.path_for(result_path)
     if _may_write():
@@ -123,8 +134,6 @@ def _start_sampling(path: Path) -> None:
     A profile of an earlier attempt is removed first. Never fails the stage: without a sampler it runs as before."""
     import os
 
-    from suite.runtime import stacks
-
     try:
         if _may_write():
             path.unlink(missing_ok=True)
@@ -137,8 +146,6 @@ def _start_sampling(path: Path) -> None:
 def _may_write() -> bool:
     """Whether this stage may still write into its run folder (suite.runtime.lock: not if the run was taken over
     by another, whose files these would overwrite)."""
-    from suite.runtime.lock import result_allowed
-
     return not result_allowed()
 
 
@@ -154,8 +161,6 @@ def _finish_sampling() -> None:
     orphan's result is refused the same way)."""
     if not _sampling:
         return
-    from suite.runtime import stacks
-
     sampler, path = _sampling.pop()
     sampler.stop()
     try:

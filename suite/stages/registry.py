@@ -6,8 +6,10 @@ environment ('quantize': llmcompressor; 'serve': vLLM and lm-eval). Nothing here
 the entry is a 'module:function' string, imported only inside the stage process. Each entry also names its
 config builder, 'module:function' too, called by the planner (``suite.plan.planner``) once per variant with the
 plan's context; it reads the recipe, so it lives above the stages (``suite/plan/configs.py`` for these). Adding a
-stage is one ``StageSpec`` here (or ``register_stage`` from outside), one subpackage under ``suite/stages/`` and its
-builder; the planner and the DAG iterate ``RUN_ORDER`` and read the spec, naming no stage.
+stage is one subpackage and one ``StageSpec``: here, by ``register_stage`` or, from a package outside ``suite``, by an
+entry point of the group ``suite.stages`` (``NAME = module:SPEC``; read in the stage process too, so ``python -m
+suite.stages NAME`` finds it). ``STAGES`` is a ``suite.records.registry.Registry``; the planner and the DAG iterate
+``run_order()`` and read the spec, naming no stage.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from suite.records.evaluate import EvaluateConfig, EvaluateResult
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
 from suite.records.quantize import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
 from suite.records.base import Record
-from suite.runtime.envs import QUANTIZE_ENV, SERVE_ENV, Environment  # noqa: F401 -- callers import them from here
+from suite.records.registry import Registry, resolve
+from suite.runtime.envs import QUANTIZE_ENV, SERVE_ENV, Environment
 
 # the stages' names: code outside suite/stages/ names a stage by these constants (tests/test_architecture.py)
 QUANTIZE = "quantize"
@@ -62,38 +65,32 @@ class StageSpec:
     # result store's; env: the stages' environment). None: no key (a checkpoint stage's is its config's ``key``)
     content_key: str | None = None
     result_files: tuple[str, ...] = ()  # its result's fields naming files (a path or {name: path}) kept with it
-
+    before: str | None = None  # run_order() puts it just before that stage (whose jobs then may wait for it)
 
     def load_entry(self):
         """The stage's function (imports its module: call this only inside the stage's own process)."""
-        return _load(self.entry)
+        return resolve(self.entry)
 
     def load_close(self):
         """The stage's ``close`` function, or None (imports its module: only inside the stage's own process)."""
-        return None if self.close is None else _load(self.close)
+        return None if self.close is None else resolve(self.close)
 
     def load_content_key(self):
         """The stage's content-key function, or None (imports suite.plan.keys: the parent's business)."""
-        return None if self.content_key is None else _load(self.content_key)
+        return None if self.content_key is None else resolve(self.content_key)
 
     def load_config_builder(self):
         """The stage's config builder (imports its module: the planner's business, never a stage process's)."""
         if self.config_builder is None:
             raise LookupError(f"stage {self.name} names no config_builder: the planner cannot plan its jobs")
-        return _load(self.config_builder)
-
-
-def _load(ref: str):
-    import importlib
-
-    module, _, func = ref.partition(":")
-    return getattr(importlib.import_module(module), func)
+        return resolve(self.config_builder)
 
 
 _BUILDERS = "suite.plan.configs"  # the built-in stages' config builders
 _KEYS = "suite.plan.keys"  # and their content keys
 _EVALUATION = {"content_key": f"{_KEYS}:evaluate_job_key", "result_files": ("results_file", "samples_files")}
-STAGES: dict[str, StageSpec] = {s.name: s for s in (
+STAGES: Registry[StageSpec] = Registry("stage", "suite.stages", base=StageSpec, name_of=lambda s: s.name)
+for _spec in (
     StageSpec(QUANTIZE, QuantizeConfig, QuantizeResult, QUANTIZE_ENV, "suite.stages.quantize.stage:run",
               builds_checkpoint=True, prerequisite=True, config_builder=f"{_BUILDERS}:quantize", colour="#8c6bb1"),
     StageSpec(KVCHECK, KVCheckConfig, KVCheckResult, QUANTIZE_ENV, "suite.stages.kvcheck.stage:run",
@@ -111,17 +108,20 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
               content_key=f"{_KEYS}:benchmark_job_key"),
     StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",
               in_run=False),
-)}
+):
+    STAGES.register(_spec.name, _spec)
 
 
-def _run_order() -> tuple[str, ...]:
-    return tuple(name for name, s in STAGES.items() if s.in_run)
-
-
-# the order of a run's jobs: every quantize job first (all checkpoints exist before any is served), then the
-# KV-scale checks (kvcheck: a variant's kv_skip_layers: auto is chosen there), then evaluate, then benchmark.
-# register_stage rebinds it: read it as registry.RUN_ORDER (or import it inside the function that reads it)
-RUN_ORDER: tuple[str, ...] = _run_order()
+def run_order() -> tuple[str, ...]:
+    """The order of a run's jobs: registration order (every quantize job first, so all checkpoints exist before any
+    is served; then the KV-scale checks, where a variant's kv_skip_layers: auto is chosen; then evaluate, then
+    benchmark), with a stage that names ``before`` moved just before that stage. Read at each call: a stage
+    registered late (an entry point, ``register_stage``) counts."""
+    order = [name for name, s in STAGES.items() if s.in_run]
+    for name in [n for n in order if STAGES[n].before in order]:
+        order.remove(name)
+        order.insert(order.index(STAGES[name].before), name)
+    return tuple(order)
 
 
 def stage(name: str) -> StageSpec:
@@ -129,21 +129,10 @@ def stage(name: str) -> StageSpec:
 
 
 def register_stage(spec: StageSpec, before: str | None = None) -> StageSpec:
-    """Add ``spec`` (a stage of the same name is replaced in place): last in ``RUN_ORDER``, or just before the
+    """Add ``spec`` (a stage of the same name is replaced in place): last in ``run_order()``, or just before the
     stage ``before`` (a stage whose jobs must wait for it comes after it)."""
-    global RUN_ORDER
-    if spec.name in STAGES or before is None:
-        STAGES[spec.name] = spec
-    else:
-        items = list(STAGES.items())
-        at = [n for n, _ in items].index(before)
-        STAGES.clear()
-        STAGES.update(items[:at] + [(spec.name, spec)] + items[at:])
-    RUN_ORDER = _run_order()
-    return spec
+    return STAGES.register(spec.name, spec, before=before)
 
 
 def unregister_stage(name: str) -> None:
-    global RUN_ORDER
-    STAGES.pop(name, None)
-    RUN_ORDER = _run_order()
+    STAGES.unregister(name)

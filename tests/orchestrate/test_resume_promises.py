@@ -40,7 +40,8 @@ def stand_in(tmp_path: Path, monkeypatch=None, extra: str = "") -> tuple[str, Pa
         if stage == "quantize":
             result_json = json.dumps({{**json.loads({quantized.model_dump_json()!r}), "key": cfg["key"]}})
         if stage == "evaluate":
-            from suite.runtime.envs import install_vllm_version_alias, package_versions
+            from suite.runtime.envs import package_versions
+            from suite.runtime.vllm_alias import install_vllm_version_alias
             install_vllm_version_alias()  # as the evaluate stage does before lm-eval imports vLLM
             result_json = json.dumps({{**json.loads(result_json), "versions": package_versions()}})
         write_result()

@@ -31,8 +31,8 @@ def toy_sink():
 
 
 def test_builtin_sinks_in_publish_order():
-    assert [s.name for s in sinks.SINKS][:4] == ["timeline", "frontier", "report", "mlflow"]
-    mlflow_sink = next(s for s in sinks.SINKS if s.name == "mlflow")
+    assert list(sinks.SINKS)[:4] == ["timeline", "frontier", "report", "mlflow"]
+    mlflow_sink = sinks.SINKS["mlflow"]
     assert mlflow_sink.after_summary and mlflow_sink.tracking
 
 

@@ -127,7 +127,7 @@ def test_checkpoint_key_uses_the_quantize_environments_versions(demo_recipe_copy
 def test_every_throughput_field_reaches_the_benchmark_config_or_is_named_as_not_passed():
     """ThroughputSpec -> BenchmarkConfig is an explicit mapping: a field added or renamed on either side
     fails here instead of being dropped silently (the planner used to copy the fields whose names matched)."""
-    from suite.plan.planner import THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK
+    from suite.plan.configs import THROUGHPUT_NOT_PASSED, THROUGHPUT_TO_BENCHMARK
     from suite.recipe import ThroughputSpec
     from suite.records.benchmark import BenchmarkConfig
 
@@ -140,13 +140,13 @@ def test_every_throughput_field_reaches_the_benchmark_config_or_is_named_as_not_
 
 def test_the_stage_registry_names_each_stage_once_and_its_entry_exists():
     """One StageSpec per stage; each entry 'module:function' is a module file of its subpackage (found, not
-    imported: the parent never imports a stage module); a run's jobs follow RUN_ORDER."""
+    imported: the parent never imports a stage module); a run's jobs follow run_order()."""
     import importlib.util
 
-    from suite.stages.registry import ENGINE_CHECKS, RUN_ORDER, STAGES
+    from suite.stages.registry import ENGINE_CHECKS, STAGES, run_order
 
     # eval.engine_check's evaluate-check-<i> stages run after the main evaluations, before the benchmark
-    assert RUN_ORDER == ("quantize", "kvcheck", "evaluate", *ENGINE_CHECKS, "benchmark") and "sensitivity" in STAGES
+    assert run_order() == ("quantize", "kvcheck", "evaluate", *ENGINE_CHECKS, "benchmark") and "sensitivity" in STAGES
     assert ENGINE_CHECKS == tuple(f"evaluate-check-{i}" for i in range(1, 5))
     for name, spec in STAGES.items():
         module, _, func = spec.entry.partition(":")

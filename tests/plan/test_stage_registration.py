@@ -47,17 +47,17 @@ def toy(**over) -> StageSpec:
 
 @pytest.fixture
 def registered():
-    before = registry.RUN_ORDER
+    before = registry.run_order()
     yield register_stage
     unregister_stage(TOY)
-    assert registry.RUN_ORDER == before and TOY not in registry.STAGES
+    assert registry.run_order() == before and TOY not in registry.STAGES
 
 
 def test_a_registered_stage_is_planned_after_its_dependency(registered, demo_recipe_copy, tmp_path):
     from suite.orchestrate.rundir import plan_json
 
     registered(toy())
-    assert registry.RUN_ORDER[-1] == TOY
+    assert registry.run_order()[-1] == TOY
     plan = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run")
     assert plan.jobs()[-1] == (TOY, "fp8-kv") and (TOY, "bf16") not in plan.jobs()  # bf16 builds no checkpoint
     base, fp8 = plan.variants
@@ -78,7 +78,7 @@ def test_a_registered_stage_is_planned_after_its_dependency(registered, demo_rec
 
 def test_a_stage_registered_before_another_is_waited_for(registered, demo_recipe_copy, tmp_path):
     registered(toy(prerequisite=True), before=EVALUATE)
-    order = registry.RUN_ORDER
+    order = registry.run_order()
     assert order.index(QUANTIZE) < order.index(TOY) == order.index(EVALUATE) - 1
     plan = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run")
     deps = {j.id: j.deps for j in plan.dag}
@@ -98,7 +98,7 @@ def build_circular(ctx, spec: StageSpec):
 
 
 def test_every_stage_of_a_run_names_a_config_builder_that_exists():
-    for name in registry.RUN_ORDER:
+    for name in registry.run_order():
         assert callable(registry.stage(name).load_config_builder()), name
     with pytest.raises(LookupError, match="names no config_builder"):
         registry.stage(registry.SENSITIVITY).load_config_builder()  # started by its own command, not planned

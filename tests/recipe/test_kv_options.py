@@ -147,7 +147,7 @@ def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_cop
 def test_auto_offers_dynamic_where_the_serve_vllm_has_calculate_kv_scales(demo_recipe_copy, tmp_path, DELETE,
                                                                         monkeypatch):
     from suite.runtime import envs
-    from suite.plan.planner import kvcheck_config
+    from suite.plan.configs import kvcheck_config
 
     loaded = load_recipe(demo_recipe_copy(**{V + "kv_scales": "auto", V + "quantization": DELETE}))
     facts = envs.engine_args_facts()

@@ -169,7 +169,7 @@ def test_a_missing_data_file_is_refused_before_any_engine_starts(demo_recipe_cop
 def test_throughput_workloads_a_list_or_one(demo_recipe_copy):
     """`workload: [random, tasks]` runs both on one server (the first is the headline's); a one-element list is the
     plain value (so the benchmark's cache key is what it was), a repeated one is refused with the fix."""
-    from suite.plan.planner import benchmark_config
+    from suite.plan.configs import benchmark_config
     from suite.recipe.throughput import ThroughputSpec
     from suite.records.evaluate import EngineConfig
 

@@ -14,7 +14,7 @@ def toy_scheme():
     toy = schemes.register(Scheme("FP8_TOY", "a toy static per-tensor scheme", needs_calibration=True,
                                   weights="tensor", activations="static tensor", cpu_unsupported="no toy kernel"))
     yield toy
-    schemes.SCHEMES.pop(toy.name)
+    schemes.SCHEMES.unregister(toy.name)
 
 
 def test_a_registered_scheme_is_validated_by_its_entry(toy_scheme):

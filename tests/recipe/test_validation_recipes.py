@@ -180,7 +180,7 @@ def test_engine_flags_are_what_vllms_own_parser_and_config_take(demo_recipe_copy
     import json
     import subprocess
 
-    from suite.stages.benchmark import stage as benchmark
+    from suite.stages.benchmark.server import engine_flags
     from suite.runtime.envs import _probe_env, serve_python
     from suite.plan.planner import make_plan
 
@@ -188,13 +188,13 @@ def test_engine_flags_are_what_vllms_own_parser_and_config_take(demo_recipe_copy
             "kv_cache_dtype_skip_layers": [0, 1], "compilation_config": {"mode": 0}, "max_num_seqs": 8}
     plan = make_plan(load_recipe(demo_recipe_copy(baseline__engine_args=args)), tmp_path / "run")
     engine = plan.variants[0].benchmark.engine
-    flags = benchmark.engine_flags(engine)
+    flags = engine_flags(engine)
     i = flags.index("--kv-cache-dtype-skip-layers")
     assert flags[i + 1:i + 3] == ["0", "1"]  # nargs='+': separate values, not one JSON string
     assert "--no-enable-prefix-caching" in flags and "--disable-log-stats" not in flags  # store_true: left out
     code = """
 import json, sys
-from suite.runtime.envs import install_vllm_version_alias
+from suite.runtime.vllm_alias import install_vllm_version_alias
 install_vllm_version_alias()
 from vllm.engine.arg_utils import EngineArgs
 from vllm.config import CacheConfig

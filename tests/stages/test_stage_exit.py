@@ -43,7 +43,7 @@ STAGE = textwrap.dedent("""
         if cfg.close_hangs:
             time.sleep(3600)
 
-    registry.STAGES["toy"] = StageSpec("toy", Cfg, Res, "serve", "__main__:run", close="__main__:close")
+    registry.register_stage(StageSpec("toy", Cfg, Res, "serve", "__main__:run", close="__main__:close"))
     import suite.stages.__main__ as stage_main
     from functools import partial
     stage_main.end_without_teardown = partial(stage_main.end_without_teardown, timeout_s=2)

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="the JSON file to write")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     import lm_eval

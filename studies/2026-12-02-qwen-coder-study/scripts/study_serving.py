@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from suite.records.summary import RunSummary, VariantSummary  # noqa: E402
 from suite.analysis.summary import add_cost, add_deltas, slo_warnings, variant_metrics  # noqa: E402
 from suite.recipe import Recipe  # noqa: E402
-from suite.stages.benchmark.bottleneck import relabel  # noqa: E402
+from suite.stages.benchmark.labels import relabel  # noqa: E402
 from suite.records.benchmark import BenchmarkResult  # noqa: E402
 
 

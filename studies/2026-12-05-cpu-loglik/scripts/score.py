@@ -35,7 +35,7 @@ record = {"uptime_start": uptime(), "env": {k: v for k, v in os.environ.items()
                                             if k.startswith(("OMP_", "VLLM_CPU", "KMP_", "GOMP_", "MKL_"))},
           "engine_args": extra, "kv_cache_dtype": a.kv, "reps": []}
 
-from suite.runtime.envs import install_vllm_version_alias  # noqa: E402
+from suite.runtime.vllm_alias import install_vllm_version_alias  # noqa: E402
 
 install_vllm_version_alias()
 import lm_eval  # noqa: E402

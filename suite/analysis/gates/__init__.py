@@ -1,8 +1,7 @@
 """The release gates, one module each, registered in ``gates.registry.GATES`` (the order below is the order of the
-checks); ``suite.analysis.gate.run`` iterates them."""
+checks; a plug-in's, found by entry point, come after); ``suite.analysis.gate.run`` iterates them."""
 
 from suite.analysis.gates import (  # noqa: F401 - importing a gate module registers it
     drop, relative_drop, noninferiority, recovery, throughput, sustainable_rate, latency, kv_layers,
     perplexity_increase, sequential,
 )
-from suite.analysis.gates.registry import GATES, Gate, register_gate, unregister_gate  # noqa: F401

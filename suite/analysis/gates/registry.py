@@ -1,6 +1,8 @@
 """The gate registry: a gate is one module that declares its recipe field (a ``GateSpec`` field), the metrics it reads
-and its check; ``suite.analysis.gate.run`` iterates ``GATES`` in registration order for every variant but the
-baseline. A team adds a gate with ``@register_gate(...)`` (a new field also needs its line in ``GateSpec``)."""
+and its check; ``suite.analysis.gate.run`` iterates ``GATES`` (a ``suite.records.registry.Registry``) in registration
+order for every variant but the baseline. A team adds a gate with ``@register_gate(...)`` or, from a package outside
+``suite``, with an entry point of the group ``suite.gates`` naming a ``Gate`` (``NAME = module:GATE``); a gate reads
+a ``GateSpec`` field (a new field also needs its line in ``GateSpec``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from suite.analysis.gates.base import GateCheck
+from suite.records.registry import Registry
 from suite.records.summary import RunSummary, VariantSummary
 
 
@@ -47,7 +50,7 @@ class Gate:
     check: Callable[[Context], None]
 
 
-GATES: dict[str, Gate] = {}
+GATES: Registry[Gate] = Registry("gate", "suite.gates", base=Gate, name_of=lambda g: g.name)
 
 
 def register_gate(field: str, reads: tuple[str, ...] = (), name: str | None = None):
@@ -55,10 +58,10 @@ def register_gate(field: str, reads: tuple[str, ...] = (), name: str | None = No
     name registered again replaces the earlier gate."""
     def wrap(fn: Callable[[Context], None]):
         key = name or field
-        GATES[key] = Gate(key, field, tuple(reads), fn)
+        GATES.register(key, Gate(key, field, tuple(reads), fn))
         return fn
     return wrap
 
 
 def unregister_gate(name: str) -> None:
-    GATES.pop(name, None)
+    GATES.unregister(name)

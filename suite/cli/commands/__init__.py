@@ -8,16 +8,20 @@ shows them. A command module defines
     add_arguments(parser)   its arguments
     run(args) -> int        what it does; returns the exit code (suite.runtime.errors)
 
-Adding a command is one module here and one entry in COMMANDS.
+Adding a command is one module here and one name below; a package outside ``suite`` adds one with an entry point of
+the group ``suite.commands`` naming its module (``NAME = package.module``), listed after these. ``COMMANDS`` is a
+``suite.records.registry.Registry``: each module is imported when the parser is built.
 """
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
+from suite.records.registry import Registry
+
+COMMANDS: Registry[ModuleType] = Registry("command", "suite.commands", base=ModuleType)
 # module names under suite.cli.commands, in `suite --help` order
-COMMANDS: tuple[str, ...] = (
+for _name in (
     "init",
     "run",
     "sync",
@@ -33,8 +37,9 @@ COMMANDS: tuple[str, ...] = (
     "score_code",
     "schema",
     "tasks",
-)
+):
+    COMMANDS.register(_name, f"{__name__}.{_name}")
 
 
 def command_modules() -> list[ModuleType]:
-    return [importlib.import_module(f"{__name__}.{name}") for name in COMMANDS]
+    return list(COMMANDS.values())

@@ -44,10 +44,9 @@ import urllib.request
 from statistics import fmean, median
 
 from suite.stages.benchmark.gpumon import GpuSampler, summarize_gpu
-from suite.stages.benchmark.labels import (BUSY_CORE, BUSY_UTIL, IDLE_UTIL, PHASE_SAMPLES, classify,  # noqa: F401
-                                          relabel, shown_label)  # (the stage's API)
+from suite.stages.benchmark.labels import BUSY_CORE, BUSY_UTIL, PHASE_SAMPLES
 from suite.stages.benchmark.host import cpu_cores
-from suite.records.benchmark import LoadPoint, ServerStats
+from suite.records.benchmark import ServerStats
 
 GAUGES = {
     "vllm:num_requests_running": "running",

@@ -119,7 +119,7 @@ def _restore(saved) -> None:
 
 
 def serve_forever() -> None:
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     answers = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol keeps the real stdout; jobs get their logs

@@ -46,10 +46,6 @@ from __future__ import annotations
 import os
 from statistics import fmean
 
-# the thresholds and the GPU-evidence rule live with the labels (pure functions of a record)
-from suite.stages.benchmark.labels import (BUSY_CORE, BUSY_UTIL, IDLE_UTIL, LOW_POWER,  # noqa: E402,F401
-                                          MIN_SAMPLES, NEAR_ROOF, gpu_evidence)
-
 
 def load_nvml():
     """The pynvml module (nvidia-ml-py, else vLLM's copy), or None."""

@@ -20,7 +20,7 @@ from suite.records.benchmark import BenchmarkConfig
 
 
 def measure(config: BenchmarkConfig) -> dict:
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     from vllm import LLM, SamplingParams

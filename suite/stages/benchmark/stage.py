@@ -39,9 +39,8 @@ from suite.stages.benchmark.gpumon import GpuSampler
 from suite.records.benchmark import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
 from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
 from suite.stages.benchmark.served import SERVED_ENV, evaluate_on_server
-from suite.stages.benchmark.server import (  # noqa: F401  (engine_flags, free_port, the regexes: used through this module)
-    KV_TOKENS_RE, MAX_CONC_RE, ServerError, engine_flags, free_port, kv_capacity, metrics_text, reset_prefix_cache,
-    server_line, tail, vllm_server)
+from suite.stages.benchmark.server import (ServerError, kv_capacity, metrics_text, reset_prefix_cache, server_line,
+                                           tail, vllm_server)
 from suite.runtime.engine.startlog import parse_engine_start
 from suite.stages.benchmark.slo import capacity, search
 from suite.stages.benchmark.points import (bench_command, combine_repetitions, load_points, point_from_json,

@@ -60,7 +60,7 @@ def prepare(config: EvaluateConfig):
         if any(code_tasks.needs_code_execution(t.name) for t in config.tasks):
             sandbox.ensure_available(config.code_sandbox)
 
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     from lm_eval.tasks import TaskManager

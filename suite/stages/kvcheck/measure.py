@@ -57,7 +57,7 @@ FP8_E4M3_MIN_NORMAL = 2.0 ** -6
 # |x / scale| above this is clipped: values in (448, 464] round to 448 anyway (448 + half its ulp of 32)
 FP8_E4M3_CLIP = 464.0
 from suite.runtime import safeio
-from suite.records.kvcheck import FP8_E4M3_MAX_REL_ROUNDING, Thresholds  # noqa: E402,F401  (ground floor: the parent reads them)
+from suite.records.kvcheck import Thresholds  # noqa: E402
 SCALE_OPTIONS = ("calibrated", "unit", "dynamic", "per-head", "vllm-calc")
 VLLM_CALC_RANGE = {"q": 200.0, "k": 200.0, "v": 100.0}  # vLLM's Q/K/V_SCALE_CONSTANT
 HOOK_NAME = "suite_kvcheck"

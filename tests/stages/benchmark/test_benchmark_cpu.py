@@ -126,7 +126,7 @@ def test_a_client_error_fails_the_point_with_the_clients_own_line(tmp_path, cpu_
     try:
         cfg = config(tmp_path, num_prompts=2, warmup_requests=0)
         (tmp_path / "bench").mkdir()
-        runner = benchmark.LoadRunner(cfg, server, benchmark.free_port(), tmp_path / "bench", api_key="k")
+        runner = benchmark.LoadRunner(cfg, server, bench_server.free_port(), tmp_path / "bench", api_key="k")
         with pytest.raises(benchmark.ServerError) as e:
             runner.measure("rate--1", -1, None, 2, 1)
         assert runner.client.proc.poll() is None  # the warm client survives a failed point

@@ -23,7 +23,7 @@ def test_engine_flags():
     e = EngineConfig(model="m", dtype="bfloat16", max_model_len=2048, kv_cache_dtype="fp8",
                      engine_args={"enforce_eager": True, "enable_prefix_caching": False,
                                   "gpu_memory_utilization": 0.9, "compilation_config": {"mode": 0}})
-    flags = benchmark.engine_flags(e)
+    flags = bench_server.engine_flags(e)
     assert flags[:6] == ["--dtype", "bfloat16", "--max-model-len", "2048", "--kv-cache-dtype", "fp8"]
     assert "--enforce-eager" in flags and "--no-enable-prefix-caching" in flags
     assert flags[flags.index("--gpu-memory-utilization") + 1] == "0.9"
@@ -44,8 +44,8 @@ def test_point_from_vllm_json(tmp_path):
 def test_kv_capacity_from_log():
     line = "(EngineCore pid=1) INFO [kv_cache_utils.py:2327] CPU KV cache size: 93,184 tokens, " \
            "Maximum concurrency for 2,048 tokens per request: 45.50x"
-    assert benchmark.KV_TOKENS_RE.findall(line) == ["93,184"]
-    assert benchmark.MAX_CONC_RE.findall(line) == [("2,048", "45.50")]
+    assert bench_server.KV_TOKENS_RE.findall(line) == ["93,184"]
+    assert bench_server.MAX_CONC_RE.findall(line) == [("2,048", "45.50")]
 
 
 def test_stop_process_group_kills_children():
@@ -265,7 +265,7 @@ def test_server_that_exits_is_reported_with_its_log(tmp_path, monkeypatch):
 
 
 def test_runner_reports_the_exception_not_the_shutdown_noise(tmp_path):
-    from suite.orchestrate.jobs import failure_line
+    from suite.orchestrate.stageproc import failure_line
 
     log = tmp_path / "evaluate.log"
     log.write_text("Traceback (most recent call last):\n  File \"x\", line 1\n"

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from suite.outputs.gpu_series import gpu_series
-from suite.stages.benchmark import bottleneck, gpumon, host
+from suite.stages.benchmark import bottleneck, gpumon, host, labels
 from suite.records.benchmark import LoadPoint, ServerStats
 
 
@@ -134,15 +134,15 @@ LOW_ROOF = {"tensor_frac": 0.04, "hbm_frac": 0.035}  # Qwen 0.5B serving on the 
 ])
 def test_the_engine_label_split_by_gpu_evidence(utils, engine_core, roof, power, label, says):
     st = bottleneck.summarize(samples(utils, engine_core=engine_core, power=power))
-    got, reason = bottleneck.classify(point(), st, roofline=roof)
+    got, reason = labels.classify(point(), st, roofline=roof)
     assert got == label and says in reason, reason
 
 
 def test_too_few_samples_or_pipeline_parallel_give_no_gpu_verdict():
     few = bottleneck.summarize(samples([[55]] * 2, engine_core=99.0))
-    assert few.gpu_samples == 2 and bottleneck.classify(point(), few, 2048, roofline=LOW_ROOF)[0] == "engine"
+    assert few.gpu_samples == 2 and labels.classify(point(), few, 2048, roofline=LOW_ROOF)[0] == "engine"
     st = bottleneck.summarize(samples([[55]] * 6, engine_core=99.0))
-    label, reason = bottleneck.classify(point(), st, roofline=LOW_ROOF, pipeline_parallel=2)
+    label, reason = labels.classify(point(), st, roofline=LOW_ROOF, pipeline_parallel=2)
     assert label == "engine" and "pipeline parallel 2" in reason
 
 
@@ -153,9 +153,9 @@ def test_the_sampler_reads_only_the_engines_gpus():
 
 def test_no_gpu_readings_keep_the_engine_label_and_other_labels_win_first():
     cpu_only = [{k: v for k, v in s.items() if k != "gpu"} for s in samples([[99]] * 4)]
-    assert bottleneck.classify(point(), bottleneck.summarize(cpu_only), roofline=LOW_ROOF)[0] == "engine"
+    assert labels.classify(point(), bottleneck.summarize(cpu_only), roofline=LOW_ROOF)[0] == "engine"
     preempted = ServerStats(samples=4, preemptions=3, waiting_mean=5, gpu_samples=4, gpu_util_mean=99.0)
-    assert bottleneck.classify(point(), preempted, roofline=LOW_ROOF)[0] == "kv-cache"
+    assert labels.classify(point(), preempted, roofline=LOW_ROOF)[0] == "kv-cache"
 
 
 def test_samples_become_mlflow_system_metric_series(tmp_path):
@@ -192,10 +192,10 @@ def test_recorded_h200_samples_are_engine_cpu_bound(variant):
     # the warm-up requests, the ~30 s of client start-up and the stale gauges after the last reply are left out
     assert 6 <= st.loaded_samples <= 9 < st.samples and st.gpu_samples == st.loaded_samples
     assert 20 < st.gpu_util_mean < 40 and st.loaded_engine_core_cpu_pct >= 90
-    label, reason = bottleneck.classify(point(), st, roofline=RECORDED[variant])
+    label, reason = labels.classify(point(), st, roofline=RECORDED[variant])
     assert label == "engine-cpu" and "GPU idled" in reason, reason
     # the same samples without the NVML readings: the label the suite gave before it could see the GPU
-    assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=RECORDED[variant])[0] == "engine"
+    assert labels.classify(point(), bottleneck.summarize(blind), roofline=RECORDED[variant])[0] == "engine"
 
 
 # Recorded on the project's H200 in issue 16's study (vLLM 0.26.0, 2 API servers, Qwen2.5-Coder-0.5B, 1,500 random
@@ -212,14 +212,14 @@ def test_recorded_h200_points_at_the_sequence_cap_with_an_idle_gpu_are_engine_cp
     st = bottleneck.summarize(rows)
     assert st.running_max == 1024 and st.waiting_max == 460 and st.queued_at_peak_frac >= 0.5
     assert st.gpu_util_mean < 30 and st.loaded_engine_core_cpu_pct >= 100
-    label, reason = bottleneck.classify(point(), st, roofline=STUDY[variant])
+    label, reason = labels.classify(point(), st, roofline=STUDY[variant])
     assert label == "engine-cpu" and "GPU idled" in reason, reason
     assert "max_num_seqs=1024 (not set by the recipe" in reason and "460 requests waited" in reason
     # the same samples without the NVML readings: the cap is all the evidence there is
-    assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=STUDY[variant])[0] == "seq-cap"
+    assert labels.classify(point(), bottleneck.summarize(blind), roofline=STUDY[variant])[0] == "seq-cap"
     # and a GPU that was busy at the cap keeps the cap's label (a bigger batch is more work per kernel there)
     busy = [{**s, "gpu": [{**g, "util_pct": 99.0} for g in s.get("gpu", [])]} for s in rows]
-    assert bottleneck.classify(point(), bottleneck.summarize(busy), roofline=STUDY[variant])[0] == "seq-cap"
+    assert labels.classify(point(), bottleneck.summarize(busy), roofline=STUDY[variant])[0] == "seq-cap"
 
 
 # Recorded on the project's H200 (vLLM 0.26.0, 4 API servers, the Llama-3-8B shape with random weights, 1,500 random
@@ -238,7 +238,7 @@ def test_recorded_h200_8b_shape_points_read_gpu_bound_or_undecided(variant):
     rows, blind = recorded(f"llama3-8b-shape-{variant}-rate-inf-1500")
     st = bottleneck.summarize(rows)
     assert st.running_max == 1024 and st.waiting_mean > 400 and st.queued_at_peak_frac < 0.5 and st.gpu_samples == 60
-    label, reason = bottleneck.classify(point(), st, roofline=EIGHT_B[variant])
+    label, reason = labels.classify(point(), st, roofline=EIGHT_B[variant])
     if variant == "bf16":
         assert st.gpu_util_mean > 90 and st.gpu_power_w_mean > 0.9 * st.gpu_power_limit_w
         assert label == "gpu" and "drawing power" in reason, reason  # 43% of the tensor roof: not near a roof
@@ -250,7 +250,7 @@ def test_recorded_h200_8b_shape_points_read_gpu_bound_or_undecided(variant):
         assert st.host_bound_samples == 22 and 0.75 < st.gpu_idle_host_frac < 0.85
         assert label == "engine-cpu" and "22 of 60 samples were host-bound" in reason, reason
     # without the NVML readings both are the old, undivided label
-    assert bottleneck.classify(point(), bottleneck.summarize(blind), roofline=EIGHT_B[variant])[0] == "engine"
+    assert labels.classify(point(), bottleneck.summarize(blind), roofline=EIGHT_B[variant])[0] == "engine"
 
 
 def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsys):
@@ -266,16 +266,16 @@ def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsy
     data = ROOT / "tests/stages/benchmark/data"  # copies of studies/2026-12-02-qwen-coder-study/results/h200-study-20261203/stretch{3,5}'s results
     res = BenchmarkResult.read(data / "h200-vllm-0.26-qwen0.5b-study-fp8-static.benchmark.result.json")
     assert [p.bottleneck for p in res.points] == ["seq-cap", "seq-cap"]
-    label, reason = bottleneck.relabel(res.points[0], {})
+    label, reason = labels.relabel(res.points[0], {})
     assert label == "engine-cpu" and "GPU idled" in reason and "max_num_seqs=1024" in reason
-    shown, why = bottleneck.shown_label(res.points[0], {})
+    shown, why = labels.shown_label(res.points[0], {})
     assert shown == "engine-cpu (as run: seq-cap)" and why.endswith(f"As run: {res.points[0].bottleneck_reason}")
     # a recipe's own cap of 2,048 is not reached by 1,024 running: the cap is no longer the reason
-    assert "max_num_seqs" not in bottleneck.relabel(res.points[0], {"max_num_seqs": 2048})[1]
+    assert "max_num_seqs" not in labels.relabel(res.points[0], {"max_num_seqs": 2048})[1]
     fifth = BenchmarkResult.read(data / "h200-vllm-0.26-qwen0.5b-study-fp8-dynamic-kv.benchmark.result.json")
-    assert bottleneck.shown_label(fifth.points[0], {})[0] == "engine-cpu"  # recorded by the current rule: one label
+    assert labels.shown_label(fifth.points[0], {})[0] == "engine-cpu"  # recorded by the current rule: one label
     no_stats = res.points[0].model_copy(update={"server": None})
-    assert bottleneck.relabel(no_stats, {}) == ("seq-cap", res.points[0].bottleneck_reason)
+    assert labels.relabel(no_stats, {}) == ("seq-cap", res.points[0].bottleneck_reason)
     print_load_points(SimpleNamespace(variants=[SimpleNamespace(name="fp8-static", benchmark=res, engine_args={})]))
     assert "engine-cpu (as run: seq-cap)" in capsys.readouterr().out
     # and the report: the same text, the current reason and the recorded one in its tooltip
@@ -305,7 +305,7 @@ def test_recorded_h200_ceiling_points_show_the_host_bound_phase_and_the_front_en
     st = bottleneck.summarize(rows)
     assert st.running_max == 1024 and st.gpu_samples == st.loaded_samples
     p = point().model_copy(update={"duration_s": {"bf16": 38.5, "fp8-static": 30.4, "fp8-dynamic": 34.0}[variant]})
-    label, reason = bottleneck.classify(p, st, roofline=CEILING[variant])
+    label, reason = labels.classify(p, st, roofline=CEILING[variant])
     if variant == "bf16":  # busy throughout: no host-bound sample, no drain
         assert st.gpu_util_mean > 98 and st.host_bound_samples == 0 and st.frontend_drain_s == 0
         assert label == "gpu" and "host-bound" not in reason and "front end" not in reason, reason
@@ -318,7 +318,7 @@ def test_recorded_h200_ceiling_points_show_the_host_bound_phase_and_the_front_en
         assert label == "engine-cpu" and "13 of 45 samples were host-bound" in reason, reason
         assert 1.5 < st.frontend_drain_s < 2.5 and "The front end lagged" in reason and "(6% of the point)" in reason
     # without the NVML readings: no GPU evidence, and the drain is still seen (engine core idle, API server busy)
-    blind_label, blind_reason = bottleneck.classify(p, bottleneck.summarize(blind), roofline=CEILING[variant])
+    blind_label, blind_reason = labels.classify(p, bottleneck.summarize(blind), roofline=CEILING[variant])
     assert blind_label == "engine" and ("The front end lagged" in blind_reason) == (variant == "fp8-dynamic")
 
 
@@ -328,37 +328,37 @@ def test_host_bound_phases_are_runs_of_samples_and_a_short_drain_is_not_named():
     core is no evidence either way; and one or two such samples are NVML's jitter, not a phase."""
     st = bottleneck.summarize(samples([[82]] * 6, engine_core=99.0))
     assert st.host_bound_samples == 6 and st.gpu_idle_host_frac == 1.0
-    assert bottleneck.classify(point(), st, roofline=LOW_ROOF)[0] == "engine-cpu"
+    assert labels.classify(point(), st, roofline=LOW_ROOF)[0] == "engine-cpu"
     st = bottleneck.summarize(samples([[82]] * 6, engine_core=85.0))
     assert st.host_bound_samples == 0 and st.gpu_idle_host_frac == 0
-    assert bottleneck.classify(point(), st, roofline=LOW_ROOF)[0] == "engine"
+    assert labels.classify(point(), st, roofline=LOW_ROOF)[0] == "engine"
     # two host-bound samples, a busy one, two more: no run of three, no phase
     broken = bottleneck.summarize(samples([[80], [80], [95], [80], [80], [95]], engine_core=99.0))
-    assert broken.host_bound_samples == 0 and bottleneck.classify(point(), broken, roofline=LOW_ROOF)[0] == "engine"
+    assert broken.host_bound_samples == 0 and labels.classify(point(), broken, roofline=LOW_ROOF)[0] == "engine"
     # three host-bound samples of eight holding most of the idle time: engine-cpu
     mixed = samples([[99], [99], [99], [50], [50], [50], [99], [99]], engine_core=99.0)
     st = bottleneck.summarize(mixed)
     assert 70 <= st.gpu_util_mean < 90 and st.host_bound_samples == 3 and st.gpu_idle_host_frac == pytest.approx(150 / 155)
-    assert bottleneck.classify(point(), st, roofline=LOW_ROOF)[0] == "engine-cpu"
+    assert labels.classify(point(), st, roofline=LOW_ROOF)[0] == "engine-cpu"
     # one such sample is not a phase (NVML's window is noisy): undecided
     one = bottleneck.summarize(samples([[95]] * 7 + [[20]], engine_core=99.0))
     assert one.host_bound_samples == 0 and one.gpu_idle_host_frac == 0
-    label, reason = bottleneck.classify(point(), one, roofline=LOW_ROOF)
+    label, reason = labels.classify(point(), one, roofline=LOW_ROOF)
     assert label == "engine" and "host-bound" not in reason, reason
     # a phase inside a 70-90%-busy point does not outrank the recipe's sequence cap (the point-level rule does)
     at_cap = [{**s, "running": 256.0} for s in mixed]
-    assert bottleneck.classify(point(), bottleneck.summarize(at_cap), max_num_seqs=256, roofline=LOW_ROOF)[0] == "seq-cap"
+    assert labels.classify(point(), bottleneck.summarize(at_cap), max_num_seqs=256, roofline=LOW_ROOF)[0] == "seq-cap"
     # under 70% busy with the engine core's mean under a full core: the point-level rule's "engine", phases or not
     low = samples([[40]] * 6, engine_core=99.0)
     low = [{**s, "cpu": {**s["cpu"], "engine_core": 99.0 if i < 3 else 50.0}} for i, s in enumerate(low)]
-    assert bottleneck.classify(point(), bottleneck.summarize(low), roofline=LOW_ROOF)[0] == "engine"
+    assert labels.classify(point(), bottleneck.summarize(low), roofline=LOW_ROOF)[0] == "engine"
     # a drain of one sample after the engine's last step: 0.5 s of a 100-s point is not named; of a 10-s point it is
     idle = {"t": 1003.0, "running": 0.0, "waiting": 0.0, "cpu": {"api_server": 99.0, "engine_core": 1.0, "client": 50.0},
             "gpu": [{"index": 0, "util_pct": 0.0, "power_w": 100.0, "power_limit_w": 700.0}]}
     st = bottleneck.summarize(mixed + [idle, {**idle, "t": 1003.5, "cpu": {"api_server": 5.0, "engine_core": 1.0}}])
     assert st.frontend_drain_s == pytest.approx(0.5)
     for duration, named in ((100.0, False), (10.0, True)):
-        reason = bottleneck.classify(point().model_copy(update={"duration_s": duration}), st, roofline=LOW_ROOF)[1]
+        reason = labels.classify(point().model_copy(update={"duration_s": duration}), st, roofline=LOW_ROOF)[1]
         assert ("The front end lagged" in reason) == named, reason
 
 
@@ -382,14 +382,14 @@ def test_the_same_fp8_point_served_twice_reads_gpu_when_the_host_kept_up_and_eng
     st = bottleneck.summarize(rows)
     assert st.running_max == 1024 and st.gpu_samples == st.loaded_samples >= 40
     p = point().model_copy(update={"duration_s": duration})
-    label, reason = bottleneck.classify(p, st, roofline=roof)
+    label, reason = labels.classify(p, st, roofline=roof)
     if variant == "run2-fp8-dynamic":
         assert 85 < st.gpu_util_mean < 90 and st.loaded_engine_core_cpu_pct > 80
         assert st.host_bound_samples == 11 and 0.5 < st.gpu_idle_host_frac < 0.6
         assert label == "engine-cpu" and "11 of 45 samples were host-bound" in reason, reason
     else:  # the GPU's timeline full: the ramp's short host-bound run does not matter at >= 90% busy
         assert st.gpu_util_mean >= 94 and label == "gpu", reason
-    assert bottleneck.classify(p, bottleneck.summarize(blind), roofline=roof)[0] == "engine"
+    assert labels.classify(p, bottleneck.summarize(blind), roofline=roof)[0] == "engine"
 
 
 def test_the_engine_cores_physical_core_shared_with_the_client_in_a_phase_is_counted_and_named(tmp_path):
@@ -403,13 +403,13 @@ def test_the_engine_cores_physical_core_shared_with_the_client_in_a_phase_is_cou
                        "client": [11, "0:3,11"] if i < 3 else [12, "0:4,12"]}
     st = bottleneck.summarize(rows)
     assert st.host_bound_samples == 4 and st.engine_core_shared_core_samples == 3
-    label, reason = bottleneck.classify(point(), st, roofline=LOW_ROOF)
+    label, reason = labels.classify(point(), st, roofline=LOW_ROOF)
     assert label == "engine-cpu" and "in 3 of them with the engine core on the same physical core" in reason, reason
     for r in rows:
         r["on_cpu"]["client"] = [12, "0:4,12"]
     st = bottleneck.summarize(rows)
     assert st.engine_core_shared_core_samples == 0
-    assert "none of them with the engine core on the client's" in bottleneck.classify(point(), st, roofline=LOW_ROOF)[1]
+    assert "none of them with the engine core on the client's" in labels.classify(point(), st, roofline=LOW_ROOF)[1]
     # a second busy API server (not the busiest) on the engine core's SMT sibling counts too
     for i, r in enumerate(rows):
         r["on_cpu"]["api_servers"] = [[7, "0:7,15"], [11, "0:3,11"] if i < 2 else [9, "0:1,9"]]

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import psutil
 import pytest
 
-from suite.stages.benchmark import bottleneck
+from suite.stages.benchmark import bottleneck, labels
 from suite.stages.benchmark import roofline
 from suite.stages.benchmark import slo
 from suite.stages.benchmark.stage import combine_repetitions
@@ -54,38 +54,38 @@ def point(**kw) -> LoadPoint:
     (dict(waiting_mean=0, running_max=100, engine_core_cpu_pct=20), {}, "unsaturated"),
 ])
 def test_classify(stats, pt, label):
-    got, reason = bottleneck.classify(point(**pt), ServerStats(samples=10, **stats))
+    got, reason = labels.classify(point(**pt), ServerStats(samples=10, **stats))
     assert got == label and reason
 
 
 def test_classify_running_at_max_num_seqs_is_engine_bound():
     stats = ServerStats(samples=5, waiting_mean=0, running_max=256, running_mean=250)
-    assert bottleneck.classify(point(), stats, max_num_seqs=256)[0] == "engine"
-    assert bottleneck.classify(point(), ServerStats(samples=0))[0] == "unknown"
+    assert labels.classify(point(), stats, max_num_seqs=256)[0] == "engine"
+    assert labels.classify(point(), ServerStats(samples=0))[0] == "unknown"
 
 
 def test_classify_queue_at_the_sequence_cap_is_seq_cap():
     # the H200 run of recipes/llama3-8b-shape-kv.yaml: 1,024 running (vLLM's default max_num_seqs there),
     # hundreds waiting, the FP8 KV cache 42% full. Explicit cap, then the cap inferred from the samples.
     stats = ServerStats(samples=5, waiting_mean=192, waiting_max=476, running_max=1024, kv_usage_max=0.42)
-    label, reason = bottleneck.classify(point(), stats, max_num_seqs=1024)
+    label, reason = labels.classify(point(), stats, max_num_seqs=1024)
     assert label == "seq-cap" and "max_num_seqs=1024 (engine_args)" in reason and "42%" in reason
     plateau = [{"running": r, "waiting": w, "kv_usage": 0.4} for r, w in
                [(300, 0), (900, 40), (1024, 300), (1024, 476), (1024, 200), (1000, 3), (600, 0)]]
-    label, reason = bottleneck.classify(point(), bottleneck.summarize(plateau))
+    label, reason = labels.classify(point(), bottleneck.summarize(plateau))
     assert label == "seq-cap" and "max_num_seqs=1024 (not set by the recipe" in reason
     # a queue while the running count still moves (prefill budget, compute): the engine, no cap claimed
     moving = [{"running": r, "waiting": w, "kv_usage": 0.4} for r, w in [(300, 5), (500, 9), (700, 4), (710, 2)]]
     stats = bottleneck.summarize(moving)
-    assert stats.queued_at_peak_frac == 0.25 and bottleneck.classify(point(), stats)[0] == "engine"
+    assert stats.queued_at_peak_frac == 0.25 and labels.classify(point(), stats)[0] == "engine"
     # what the H200 measured at the default cap: 1,024 reached, but in only 29% of the samples with a queue.
     # Raising the cap to 2,048 there added 1.2% tok/s (the queue stayed, at the prefill budget): engine.
     h200 = ServerStats(samples=132, waiting_mean=196, waiting_max=476, running_max=1024, running_mean=712,
                        queued_at_peak_frac=0.288, kv_usage_max=0.419)
-    assert bottleneck.classify(point(request_rate=100.0), h200)[0] == "engine"
+    assert labels.classify(point(request_rate=100.0), h200)[0] == "engine"
     # a cap reached with the KV cache full is KV-bound
     full = ServerStats(samples=5, waiting_max=50, running_max=1024, kv_usage_max=0.97)
-    assert bottleneck.classify(point(), full, max_num_seqs=1024)[0] == "kv-cache"
+    assert labels.classify(point(), full, max_num_seqs=1024)[0] == "kv-cache"
 
 
 def test_summarize_uses_active_samples():
@@ -227,7 +227,7 @@ def test_monitor_flags_a_throttled_client(monkeypatch):
         httpd.shutdown()
     assert stats.samples >= 5 and stats.scrape_failures == 0 and stats.running_mean == 3
     assert stats.client_cpu_pct > 80 and (stats.api_server_cpu_pct or 0) < 20
-    label, reason = bottleneck.classify(point(), stats)
+    label, reason = labels.classify(point(), stats)
     assert label == "client", reason
     # where the processes ran: the client's and the server's logical CPU (psutil's cpu_num, Linux), each with its
     # physical core from sysfs ("package:siblings", the CPU among the siblings) where sysfs has the topology

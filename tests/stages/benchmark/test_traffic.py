@@ -19,7 +19,7 @@ from suite.stages.benchmark.workload import dataset_rows, write_dataset
 # vLLM's own `vllm bench serve` parser and its dataset loader (get_samples), in the serve environment
 PARSE_AND_SAMPLE = r"""
 import json, sys
-from suite.runtime.envs import install_vllm_version_alias
+from suite.runtime.vllm_alias import install_vllm_version_alias
 install_vllm_version_alias()
 from vllm.benchmarks.serve import add_cli_args
 from vllm.benchmarks.datasets import get_samples

@@ -21,7 +21,7 @@ def _invariant():
 
 @pytest.fixture
 def fake_engine(monkeypatch):
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     import lm_eval.models.vllm_causallms as backend

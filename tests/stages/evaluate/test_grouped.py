@@ -32,7 +32,7 @@ CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 # Runs in the serve interpreter: one engine, both paths, the pairs lm-eval built for two tasks (0-shot, 1 row each)
 AGREEMENT = """
 import json, os, sys
-from suite.runtime.envs import install_vllm_version_alias
+from suite.runtime.vllm_alias import install_vllm_version_alias
 install_vllm_version_alias()
 import lm_eval
 from lm_eval.models.vllm_causallms import VLLM

