@@ -173,14 +173,14 @@ class Run:
                                  f"give the complete run folder ({self.run_dir})"))
 
 
-def load_run(run_dir: str | Path) -> Run:
+def load_run(run_dir: str | Path, who: str = "suite.load_run") -> Run:
     """A finished (or partial) run folder, read: its summary.json, checked as `suite gate` reads it. A run in progress
-    (its run.lock held by a live `suite run`) is refused (SuiteError)."""
+    (its run.lock held by a live `suite run`) is refused (SuiteError naming ``who`` asked: a command or the API)."""
     from suite.analysis.load import load_summary
     from suite.runtime.lock import refuse_live
 
     p = Path(run_dir)
-    refuse_live(p if p.is_dir() else p.parent, "suite.load_run")
+    refuse_live(p if p.is_dir() else p.parent, who)
     return Run(run_dir=p if p.is_dir() else p.parent, summary=load_summary(str(p)))
 
 

@@ -139,6 +139,12 @@ class Verdict:
     looser: list[str] = field(default_factory=list)
 
 
+def _named(file: str, said: str) -> bool:
+    """Whether a stage result's file (``variants/<v>/<stage>.result.json``) is named in ``said`` already."""
+    parts = Path(file).parts[-3:]
+    return len(parts) == 3 and parts[0] == "variants" and "/".join(parts) in said
+
+
 def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
             recipe: str | None = None) -> Verdict:
     """The one way a run is judged (`suite gate`, the report, `suite run`'s closing line, ``suite.Run.gate``): the gates
@@ -154,8 +160,10 @@ def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
         return Verdict(GateResult(problems=list(e.problems)))
     try:
         result = run(GateConfig(summary, spec, source, policy or recipe or ""))
-        # a result not its planned job's, or a planned one missing: no verdict (with whatever else is wrong)
-        result.problems += binding.problems(summary, folder)
+        # a result not its planned job's, or a planned one missing: no verdict (with whatever else is wrong; a result
+        # file the gate's own checks already named, as missing or unreadable, is not named twice)
+        said = " ".join(str(p) for p in result.problems)
+        result.problems += [p for p in binding.problems(summary, folder) if not _named(p.file, said)]
         looser = weaker_than(spec, recipe_gates(summary, source)) if policy and not result.problems else []
     except SuiteError as e:
         return Verdict(GateResult(problems=list(e.problems)), label, sha)

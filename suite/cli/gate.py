@@ -16,7 +16,7 @@ SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yel
 def cmd_gate(args) -> int:
     if getattr(args, "verify", False):  # before anything is read or judged: the run folder is as CI signed it
         _verify(args.run)
-    run = api.load_run(args.run)
+    run = api.load_run(args.run, who='`suite gate`')
     summary = run.summary
     if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "

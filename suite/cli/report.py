@@ -11,7 +11,7 @@ from suite.analysis.load import load_summary
 
 
 def cmd_report(args) -> int:
-    print(f"report: {api.load_run(args.run).report(args.out)}")
+    print(f"report: {api.load_run(args.run, who='`suite report`').report(args.out)}")
     return EXIT_OK
 
 

@@ -17,7 +17,6 @@ its result itself, so a result is never on disk without it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from suite.plan import keys
 from suite.records.base import JobStamp, Record
+from suite.runtime import safeio
 from suite.stages import registry
 from suite.stages.registry import STAGES
 
@@ -122,7 +122,7 @@ class RunFolder:
         job = getattr(result, "job", None)
         if job is not None and job.variant == self.vdir.name and job.stage == stage and recorded_key(result) == key:
             return result
-        sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+        sha = safeio.sha256(path, "record") if path.is_file() else ""
         stamped = result.model_copy(update={"job": JobStamp(variant=self.vdir.name, stage=stage, key=key,
                                                             config_sha256=sha)})
         if key is not None:

@@ -70,6 +70,9 @@ KINDS: dict[str, Limits] = {
 
 MAX_WALK_ENTRIES = 50_000  # files and folders a folder walk visits (a task folder holds hundreds)
 MAX_WALK_DEPTH = 16  # folders below the one walked
+# kernel and device file systems: refused by name, since how many entries they hold depends on the machine's state
+# (a quiet host's /proc can stay under MAX_WALK_ENTRIES), and their files are no one's task YAMLs
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
 
 
 class UnsafeRead(SuiteError):
@@ -354,6 +357,10 @@ def walk_files(folder, pattern: str = "*", max_entries: int = MAX_WALK_ENTRIES,
     ``max_entries`` entries and ``max_depth`` folders down (a folder such as / or /proc is refused, not walked
     for ever). ``follow_links``: symlinked sub-folders are walked too, each real folder once (a link loop ends)."""
     top, out, seen, visited = Path(folder), [], set(), 0
+    real_top = Path(os.path.realpath(top))
+    if real_top == Path("/") or any(real_top == Path(r) or Path(r) in real_top.parents for r in SYSTEM_FOLDERS):
+        raise UnsafeRead(folder, f"{real_top} is the root or a system folder (not walked)",
+                         "give the folder that holds only your files (a task folder, not / or a system folder)")
     for root, dirs, files in os.walk(top, followlinks=follow_links):
         real = os.path.realpath(root)
         depth = len(Path(root).relative_to(top).parts)

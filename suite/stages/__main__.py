@@ -9,8 +9,6 @@ quantize stage lives in a different environment). The parent never imports vLLM,
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import sys
@@ -18,7 +16,7 @@ from pathlib import Path
 
 from suite.records.base import JOB_ENV, JobStamp
 from suite.records.registry import RegistryError
-from suite.runtime import progress, stacks
+from suite.runtime import progress, safeio, stacks
 from suite.runtime.lock import result_allowed
 from suite.stages.registry import STAGES
 
@@ -90,10 +88,9 @@ def stamped(result, stage: str, cfg_path: Path):
     fields = type(result).model_fields
     if not named or "job" not in fields:
         return result
-    job = json.loads(named)
+    job = safeio.loads_json(named, JOB_ENV, "state")  # the parent's small JSON, its nesting bounded all the same
     key = job.get("key")
-    stamp = JobStamp(variant=job["variant"], stage=stage, key=key,
-                     config_sha256=hashlib.sha256(cfg_path.read_bytes()).hexdigest())
+    stamp = JobStamp(variant=job["variant"], stage=stage, key=key, config_sha256=safeio.sha256(cfg_path, "record"))
     update = {"job": stamp, **{f: key for f in ("key", "cache_key") if f in fields and key}}
     return result.model_copy(update=update)
 

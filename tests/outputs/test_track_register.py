@@ -4,7 +4,8 @@ registered is named with the reason. Read back through the MLflow client (SQLite
 
 from __future__ import annotations
 
-from conftest import add_serving_intervals, make_summary, run_cli, write_run_recipe
+from conftest import add_serving_intervals, make_summary, plan_run, run_cli, write_run_recipe
+from suite.analysis.load import with_tracking
 from suite.analysis.gates.base import GateCheck, GateResult
 from suite.analysis.summary import add_deltas
 from suite.outputs import mlflow as track
@@ -27,9 +28,10 @@ def logged(tmp_path, model, revision=None, name="brought"):
     add_deltas(s.variants)
     add_serving_intervals(s)
     s.recipe_sha256 = write_run_recipe(run_dir, {"recipe": s.recipe})["recipe_sha256"]
+    s = type(s).model_validate(plan_run(run_dir, s.model_dump(mode="json")))  # plan.json, results bound to their jobs
     uri = track.default_uri(tmp_path)
     track.run(track.TrackConfig(s, run_dir / "summary.json", uri, "gates", tmp_path / "artifacts"))
-    return s, run_dir, uri
+    return with_tracking(s, run_dir), run_dir, uri  # where it was logged: tracking.json, as a later reader sees it
 
 
 def checkpoint(tmp_path, weights=b"w" * 64):

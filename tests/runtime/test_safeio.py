@@ -172,10 +172,18 @@ def test_a_link_out_of_the_named_roots_is_refused(tmp_path):
     assert safeio.read_json(inside / "link.json", "record") == {}  # no roots named: links are followed
 
 
-@pytest.mark.parametrize("folder", ["/", "/proc"])
+@pytest.mark.parametrize("folder", ["/", "/proc", "/sys/kernel", "/dev"])
 def test_walking_a_system_folder_is_refused(folder):
-    with pytest.raises(safeio.UnsafeRead, match="not walked further"):
+    """Refused by name: how many entries /proc holds depends on how many processes the host runs."""
+    with pytest.raises(safeio.UnsafeRead, match="the root or a system folder"):
         _within(60, safeio.walk_files, folder, "*.yaml")
+
+
+def test_a_walk_of_too_many_entries_is_refused(tmp_path):
+    for i in range(30):
+        (tmp_path / f"f{i}.yaml").write_text("")
+    with pytest.raises(safeio.UnsafeRead, match="more than 20 entries"):
+        safeio.walk_files(tmp_path, "*.yaml", max_entries=20)
 
 
 def test_a_walk_is_bounded_in_depth_and_ends_a_link_loop(tmp_path):

@@ -16,13 +16,12 @@ covers that."""
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
-from suite.runtime.errors import Problem
+from suite.runtime import safeio
+from suite.runtime.errors import Problem, SuiteError
 
 PLAN = "plan.json"
-MAX_BYTES = 64 << 20  # a plan, a config or a stage result larger than this is not one the suite wrote
 FIX_RERUN = ("rerun the job: `suite run --resume RUN_DIR` runs again every job whose result is missing or records no "
              "key")
 FIX_FOLDER = "gate the run folder as `suite run` left it (`suite gate --verify` checks it against its manifest)"
@@ -33,14 +32,13 @@ NOT_PLANNED = ("output_dir", "engine_args", "batch_limits", "provenance")
 
 
 def read_json(path: Path) -> tuple[object, str | None]:
-    """(the parsed JSON of a regular file of at most MAX_BYTES, None) or (None, why it cannot be read)."""
+    """(the parsed JSON of a regular file within the safe reader's record cap, None) or (None, why it cannot be read)."""
     try:
-        if not path.is_file():
+        if not path.exists():
             return None, "missing"
-        if path.stat().st_size > MAX_BYTES:
-            return None, f"larger than {MAX_BYTES >> 20} MiB"
-        raw = path.read_bytes()
-        return json.loads(raw), None
+        return safeio.read_json(path, "record"), None  # a regular file within the record cap, its nesting bounded
+    except SuiteError as e:
+        return None, e.problems[0].message
     except (OSError, ValueError, RecursionError) as e:
         return None, f"not readable JSON: {type(e).__name__}: {str(e)[:200]}"
 
@@ -145,8 +143,8 @@ class Binding:
         path = self.folder / "variants" / v.name / f"{stage}.config.json"
         rel = f"variants/{v.name}/{stage}.config.json"
         try:
-            raw = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_BYTES else None
-        except OSError:
+            raw = safeio.read_bytes(path, "record") if path.exists() else None
+        except (OSError, SuiteError):
             raw = None
         if raw is None:
             self.bad(rel, "", f"the config {v.name}'s {stage} job ran is missing or unreadable: its result cannot "
