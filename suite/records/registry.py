@@ -131,10 +131,10 @@ class Registry(Mapping, Generic[T]):
             hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
             raise UnknownName(f"the {self.kind} registry", str(name), f"no {self.kind} of that name",
                               f"{hint}one of: {', '.join(self._entries) or '(none)'}") from None
-        if isinstance(target, (str, metadata.EntryPoint)):
+        if _is_ref(target):
             with self._lock:
                 target = self._entries.get(name, target)
-                if isinstance(target, (str, metadata.EntryPoint)):
+                if _is_ref(target):
                     target = self._load(name, target)
                     self._entries[name] = target
         return target
@@ -142,9 +142,9 @@ class Registry(Mapping, Generic[T]):
     def _load(self, name: str, ref: str | metadata.EntryPoint) -> T:
         where = self._origin.get(name) or f"the {self.kind} registry"
         try:
-            obj = ref.load() if isinstance(ref, metadata.EntryPoint) else resolve(ref)
+            obj = resolve(ref) if isinstance(ref, str) else ref.load()
         except Exception as exc:  # noqa: BLE001 -- any import-time failure of a plug-in: one line naming it
-            shown = ref.value if isinstance(ref, metadata.EntryPoint) else ref
+            shown = ref if isinstance(ref, str) else ref.value
             raise RegistryError(where, name, f"'{shown}' does not load: {type(exc).__name__}: {exc}",
                                 "install what it imports, or correct the 'module:object' it names") from None
         self._check(name, obj, where)
@@ -178,6 +178,14 @@ class Registry(Mapping, Generic[T]):
     def origin(self, name: str) -> str | None:
         """Where an entry came from: its entry point (``GROUP: NAME = module:object (distribution)``), else None."""
         return self._origin.get(name)
+
+
+def _is_ref(target: object) -> bool:
+    """Whether an entry is still a reference to load: a 'module:object' string or an entry point. An entry point is
+    known by its shape, not its class: a distribution found by another finder (the importlib_metadata backport, which
+    a package such as MLflow's dependencies installs) yields the backport's EntryPoint, not importlib.metadata's."""
+    return isinstance(target, str) or (callable(getattr(target, "load", None)) and hasattr(target, "value")
+                                       and hasattr(target, "group"))
 
 
 _read: list[metadata.EntryPoints] = []  # the process's one reading of every distribution's entry points
