@@ -2,7 +2,7 @@
 checks); ``suite.analysis.gate.run`` iterates them."""
 
 from suite.analysis.gates import (  # noqa: F401 - importing a gate module registers it
-    drop, relative_drop, noninferiority, recovery, throughput, sustainable_rate, latency, kv_layers,
+    drop, relative_drop, noninferiority, recovery, throughput, goodput, sustainable_rate, latency, kv_layers,
     perplexity_increase,
 )
 from suite.analysis.gates.registry import GATES, Gate, register_gate, unregister_gate  # noqa: F401
