@@ -163,3 +163,38 @@ def test_report_and_run_table_show_goodput(tmp_path, capsys):
     print_summary(s)
     out = capsys.readouterr().out
     assert "goodput req/s" in out and "×1.50" in out
+
+
+def test_mlflow_logs_goodput_with_its_interval_and_ratio(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from suite.outputs import mlflow as track
+    from suite.records.summary import RunSummary
+
+    s = RunSummary.model_validate(goodput_run(tmp_path, (4.0, 4.1, 3.9), (6.0, 6.1, 5.9)))
+    uri = track.default_uri(tmp_path)
+    res = track.run(track.TrackConfig(s, tmp_path / "summary.json", uri, "unit", tmp_path / "artifacts"))
+    client = MlflowClient(tracking_uri=uri)
+    children = client.search_runs([res.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{res.info.parent_run_id}'")
+    fp8 = next(r for r in children if r.data.tags["suite.variant"] == "fp8").data.metrics
+    assert fp8["tput.goodput_req_s"] == 6.0 and fp8["tput.goodput_req_s.ratio"] == pytest.approx(1.5)
+    assert fp8["tput.goodput_req_s.ci_low"] < 6.0 < fp8["tput.goodput_req_s.ci_high"]
+    assert fp8["tput.goodput_req_s.ratio.ci_low"] < 1.5 < fp8["tput.goodput_req_s.ratio.ci_high"]
+
+
+def test_plan_passes_the_slo_as_goodput_to_vllm_bench_serve(demo_recipe_copy, tmp_path):
+    from pathlib import Path
+
+    from suite.plan.planner import make_plan
+    from suite.recipe import load_recipe
+    from suite.stages.benchmark.points import bench_command
+
+    slo = {"ttft_p99_ms": 500, "tpot_p99_ms": 40}
+    plan = make_plan(load_recipe(demo_recipe_copy(gates__min_goodput_gain=1.1, throughput__slo=slo)), tmp_path / "r")
+    for vp in plan.variants:
+        assert vp.benchmark.bench_args == {"goodput": ["ttft:500", "tpot:40"]}
+        cmd = bench_command(vp.benchmark, 8000, "inf", None, Path("/o"), "b.json")
+        assert cmd[cmd.index("--goodput"):cmd.index("--goodput") + 3] == ["--goodput", "ttft:500", "tpot:40"]
+    ungated = make_plan(load_recipe(demo_recipe_copy(throughput__slo=slo)), tmp_path / "u")
+    assert all(vp.benchmark.bench_args == {} for vp in ungated.variants)  # no gate: the SLO search alone
