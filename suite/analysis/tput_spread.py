@@ -35,10 +35,9 @@ def goodput_metrics(p: LoadPoint) -> dict[str, float]:
     the repetitions; none where the point ran without --goodput."""
     if p.goodput_req_s is None:
         return {}
-    m = {"tput.goodput_req_s": p.goodput_req_s}
-    low, high = point_spread(p)["goodput_req_s_ci_low"], point_spread(p)["goodput_req_s_ci_high"]
-    if low is not None:
-        m["tput.goodput_req_s.ci_low"], m["tput.goodput_req_s.ci_high"] = low, high
+    m, s = {"tput.goodput_req_s": p.goodput_req_s}, point_spread(p)
+    if s["goodput_req_s_ci_low"] is not None:
+        m["tput.goodput_req_s.ci_low"], m["tput.goodput_req_s.ci_high"] = s["goodput_req_s_ci_low"], s["goodput_req_s_ci_high"]
     return m
 
 
