@@ -105,6 +105,8 @@ def test_summary_metric_ratio_and_interval(tmp_path):
     ((4.0, 4.1, 3.9), (4.0, 4.1, 3.9), 1, "gate: FAIL"),  # ratio 1.0, interval well below 1.1
     ((4.0, 4.1, 3.9), (4.4, 4.6, 4.2), 3, "straddles the threshold"),  # ratio 1.1: its interval straddles
     ((4.0, 4.1, 3.9), (6.0, 6.1, 5.9), 3, "unstable"),  # the baseline's output tok/s made unstable below
+    ((4.0, 4.1, 3.9), (0.0, 0.0, 0.0), 1, "no request of any repetition met the goodput SLOs"),
+    ((4.0, 4.1, 3.9), (0.0, 0.5, 0.0), 3, "no interval"),  # a 0 among them: no log-scale interval, undecided
 ])
 def test_gate_pass_fail_inconclusive(tmp_path, capsys, base, var, code, said):
     if said == "unstable":  # an unstable point is inconclusive whatever its goodput (as min_throughput_gain)

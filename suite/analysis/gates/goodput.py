@@ -1,12 +1,16 @@
 """Gate min_goodput_gain: the variant/baseline ratio of goodput (requests per second that met every ``--goodput`` SLO)
 at the headline point, judged on its interval ``tput.goodput_req_s.ratio.ci_low`` / ``.ci_high`` as
 min_throughput_gain is (rules: ``gates.serving``); a side measured without --goodput, or whose goodput cannot be
-compared (the baseline's is 0), is bad input naming it: never a pass."""
+compared (the baseline's is 0), is bad input naming it: never a pass. A variant whose every repetition had a goodput
+of 0 fails (its ratio is 0 without doubt, though a log-scale interval cannot be formed)."""
 
 from __future__ import annotations
 
+from suite.analysis.gates.base import check
 from suite.analysis.gates.registry import register_gate
 from suite.analysis.gates.serving import judged
+from suite.analysis.summary import headline_point
+from suite.runtime.spread import rep_values
 
 PLAIN = "tput.goodput_req_s"
 KEY = PLAIN + ".ratio"
@@ -38,5 +42,12 @@ def min_goodput_gain(ctx) -> None:
     limit = ctx.policy.min_goodput_gain
     if limit is None or not _measured(ctx):
         return
-    if (ratio := ctx.r.ratio(KEY, NAME)) is not None:
-        ctx.add(judged(ctx, KEY, NAME, ratio, limit, False))
+    if (ratio := ctx.r.ratio(KEY, NAME)) is None:
+        return
+    c = judged(ctx, KEY, NAME, ratio, limit, False)
+    point = headline_point(ctx.v.benchmark, ctx.headline) if ctx.v.benchmark else None
+    if c.reason.startswith("no interval") and point is not None and not any(rep_values(point, "goodput_req_s")):
+        # every repetition at 0 has no log-scale interval, yet nothing is uncertain: the ratio is 0 in each
+        c = check(ctx.v.name, NAME, 0.0, limit, False)
+        c.detail = "no request of any repetition met the goodput SLOs"
+    ctx.add(c)
