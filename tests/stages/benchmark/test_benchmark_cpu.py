@@ -50,8 +50,11 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
                   steady_windows=0)
     # 8 output tokens, not the config's 32: decode steps took ~1 s each with 16 requests in flight on 2 busy cores, so 32
     # made each of the 4 points ~50 s (7 decode steps still give every request a TPOT and several monitor samples)
-    res = benchmark.run(config(tmp_path, slo=slo, output_len=8))
+    res = benchmark.run(config(tmp_path, slo=slo, output_len=8, bench_args={"goodput": ["ttft:600000", "tpot:30000"]}))
     (p,) = res.points
+    # goodput SLOs as loose as the search's: every request meets them, so each repetition's goodput is its req/s
+    assert p.goodput_slo == {"ttft": 600_000.0, "tpot": 30_000.0} and p.goodput_req_s == pytest.approx(p.req_s)
+    assert [r["goodput_req_s"] for r in p.repetitions] == pytest.approx([r["req_s"] for r in p.repetitions])
     assert p.ok and p.completed == 16 and len(p.repetitions) == 2
     assert p.output_tok_s_min <= p.output_tok_s <= p.output_tok_s_max
     assert {r["result_file"] for r in p.repetitions} == {str(tmp_path / "bench" / f"bench-rate-inf-r{i}.json") for i in (0, 1)}
