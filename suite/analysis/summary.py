@@ -6,18 +6,18 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   acc.<task>.delta            variant minus baseline (0 for the baseline)
   acc.mean, acc.mean.delta    mean of the headline metrics over the accuracy tasks (perplexity tasks left out)
   tput.output_tok_s, tput.req_s, tput.ttft_p99_ms, tput.tpot_p99_ms, tput.ttft_p50_ms, tput.tpot_p50_ms
-                              at the headline load point (recipe throughput.headline)
+                              at the headline load point (throughput.headline); tput.goodput_req_s: with --goodput
   acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired-bootstrap interval of the delta
   acc.<task>.items_gained, acc.<task>.items_lost      items that flipped right / wrong against the baseline
   acc.<task>.items_paired     items both the variant and the baseline scored (the n of the paired delta)
   acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)
   tput.output_tok_s.min/.max  spread of the headline point over its repetitions
-  tput.output_tok_s.ci_low/.ci_high, tput.ttft_p99_ms.ci_low/.ci_high, tput.tpot_p99_ms.ci_low/.ci_high
+  tput.<k>.ci_low/.ci_high    (k: output_tok_s, ttft_p99_ms, tpot_p99_ms, goodput_req_s)
                               the headline point's interval over its repetitions (suite.runtime.spread: a 95%
                               t interval with >= 3 repetitions, the min-max range with 2, none with 1)
   tput.repetitions, tput.stable   the headline point's repetitions and its stability rule (1.0 stable, 0.0 unstable:
                               max/min > 1.25 or an interval beyond +-10% of the median; absent with 1 repetition)
-  tput.output_tok_s.ratio.ci_low/.ci_high   interval of the headline ratio (best point against best point)
+  tput.<k>.ratio.ci_low/.ci_high   (k: output_tok_s, goodput_req_s) the headline ratio's interval (best against best)
   tput.output_tok_s.ratio_equal_rate[.ci_low/.ci_high]   the ratio at the variant's headline point's rate, against
                               the baseline's point of the same label (absent where the baseline has none)
   tput.point.<label>.stable   each point's stability rule (1.0 / 0.0)
@@ -31,7 +31,7 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   tput.kv_capacity_requests   KV tokens / (input_len + output_len): requests whose KV fits at once (a capacity)
   tput.offline_tok_s          offline LLM.generate output tok/s (throughput.offline_ceiling)
   tput.sustainable_rate, tput.sustainable_output_tok_s   highest Poisson rate meeting the SLO
-  tput.<k>.ratio              variant / baseline (output_tok_s, sustainable_rate, kv_cache_tokens, offline_tok_s)
+  tput.<k>.ratio    variant / baseline (output_tok_s, goodput_req_s, sustainable_rate, kv_cache_tokens, offline_tok_s)
   time.<stage>_s              wall time of each stage for the variant
   cost.per_1m_output_tokens   (only with the recipe's throughput.gpu_hour_cost) price of 1M output tokens at
                               the headline load point: gpu_hour x GPUs / (tput.output_tok_s x 3600) x 1e6
@@ -143,7 +143,7 @@ def _headline_metrics(p) -> dict[str, float]:
          "tput.ttft_p99_ms": p.ttft_p99_ms, "tput.tpot_p50_ms": p.tpot_p50_ms, "tput.tpot_p99_ms": p.tpot_p99_ms}
     if p.output_tok_s_min is not None:
         m["tput.output_tok_s.min"], m["tput.output_tok_s.max"] = p.output_tok_s_min, p.output_tok_s_max
-    m.update(tput_spread.spread_metrics(p))
+    m.update(tput_spread.spread_metrics(p) | tput_spread.goodput_metrics(p))
     if p.server is not None and p.server.running_max is not None:
         m["tput.peak_concurrency"] = p.server.running_max  # measured: vllm:num_requests_running's max
     for k in ("hbm_tb_s", "hbm_frac", "tensor_tflops", "tensor_frac"):

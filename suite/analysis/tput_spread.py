@@ -30,11 +30,40 @@ def spread_metrics(p: LoadPoint) -> dict[str, float]:
     return m
 
 
-def add_ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> None:
-    """The headline ratio's interval (best against best: each variant's headline point) and the ratio at equal
-    rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any."""
+def goodput_metrics(p: LoadPoint) -> dict[str, float]:
+    """tput.goodput_req_s (vllm bench serve --goodput: requests per second that met every SLO) and its interval over
+    the repetitions; none where the point ran without --goodput."""
+    if p.goodput_req_s is None:
+        return {}
+    m, s = {"tput.goodput_req_s": p.goodput_req_s}, point_spread(p)
+    if s["goodput_req_s_ci_low"] is not None:
+        m["tput.goodput_req_s.ci_low"], m["tput.goodput_req_s.ci_high"] = s["goodput_req_s_ci_low"], s["goodput_req_s_ci_high"]
+    return m
+
+
+def add_goodput_ratio(v: VariantSummary, base: VariantSummary, headline) -> None:
+    """tput.goodput_req_s.ratio (variant / baseline at each one's headline point) and its interval over both sides'
+    repetitions (suite.runtime.spread.ratio_interval); none where either side has no goodput or the baseline's is 0."""
     from suite.runtime.spread import rep_values, ratio_interval
 
+    if v is base or v.benchmark is None or base.benchmark is None:
+        return
+    pv, pb = headline(v.benchmark), headline(base.benchmark)
+    if pv is None or pb is None or pv.goodput_req_s is None or not pb.goodput_req_s:
+        return
+    v.metrics["tput.goodput_req_s.ratio"] = pv.goodput_req_s / pb.goodput_req_s
+    low, high, _ = ratio_interval(rep_values(pv, "goodput_req_s"), rep_values(pb, "goodput_req_s"))
+    if low is not None:
+        v.metrics["tput.goodput_req_s.ratio.ci_low"], v.metrics["tput.goodput_req_s.ratio.ci_high"] = low, high
+
+
+def add_ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> None:
+    """The headline ratio's interval (best against best: each variant's headline point) and the ratio at equal
+    rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any;
+    and the goodput ratio (``add_goodput_ratio``)."""
+    from suite.runtime.spread import rep_values, ratio_interval
+
+    add_goodput_ratio(v, base, headline)
     if v is base or v.benchmark is None or base.benchmark is None:
         return
     pv, pb = headline(v.benchmark), headline(base.benchmark)  # summary.headline_point under the recipe's rule

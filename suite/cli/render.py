@@ -22,6 +22,9 @@ def print_summary(summary) -> None:
             ("tput.kv_cache_tokens", "KV tokens", "{:,.0f}"), ("tput.sustainable_rate", "SLO req/s", "{:g}")]
     if summary.cost is not None and any("cost.per_1m_output_tokens" in v.metrics for v in summary.variants):
         cols.insert(4, ("cost.per_1m_output_tokens", f"{summary.cost.currency}/1M out", "{:,.3f}"))
+    if any("tput.goodput_req_s" in v.metrics for v in summary.variants):  # vllm bench serve --goodput's figure
+        cols.insert(cols.index(next(c for c in cols if c[0] == "tput.ttft_p99_ms")),
+                    ("tput.goodput_req_s", "goodput req/s", "{:.2f}"))
     table.add_column("variant")
     for t in summary.tasks:
         table.add_column(t.removeprefix("suite_"), justify="right")
@@ -34,6 +37,9 @@ def print_summary(summary) -> None:
         ratio = cols.index(next(c for c in cols if c[0] == "tput.output_tok_s.ratio")) + 1 + len(summary.tasks)
         base = next((b for b in summary.variants if b.is_baseline), v)
         row[ratio] += ratio_note(v.metrics, base.metrics) if "tput.output_tok_s.ratio" in v.metrics else ""
+        if "tput.goodput_req_s.ratio" in v.metrics:  # the goodput beside its ratio and interval to the baseline
+            row[cols.index(next(c for c in cols if c[0] == "tput.goodput_req_s")) + 1 + len(summary.tasks)] += \
+                goodput_note(v.metrics)
         table.add_row(*row)
     _wide_console().print(table)
     if summary.cost is not None:
@@ -57,6 +63,13 @@ def ratio_note(m: dict, base: dict) -> str:
     return note
 
 
+def goodput_note(m: dict) -> str:
+    """The goodput ratio to the baseline and its interval, as the run table shows them beside the goodput."""
+    ci = (f" [{m['tput.goodput_req_s.ratio.ci_low']:.2f}-{m['tput.goodput_req_s.ratio.ci_high']:.2f}]"
+          if "tput.goodput_req_s.ratio.ci_low" in m else "")
+    return f" ×{m['tput.goodput_req_s.ratio']:.2f}{ci}"
+
+
 def print_load_points(summary) -> None:
     """Every load point of every variant: median output tok/s and its spread, p99 latencies, and what
     bounded the point (suite.stages.benchmark.bottleneck: by the current rule, the label as run beside it when the
@@ -68,8 +81,9 @@ def print_load_points(summary) -> None:
 
     table = Table(title="load points (median of repetitions; 95% CI: t interval over >= 3 repetitions, none with 2; unstable: "
                         "max/min > 1.25 or CI beyond ±10%; bound = what limited the point)")
-    for head in ("variant", "point", "out tok/s", "min-max", "95% CI", "req/s", "TTFT p99 ms", "TPOT p99 ms",
-                 "of offline", "bound"):
+    goodput = any(p.goodput_req_s is not None for v in summary.variants if v.benchmark for p in v.benchmark.points)
+    for head in ("variant", "point", "out tok/s", "min-max", "95% CI", "req/s", *(["goodput req/s"] if goodput else []),
+                 "TTFT p99 ms", "TPOT p99 ms", "of offline", "bound"):
         table.add_column(head, justify="left" if head in ("variant", "point", "bound") else "right")
     rows = 0
     for v in summary.variants:
@@ -81,7 +95,8 @@ def print_load_points(summary) -> None:
             if sp["ci_method"] == "range":  # 2 repetitions: their range is all there is (no CI)
                 spread = f"{sp['output_tok_s_ci_low']:.0f}-{sp['output_tok_s_ci_high']:.0f}"
             tok = (f"{p.output_tok_s:.1f}" + (" UNSTABLE" if sp["stable"] is False else "")) if p.ok else "failed"
-            table.add_row(v.name, p.label, tok, spread, ci, f"{p.req_s:.2f}",
+            good = [f"{p.goodput_req_s:.2f}" if p.goodput_req_s is not None else "-"] if goodput else []
+            table.add_row(v.name, p.label, tok, spread, ci, f"{p.req_s:.2f}", *good,
                           f"{p.ttft_p99_ms:.0f}", f"{p.tpot_p99_ms:.1f}", ceiling, bound)
             rows += 1
     if rows:

@@ -96,6 +96,7 @@ def benchmark(ctx: VariantContext, spec: StageSpec) -> BenchmarkConfig | None:
     r, loaded = ctx.recipe, ctx.loaded
     if (t := r.throughput) is None:
         return None
+    t = t.model_copy(update={"bench_args": t.goodput_args(r.gates.min_goodput_gain is not None)})
     return benchmark_config(t, engine(ctx), dataset_file=loaded.resolve(t.dataset.path) if t.dataset else None,
                             data_dir=str(loaded.resolve(r.eval.data_dir)), chat_template=r.model.chat_template,
                             output_dir=str(ctx.vdir / spec.output_dirs[0]),

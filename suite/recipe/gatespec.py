@@ -25,6 +25,10 @@ class GateSpec(Strict):
     min_throughput_gain: Ratio | None = Field(
         None, description="smallest allowed variant/baseline output tok/s ratio (e.g. 1.2)"
     )
+    min_goodput_gain: Ratio | None = Field(
+        None, description="smallest allowed variant/baseline goodput ratio at the headline point (requests/s that met "
+        "every SLO of vllm bench serve --goodput: throughput.bench_args.goodput, else throughput.slo's limits; e.g. 1.1)"
+    )
     max_relative_drop: dict[str, Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]] = Field(
         default_factory=dict, description="task -> largest allowed drop as a share of the baseline (0.01 = 1%)"
     )

@@ -265,6 +265,10 @@ class Recipe(Strict):
         if t is not None and t.output_len >= m.max_model_len:
             raise bad(f"throughput.output_len {t.output_len} leaves no room for a prompt in model.max_model_len "
                       f"{m.max_model_len}", "lower output_len or raise model.max_model_len")
+        if t is not None and self.gates.min_goodput_gain is not None and "goodput" not in t.goodput_args(True):
+            raise bad("gates.min_goodput_gain: no goodput SLOs to measure goodput against",
+                      "set throughput.slo (its ttft_p99_ms / tpot_p99_ms become --goodput) or "
+                      "throughput.bench_args.goodput (e.g. [\"ttft:200\", \"tpot:50\"])")
         if self.eval.max_gen_toks is not None and self.eval.max_gen_toks >= m.max_model_len:
             raise bad(f"eval.max_gen_toks {self.eval.max_gen_toks} leaves no room for a prompt in model.max_model_len "
                       f"{m.max_model_len}", "lower eval.max_gen_toks or raise model.max_model_len")
@@ -283,7 +287,8 @@ class Recipe(Strict):
             serving_gates = [n for n, v in [("min_throughput_gain", g.min_throughput_gain),
                                             ("max_ttft_p99_ms", g.max_ttft_p99_ms),
                                             ("max_tpot_p99_ms", g.max_tpot_p99_ms),
-                                            ("min_sustainable_rate_gain", g.min_sustainable_rate_gain)] if v is not None]
+                                            ("min_sustainable_rate_gain", g.min_sustainable_rate_gain),
+                                            ("min_goodput_gain", g.min_goodput_gain)] if v is not None]
             if serving_gates:
                 raise bad(f"gates.{serving_gates[0]} needs a throughput section (this recipe has none)",
                           "add one or remove the gate")

@@ -101,6 +101,15 @@ class ThroughputSpec(Strict):
         None, description="price of one GPU hour with its currency and source: the summary reports cost per 1M output "
         "tokens (GPU time only, x tensor x pipeline parallel size); absent: no cost figures")
 
+    def goodput_args(self, gated: bool) -> dict[str, BenchValue]:
+        """bench_args as the benchmark stage passes them: with a goodput gate set (``gated``) and no goodput of their
+        own, ``goodput`` from the SLO's limits (each request's TTFT within slo.ttft_p99_ms, TPOT within tpot_p99_ms:
+        vllm bench serve --goodput ttft:MS tpot:MS)."""
+        if not gated or self.slo is None or any(k.replace("-", "_") == "goodput" for k in self.bench_args):
+            return self.bench_args
+        limits = [f"{k}:{v:g}" for k, v in (("ttft", self.slo.ttft_p99_ms), ("tpot", self.slo.tpot_p99_ms)) if v]
+        return {**self.bench_args, "goodput": limits} if limits else self.bench_args
+
     @field_validator("request_rates", mode="before")
     @classmethod
     def _positive_rates(cls, v):

@@ -141,6 +141,12 @@ class LoadPoint(Record):
     e2el_p50_ms: Optional[float] = Field(None, description="median end-to-end request latency (a request's lifetime)")
     max_concurrent_requests: Optional[int] = Field(None, description="most requests in flight at once (vllm bench "
                                                    "serve's count)")
+    goodput_req_s: Optional[float] = Field(
+        None, description="requests per second that met every goodput SLO (vllm bench serve --goodput: its "
+        "request_goodput); None: the point ran without --goodput")
+    goodput_slo: Optional[dict[str, float]] = Field(
+        None, description="the SLOs the goodput was measured against, ms per request (--goodput KEY:VALUE: ttft, "
+        "tpot, e2el)")
     result_file: Optional[str] = None
     argv: Optional[list[str]] = Field(None, description="the `vllm bench serve` arguments (after 'bench serve') of the "
                                       "repetition behind result_file; each repetition row records its own")
@@ -158,6 +164,8 @@ class LoadPoint(Record):
     ttft_p99_ms_ci_high: Optional[float] = None
     tpot_p99_ms_ci_low: Optional[float] = None
     tpot_p99_ms_ci_high: Optional[float] = None
+    goodput_req_s_ci_low: Optional[float] = Field(None, description="interval of goodput over the repetitions")
+    goodput_req_s_ci_high: Optional[float] = None
     stable: Optional[bool] = Field(None, description="the stability rule (suite.runtime.spread): False when "
                                    "max/min of the repetitions > 1.25 or the interval is wider than +-10% of the "
                                    "median; None: fewer than 2 repetitions, not judged")

@@ -22,7 +22,7 @@ log means, centred on the log of the ratio of medians (method ``"t"``); otherwis
 
 Stability rule: a point is ``unstable`` when its repetitions' max / min output tok/s exceeds ``MAX_SPREAD`` (1.25),
 or its interval reaches beyond +-``MAX_HALF_WIDTH`` (10%) of the median. Only output tok/s decides stability; the
-p99 latencies carry their intervals beside it.
+p99 latencies and the goodput carry their intervals beside it.
 """
 
 from __future__ import annotations
@@ -104,6 +104,6 @@ def point_update(point) -> dict:
     tok = rep_values(point)
     up: dict = {"output_tok_s_reps": len(tok), "stable": is_stable(tok)}
     up["output_tok_s_ci_low"], up["output_tok_s_ci_high"], up["ci_method"] = interval(tok)
-    for key in ("ttft_p99_ms", "tpot_p99_ms"):
+    for key in ("ttft_p99_ms", "tpot_p99_ms", "goodput_req_s"):
         up[f"{key}_ci_low"], up[f"{key}_ci_high"], _ = interval(rep_values(point, key))
     return up

@@ -2,6 +2,6 @@
 checks; a plug-in's, found by entry point, come after); ``suite.analysis.gate.run`` iterates them."""
 
 from suite.analysis.gates import (  # noqa: F401 - importing a gate module registers it
-    drop, relative_drop, noninferiority, recovery, throughput, sustainable_rate, latency, kv_layers,
+    drop, relative_drop, noninferiority, recovery, throughput, goodput, sustainable_rate, latency, kv_layers,
     perplexity_increase, sequential,
 )

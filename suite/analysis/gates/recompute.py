@@ -254,8 +254,8 @@ def verify(s, base, ppl_tasks: list[str], bad) -> None:
 
 
 # the serving figures the gates judge that ``suite.analysis.tput_spread`` derives from a load point's repetitions
-_POINT_KEYS = ("output_tok_s", "ttft_p99_ms", "tpot_p99_ms")
-_RATIOS = ("tput.output_tok_s.ratio", "tput.output_tok_s.ratio_equal_rate")
+_POINT_KEYS = ("output_tok_s", "ttft_p99_ms", "tpot_p99_ms", "goodput_req_s")
+_RATIOS = ("tput.output_tok_s.ratio", "tput.output_tok_s.ratio_equal_rate", "tput.goodput_req_s.ratio")
 SPREAD_KEYS = {"tput.stable", *(f"tput.{k}.{e}" for k in _POINT_KEYS for e in ("ci_low", "ci_high")),
                *(f"{r}.{e}" for r in _RATIOS for e in ("ci_low", "ci_high"))}
 
@@ -278,6 +278,10 @@ def spread_expected(v, base, headline: str) -> dict[str, float]:
         if up[f"{k}_ci_low"] is not None:
             out[f"tput.{k}.ci_low"], out[f"tput.{k}.ci_high"] = up[f"{k}_ci_low"], up[f"{k}_ci_high"]
     pb = headline_point(base.benchmark, headline) if v is not base and base.benchmark is not None else None
+    if pb is not None and p.goodput_req_s is not None and pb.goodput_req_s:  # as tput_spread.add_goodput_ratio
+        low, high, _ = spread.ratio_interval(*(spread.rep_values(q, "goodput_req_s") for q in (p, pb)))
+        if low is not None:
+            out["tput.goodput_req_s.ratio.ci_low"], out["tput.goodput_req_s.ratio.ci_high"] = low, high
     if pb is None or not pb.output_tok_s:
         return out
     low, high, _ = spread.ratio_interval(spread.rep_values(p), spread.rep_values(pb))

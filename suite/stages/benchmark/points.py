@@ -44,8 +44,24 @@ def bench_command(config: BenchmarkConfig, port: int, rate, concurrency, out_dir
     return cmd
 
 
-def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
+def goodput_slo(bench_args: dict) -> dict[str, float] | None:
+    """The goodput SLOs of throughput.bench_args (its ``goodput: ["ttft:200", "tpot:50"]``, parsed as vllm bench serve
+    parses ``--goodput``: KEY:VALUE, ms) as {key: ms}; None without them or where one does not parse (vLLM refuses it)."""
+    pairs = next((v for k, v in bench_args.items() if k.replace("-", "_") == "goodput"), None)
+    pairs = [pairs] if isinstance(pairs, str) else pairs
+    if not pairs:
+        return None
+    try:
+        return {k: float(v) for k, v in (str(pair).split(":") for pair in pairs)}
+    except ValueError:
+        return None
+
+
+def point_from_json(label: str, rate, concurrency, path: Path, slo: dict[str, float] | None = None) -> LoadPoint:
+    """A load point from the JSON ``vllm bench serve --save-result`` wrote; ``slo``: the --goodput SLOs it ran with
+    (its request_goodput, null without --goodput, is read as goodput_req_s)."""
     d = safeio.read_json(path, "record")
+    goodput = d.get("request_goodput")
     completed = int(d.get("completed", 0))
     failed = int(d.get("failed", d.get("num_prompts", completed) - completed) or 0)
     return LoadPoint(
@@ -59,11 +75,12 @@ def point_from_json(label: str, rate, concurrency, path: Path) -> LoadPoint:
         ttft_p99_ms=float(d.get("p99_ttft_ms", 0.0)), tpot_p50_ms=float(d.get("p50_tpot_ms", 0.0)),
         tpot_p99_ms=float(d.get("p99_tpot_ms", 0.0)), result_file=str(path),
         e2el_p50_ms=d.get("p50_e2el_ms", d.get("median_e2el_ms")), max_concurrent_requests=d.get("max_concurrent_requests"),
+        goodput_req_s=float(goodput) if goodput is not None else None, goodput_slo=slo if goodput is not None else None,
     )
 
 
 REP_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
-              "e2el_p50_ms", "result_file", "argv")
+              "e2el_p50_ms", "goodput_req_s", "result_file", "argv")
 
 
 def repetition_row(p: LoadPoint) -> dict:
@@ -71,7 +88,7 @@ def repetition_row(p: LoadPoint) -> dict:
 
 
 MEDIAN_FIELDS = ("output_tok_s", "req_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "duration_s",
-                 "input_tok_s", "mean_input_len", "e2el_p50_ms")
+                 "input_tok_s", "mean_input_len", "e2el_p50_ms", "goodput_req_s")
 
 
 def combine_repetitions(reps: list[tuple[LoadPoint, ServerStats]]) -> LoadPoint:

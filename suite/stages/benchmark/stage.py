@@ -43,7 +43,7 @@ from suite.stages.benchmark.server import (ServerError, kv_capacity, metrics_tex
                                            tail, vllm_server)
 from suite.runtime.engine.startlog import parse_engine_start
 from suite.stages.benchmark.slo import capacity, search
-from suite.stages.benchmark.points import (bench_command, combine_repetitions, load_points, point_from_json,
+from suite.stages.benchmark.points import (bench_command, combine_repetitions, goodput_slo, load_points, point_from_json,
                                            repetition_row)
 from suite.stages.benchmark.workload import dataset_rows, task_prompts, write_dataset
 
@@ -146,7 +146,8 @@ class LoadRunner:
             why = procs.error_line(tail(client_log, 400)) or f"no error in its log ({tail(client_log, 1)})"
             raise ServerError(f"load point {label} (repetition {rep + 1}): vllm bench serve failed "
                               f"({procs.signal_name(rc)}): {why} [log: {client_log}]")
-        point = point_from_json(label, rate, concurrency, self.out_dir / filename).model_copy(update={"argv": argv})
+        point = point_from_json(label, rate, concurrency, self.out_dir / filename,
+                                goodput_slo(self.config.bench_args)).model_copy(update={"argv": argv})
         if not point.ok:
             return point.model_copy(update={"server": stats,
                                             "repetitions": [repetition_row(p) for p, _ in reps] + [repetition_row(point)]})

@@ -51,9 +51,12 @@ def test_sweep_with_repetitions_and_slo_search(tmp_path, cpu_env):
                   steady_windows=0)
     # 8 output tokens, not the config's 32: decode steps took ~1 s each with 16 requests in flight on 2 busy cores, so 32
     # made each of the 4 points ~50 s (7 decode steps still give every request a TPOT and several monitor samples)
-    cfg = config(tmp_path, slo=slo, output_len=8)
+    cfg = config(tmp_path, slo=slo, output_len=8, bench_args={"goodput": ["ttft:600000", "tpot:30000"]})
     res = benchmark.run(cfg)
     (p,) = res.points
+    # goodput SLOs as loose as the search's: every request meets them, so each repetition's goodput is its req/s
+    assert p.goodput_slo == {"ttft": 600_000.0, "tpot": 30_000.0} and p.goodput_req_s == pytest.approx(p.req_s)
+    assert [r["goodput_req_s"] for r in p.repetitions] == pytest.approx([r["req_s"] for r in p.repetitions])
     assert p.ok and p.completed == 16 and len(p.repetitions) == 2
     # each repetition records the argv it ran, and it is the one the config asks for (what `suite gate` checks)
     assert all(argv_problem(r["argv"], cfg, p.request_rate, p.max_concurrency) is None for r in p.repetitions)
