@@ -27,6 +27,7 @@ from suite.analysis import summary as summaries
 from suite.orchestrate import jobs, rundir, tracking
 from suite.orchestrate.executors import JobCall, make_executor
 from suite.outputs.publish import now, publish
+from suite.records.paths import recorded_run_dir
 
 envs = jobs.envs  # the stage environment and the versions the summary records
 elapsed_by_stage = jobs.elapsed_by_stage  # re-exported: callers import it from here
@@ -91,7 +92,9 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     env = envs.stage_env(plan.env)
     quantizes = any(vp.quantize for vp in plan.variants)
-    earlier = summaries.RunSummary.read(run_dir / "summary.json") if resume and (run_dir / "summary.json").is_file() else None
+    earlier = None
+    if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
+        earlier = summaries.RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
     summary = summaries.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
                               versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
                               started=now())

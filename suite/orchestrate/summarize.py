@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from suite.analysis import summary as summaries
+from suite.records.paths import recorded_run_dir
 from suite.records.summary import RunSummary, VariantSummary
 
 # what the runner and the analysis write into a variant's summary: rebuilt from the folder, never copied
@@ -38,8 +39,9 @@ def summarize(run_dir: Path) -> RunSummary:
     from suite.stages.registry import RUN_ORDER
 
     run_dir = Path(run_dir).resolve()
-    earlier = RunSummary.read(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
-    recorded = _recorded_run_dir(run_dir)  # a folder copied elsewhere: its results name files under the old place
+    earlier = None
+    if (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now (records.paths)
+        earlier = RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
     summary = _skeleton(run_dir, earlier)
     recipe = Recipe.model_validate(summary.recipe)
     planned = _planned_jobs(run_dir)
@@ -50,9 +52,6 @@ def summarize(run_dir: Path) -> RunSummary:
         for stage in RUN_ORDER:
             result, bad = read_result(vdir, stage) if (vdir / f"{stage}.result.json").is_file() else (None, None)
             if result is not None:
-                if recorded and recorded != str(run_dir):
-                    result = type(result).model_validate_json(
-                        result.model_dump_json().replace(recorded + "/", str(run_dir) + "/"))
                 jobs.record(v, stage, result, checks)  # an engine check's result goes under its label
                 totals[stage] = totals.get(stage, 0.0) + getattr(result, "wall_s", 0.0)
             elif (stage, v.name) in planned and earlier is None:
@@ -168,13 +167,6 @@ def _stage_fields() -> tuple[str, ...]:
     from suite.stages.registry import RUN_ORDER
 
     return tuple(RUN_ORDER)
-
-
-def _recorded_run_dir(run_dir: Path) -> str | None:
-    try:
-        return json.loads((run_dir / "plan.json").read_text()).get("run_dir")
-    except (OSError, ValueError):
-        return None
 
 
 def _planned_jobs(run_dir: Path) -> set[tuple[str, str]]:

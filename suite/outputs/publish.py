@@ -31,7 +31,7 @@ def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, 
     for sink in sinks:
         if not sink.after_summary:
             sink.write(summary, run_dir, ctx)
-    ctx.summary_path = summary.write(run_dir / "summary.json")
+    ctx.summary_path = summary.write(run_dir / "summary.json", root=run_dir)  # names relative to it
     for sink in sinks:  # summary.json is written once: these keep what they add in their own files
         if sink.after_summary:
             sink.write(summary, run_dir, ctx)
