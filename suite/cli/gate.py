@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError
@@ -13,11 +15,20 @@ SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yel
 
 
 def cmd_gate(args) -> int:
+    """``--verify``: the run folder's files are read once, checked against its signed manifest, and the gate judges
+    exactly those bytes (a private copy), never the folder again, which may change after it was verified."""
+    if not getattr(args, "verify", False):
+        return _judge(args)
+    with tempfile.TemporaryDirectory(prefix="suite-verified-") as held:  # before anything is read or judged
+        _verify(args.run, Path(held))
+        run = Path(held) / (Path(args.run).name if not Path(args.run).is_dir() else "")
+        return _judge(argparse.Namespace(**{**vars(args), "run": str(run)}))
+
+
+def _judge(args) -> int:
     from suite.analysis import gate
     from suite.analysis.gates import policy as trusted
 
-    if getattr(args, "verify", False):  # before anything is read or judged: the run folder is as CI signed it
-        _verify(args.run)
     summary = load_summary(args.run)
     if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "
@@ -51,12 +62,13 @@ def cmd_gate(args) -> int:
     return result.exit_code
 
 
-def _verify(run: str) -> None:
-    """``--verify``: every file of the run folder is as its manifest signed it (a SuiteError otherwise)."""
+def _verify(run: str, held: Path) -> None:
+    """``--verify``: every file of the run folder is as its manifest signed it (a SuiteError otherwise); the bytes
+    verified are written into ``held``, which the gate then judges."""
     from suite.outputs import manifest
 
     folder = Path(run) if Path(run).is_dir() else Path(run).parent
-    count = manifest.verify(folder)
+    count = manifest.verify(folder, into=held)
     print(f"verified: {count} file(s) as signed in {folder / manifest.NAME}", file=sys.stderr)
 
 

@@ -115,7 +115,8 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
             totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock,
                               live.hear(report), watch)
         summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
-        publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report, end_times=live.end_ms)
+        publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report, end_times=live.end_ms,
+                signs=True)
     except BaseException:
         live.abort()
         raise

@@ -178,9 +178,13 @@ def _planned_jobs(run_dir: Path) -> set[tuple[str, str]]:
 
 def rebuild(run_dir: Path) -> RunSummary:
     """``summarize`` and write summary.json, the report and the other untracked outputs (tracking is left as it is:
-    ``suite sync`` logs a run)."""
+    ``suite sync`` logs a run). Nothing is signed: a signed folder's stage records are first checked against its
+    manifest.json (refused, naming each file, when they differ), which stays as the run signed it; a rebuilt
+    summary.json that differs from the signed one is then refused by ``suite gate --verify``."""
+    from suite.outputs import manifest
     from suite.outputs.publish import publish
 
+    manifest.check_records(run_dir)
     summary = summarize(run_dir)
     run_dir = Path(summary.run_dir)
     publish(summary, run_dir, run_dir.parent, track=False, resumed=True, report=lambda *e: None,

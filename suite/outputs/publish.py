@@ -14,14 +14,17 @@ def now() -> str:
 
 
 def publish(summary, run_dir: Path, out_root: Path, track: bool, resumed: bool, report,
-            end_times: dict[str, int] | None = None, finished: str | None = None, keep_tracking: bool = False) -> None:
+            end_times: dict[str, int] | None = None, finished: str | None = None, keep_tracking: bool = False,
+            signs: bool = False) -> None:
     """Write the run's outputs into ``run_dir`` and, with ``track``, log it to MLflow (or keep it pending
     for ``suite sync``); ``report(stage, variant, event)`` hears about the tracking step; ``end_times``: each
     variant's last stage's end (ms), its MLflow run's end_time; ``finished``: when the run ended (default: now;
     ``suite summarize`` keeps the run's own); ``keep_tracking``: leave tracking.json as it is (``suite summarize``:
     the same run, as logged); otherwise a new summary drops the earlier one's tracking state (as summary.json's
-    fields did when a resume rewrote it) and the MLflow sink writes it again."""
-    ctx = PublishContext(out_root=out_root, track=track, resumed=resumed, report=report, end_times=end_times)
+    fields did when a resume rewrote it) and the MLflow sink writes it again. ``signs``: this process made the results
+    (the runner), so the manifest sink may sign them (suite.outputs.manifest); `suite summarize` never does."""
+    ctx = PublishContext(out_root=out_root, track=track, resumed=resumed, report=report, end_times=end_times,
+                         signs=signs)
     sinks = [s for s in SINKS if track or not s.tracking]
     summary.finished = finished or now()  # the report shows it
     if not keep_tracking:

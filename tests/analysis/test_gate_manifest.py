@@ -102,9 +102,13 @@ def test_the_sink_signs_last_and_only_with_the_key(tmp_path, monkeypatch):
 
     class Summ:
         recipe_sha256 = s["recipe_sha256"]
+    runner = sinks.PublishContext(out_root=tmp_path, track=False, resumed=False, report=print, signs=True)
     monkeypatch.delenv(manifest.KEY_ENV, raising=False)
-    manifest.write_sink(Summ, tmp_path / "run", None)
+    manifest.write_sink(Summ, tmp_path / "run", runner)
     assert not (tmp_path / "run" / "manifest.json").exists()
     monkeypatch.setenv(manifest.KEY_ENV, KEY)
-    manifest.write_sink(Summ, tmp_path / "run", None)
+    rebuilt = sinks.PublishContext(out_root=tmp_path, track=False, resumed=True, report=print)  # not the runner
+    manifest.write_sink(Summ, tmp_path / "run", rebuilt)
+    assert not (tmp_path / "run" / "manifest.json").exists()
+    manifest.write_sink(Summ, tmp_path / "run", runner)
     assert manifest.verify(tmp_path / "run") == 5  # recipe.yaml, 2 stage results, their samples
