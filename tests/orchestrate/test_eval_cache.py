@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 from suite.orchestrate import eval_cache
 from suite.plan import keys
@@ -44,6 +46,7 @@ def test_store_then_lookup_survives_the_run_folder(tmp_path):
     cached = eval_cache.store(tmp_path / "cache", "k1", result)
     assert cached.results_file == str(tmp_path / "cache" / "k1" / "lm_eval_results.json")
     import shutil
+from pathlib import Path
 
     shutil.rmtree(tmp_path / "run")  # the run folder is gone; the cache entry is whole
     hit = eval_cache.lookup(tmp_path / "cache", "k1")
@@ -64,7 +67,13 @@ def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy
     key = keys.cache_key(vp.evaluate, weights_fingerprint(vp.model_path))  # the serve environment's versions
     eval_cache.store(tmp_path / "cache", key, finished_evaluation(tmp_path / "earlier"))
     result, error, wall, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=False)
-    assert error is None and result.cache_hit and wall == 0.0 and not (tmp_path / "v").exists()
+    assert error is None and result.cache_hit and wall == 0.0
+    # the hit is filed into the run folder: its own copy of every file, its result and config written there
+    filed = tmp_path / "v" / "evaluate"
+    assert result.samples_files and all(Path(f).parent == filed and Path(f).is_file() for f in result.samples_files.values())
+    assert (tmp_path / "v" / "evaluate.result.json").is_file() and (tmp_path / "v" / "evaluate.config.json").is_file()
+    shutil.rmtree(tmp_path / "cache")  # the cache's copy gone: the run folder's stays
+    assert all(Path(f).is_file() for f in result.samples_files.values())
     # --force: the stage process is started (an interpreter that answers the version probe and fails
     # every stage at once stands in for it here)
     fake = tmp_path / "python"

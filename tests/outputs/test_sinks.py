@@ -87,7 +87,7 @@ def test_publish_writes_summary_json_once_and_tracking_beside_it(tmp_path, monke
 
     written = []
     real_write = RunSummary.write
-    monkeypatch.setattr(RunSummary, "write", lambda self, path: written.append(Path(path).name) or real_write(self, path))
+    monkeypatch.setattr(RunSummary, "write", lambda self, path, root=None: written.append(Path(path).name) or real_write(self, path, root))
     monkeypatch.setattr(mlflow, "track_summary", fake_track)
     summary = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5}}, run_dir=str(tmp_path))
     publish(summary, tmp_path, tmp_path / "out", track=True, resumed=False, report=lambda *e: None)
