@@ -34,6 +34,8 @@ import json
 import os
 from pathlib import Path
 
+from suite.records import migrate
+from suite.records.paths import recorded_run_dir
 from suite.runtime.errors import Problem, SuiteError
 from suite.records.benchmark import BenchmarkResult
 from suite.records.evaluate import EvaluateResult
@@ -77,11 +79,12 @@ def _summary_bytes(data: bytes) -> bytes:
     return canonical(parsed)
 
 
-def _named(result: Path) -> list[str]:
-    """The samples files an evaluate result (or a served benchmark's evaluation) names, as written (relative to the
-    run folder; an older result's absolute)."""
+def _named(result: Path, recorded: str | None) -> list[str]:
+    """The samples files an evaluate result (or a served benchmark's evaluation) names, relative to the run folder
+    (an older result's absolute names under ``recorded``, where the run folder was, made relative: records.migrate)."""
     try:
         data = json.loads(_read(result))
+        data = migrate.upgrade(data, recorded) if isinstance(data, dict) else data
     except (OSError, ValueError, RecursionError):
         return []
     out = []
@@ -117,10 +120,10 @@ def listed(run_dir: Path) -> dict[str, Path]:
     """name in the manifest (relative to the run folder) -> file: the run folder's own result files and the samples
     files the evaluate results name (``outside`` names those out of the run folder, which are not listed)."""
     run_dir = Path(run_dir)
-    files = _results(run_dir)
+    files, recorded = _results(run_dir), recorded_run_dir(run_dir)
     for p in list(files.values()):
         if p.name.endswith("result.json"):
-            for f in _named(p):
+            for f in _named(p, recorded):
                 if (name := _name_in(run_dir, f)) is not None:
                     files.setdefault(name, run_dir / name)
     return files
@@ -129,8 +132,9 @@ def listed(run_dir: Path) -> dict[str, Path]:
 def outside(run_dir: Path) -> list[tuple[str, str]]:
     """(result file, name) for each samples file a result names outside the run folder: neither signed nor judged
     from a verified copy."""
+    recorded = recorded_run_dir(run_dir)
     return [(rel, f) for rel, p in _results(Path(run_dir)).items() if p.name.endswith("result.json")
-            for f in _named(p) if _name_in(Path(run_dir), f) is None]
+            for f in _named(p, recorded) if _name_in(Path(run_dir), f) is None]
 
 
 def _entry(name: str, data: bytes) -> dict:
