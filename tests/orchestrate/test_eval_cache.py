@@ -45,9 +45,6 @@ def test_store_then_lookup_survives_the_run_folder(tmp_path):
     result = finished_evaluation(tmp_path / "run" / "evaluate")
     cached = eval_cache.store(tmp_path / "cache", "k1", result)
     assert cached.results_file == str(tmp_path / "cache" / "k1" / "lm_eval_results.json")
-    import shutil
-from pathlib import Path
-
     shutil.rmtree(tmp_path / "run")  # the run folder is gone; the cache entry is whole
     hit = eval_cache.lookup(tmp_path / "cache", "k1")
     assert hit.cache_hit and hit.scores[0].value == 1.0
