@@ -20,7 +20,8 @@ TRACKING_FILE = "tracking.json"
 def write_tracking(summary, run_dir: Path) -> Path:
     """tracking.json in ``run_dir``: the summary's MLflow state (where it is logged, or why not yet) and how long
     logging took, written whole and renamed into place."""
-    data = {"tracking": summary.tracking.model_dump(mode="json") if summary.tracking else None,
+    data = {migrate.VERSION_FIELD: migrate.SCHEMA_VERSION,
+            "tracking": summary.tracking.model_dump(mode="json") if summary.tracking else None,
             "tracking_pending": summary.tracking_pending}
     if "track" in summary.stage_wall_s:
         data["stage_wall_s"] = {"track": summary.stage_wall_s["track"]}

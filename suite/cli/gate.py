@@ -19,9 +19,11 @@ def cmd_gate(args) -> int:
     exactly those bytes (a private copy), never the folder again, which may change after it was verified."""
     if not getattr(args, "verify", False):
         return _judge(args)
+    folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
     with tempfile.TemporaryDirectory(prefix="suite-verified-") as held:  # before anything is read or judged
-        _verify(args.run, Path(held))
-        run = Path(held) / (Path(args.run).name if not Path(args.run).is_dir() else "")
+        copy = Path(held) / folder.resolve().name  # the run folder's own name, as the table shows it
+        _verify(folder, copy)
+        run = copy / (Path(args.run).name if not Path(args.run).is_dir() else "")
         return _judge(argparse.Namespace(**{**vars(args), "run": str(run)}))
 
 
@@ -62,12 +64,11 @@ def _judge(args) -> int:
     return result.exit_code
 
 
-def _verify(run: str, held: Path) -> None:
+def _verify(folder: Path, held: Path) -> None:
     """``--verify``: every file of the run folder is as its manifest signed it (a SuiteError otherwise); the bytes
     verified are written into ``held``, which the gate then judges."""
     from suite.outputs import manifest
 
-    folder = Path(run) if Path(run).is_dir() else Path(run).parent
     count = manifest.verify(folder, into=held)
     print(f"verified: {count} file(s) as signed in {folder / manifest.NAME}", file=sys.stderr)
 

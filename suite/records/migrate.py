@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 VERSION_FIELD = "schema_version"
 SCHEMA_VERSION = 1
-FILE_FIELDS = ("results_file", "samples_files")  # the fields of a record that name files (paths.FileName)
+FILE_FIELDS = ("results_file", "samples_files", "artifacts")  # the fields of a record that name files (paths.FileName)
 
 
 def _relative(name: Any, recorded: str | None) -> Any:
@@ -34,17 +34,17 @@ def _relative(name: Any, recorded: str | None) -> Any:
 
 
 def _names_relative(data: Any, recorded: str | None) -> Any:
-    """Every file name in ``data`` (``FILE_FIELDS``, at any depth) relative to ``recorded`` where it is under it."""
+    """Every file name in ``data`` (``FILE_FIELDS``, at any depth; ``samples_files`` and a summary's ``artifacts``
+    map names to files) relative to ``recorded`` where it is under it."""
     if isinstance(data, list):
         return [_names_relative(x, recorded) for x in data]
     if not isinstance(data, dict):
         return data
     out = {}
     for key, value in data.items():
-        if key == "results_file":
-            out[key] = _relative(value, recorded)
-        elif key == "samples_files" and isinstance(value, dict):
-            out[key] = {k: _relative(v, recorded) for k, v in value.items()}
+        if key in FILE_FIELDS:  # a name, or a map of names
+            out[key] = ({k: _relative(v, recorded) for k, v in value.items()} if isinstance(value, dict)
+                        else _relative(value, recorded))
         else:
             out[key] = _names_relative(value, recorded)
     return out

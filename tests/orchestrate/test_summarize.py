@@ -230,6 +230,9 @@ def test_a_copied_run_folder_gives_the_same_answers_with_its_output_folder_gone(
     before, gated = load_summary(run_dir), cli.main(["gate", str(run_dir), "--no-record"])
     verdict = suite.load_run(run_dir).gate().outcome
     stored = json.loads((run_dir / "summary.json").read_text())
+    for record in ("plan.json", "jobs.json", "run-options.json", "variants/bf16/evaluate.config.json",
+                   "variants/bf16/evaluate.result.json", "variants/bf16/benchmark.result.json"):
+        assert json.loads((run_dir / record).read_text())["schema_version"] == 1, record
     assert stored["schema_version"] == 1
     assert stored["variants"][0]["evaluate"]["samples_files"] == {TASK: f"variants/bf16/evaluate/samples_{TASK}.jsonl"}
 

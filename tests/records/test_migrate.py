@@ -32,11 +32,13 @@ def test_v0_to_v1():
     new = migrate.v0_to_v1(old, "/old/run")
     assert new["results_file"] == "variants/a/evaluate/lm_eval_results.json"
     assert new["samples_files"] == {"t": "variants/a/evaluate/samples_t.jsonl", "u": "/out/eval-cache/k/samples_u.jsonl"}
-    summary = {"run_dir": "/old/run", "variants": [{"name": "a", "evaluate": old,
+    summary = {"run_dir": "/old/run", "artifacts": {"report_html": "/old/run/report.html"},
+               "variants": [{"name": "a", "evaluate": old,
                                                     "engine_checks": {"x": json.loads(json.dumps(old))}}]}
     up = migrate.v0_to_v1(summary, None)
     assert up["variants"][0]["evaluate"]["samples_files"]["t"] == "variants/a/evaluate/samples_t.jsonl"
     assert up["variants"][0]["engine_checks"]["x"]["results_file"] == "variants/a/evaluate/lm_eval_results.json"
+    assert up["artifacts"] == {"report_html": "report.html"}
     assert up["run_dir"] == "/old/run"  # where it was, recorded; readers use where it is
 
 
