@@ -16,6 +16,7 @@ from pathlib import Path
 
 from suite.orchestrate.store import RunFolder, Store
 from suite.records.evaluate import EvaluateResult
+from suite.records.paths import run_folder_of
 from suite.stages.registry import EVALUATE, STAGES
 
 RESULT = "evaluate.result.json"  # an entry's result file (suite.orchestrate.store.result_file)
@@ -44,8 +45,8 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     key = STAGES[stage].load_content_key()(config, model_identity(vp.model_path, vs.quantize), env)  # the store's key
     folder = RunFolder(vdir, lock)
     if not force and (hit := lookup(cache_dir, key)) is not None:  # filed into the run folder: its own copy
-        if lock is None or lock.owned():
-            config.write(vdir / f"{stage}.config.json")  # what the filed result was made for, as a run writes it
+        if lock is None or lock.owned():  # what the filed result was made for, as a run writes it
+            config.write(vdir / f"{stage}.config.json", root=run_folder_of(vdir))
         return StageOutcome(folder.file(stage, key, hit), None, 0.0)
     outcome = run_stage(stage, config, vdir, env, lock, python)
     if outcome.result is not None:  # the run folder's result records its key (a resume compares it), then cached

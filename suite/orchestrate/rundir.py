@@ -258,7 +258,8 @@ def record_start(run_dir: Path, loaded: LoadedRecipe, force: bool) -> None:
     """run-options.json: the recipe's sha256 and parsed fields as the run began, and whether it was started with
     --force (a resume honours it: the evaluations still to run are recomputed, not taken from the cache)."""
     (run_dir / RUN_OPTIONS).write_text(json.dumps({
-        migrate.VERSION_FIELD: migrate.SCHEMA_VERSION, "recipe_sha256": loaded.sha256, "force": force, "recipe": loaded.recipe.model_dump(mode="json"),
+        migrate.VERSION_FIELD: migrate.SCHEMA_VERSION, "recipe_sha256": loaded.sha256, "force": force,
+        "recipe": loaded.recipe.model_dump(mode="json"),
     }, indent=2))
 
 

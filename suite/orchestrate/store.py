@@ -96,7 +96,10 @@ class RunFolder:
     def file(self, stage: str, key: str, hit: Record) -> Record:
         """A result found in another store (``hit``: the evaluation cache's) filed as this variant's: its files
         copied into the stage's folder here, so that the run folder holds everything its verdict
-        reads, and ``put`` under ``key`` pointing at them."""
+        reads, and ``put`` under ``key`` pointing at them (a run folder taken over by another run: left alone, the
+        hit as it is)."""
+        if self.lock is not None and not self.lock.owned():
+            return hit
         folder = self.vdir / STAGES[stage].output_dirs[0]
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from suite.analysis import summary as summaries
+from suite.outputs import manifest
 from suite.records.paths import recorded_run_dir
 from suite.records.summary import RunSummary, VariantSummary
 
@@ -181,7 +182,6 @@ def rebuild(run_dir: Path) -> RunSummary:
     ``suite sync`` logs a run). Nothing is signed: a signed folder's stage records are first checked against its
     manifest.json (refused, naming each file, when they differ), which stays as the run signed it; a rebuilt
     summary.json that differs from the signed one is then refused by ``suite gate --verify``."""
-    from suite.outputs import manifest
     from suite.outputs.publish import publish
 
     manifest.check_records(run_dir)
