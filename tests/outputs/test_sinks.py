@@ -43,7 +43,7 @@ def test_a_toy_output_registered_from_a_test_is_written_by_publish(tmp_path, toy
     publish(summary, tmp_path, tmp_path, track=False, resumed=False, report=lambda *e: events.append(e))
     assert (tmp_path / "toy.txt").read_text().split()[-1] == "2"
     written = json.loads((tmp_path / "summary.json").read_text())
-    assert written["artifacts"]["toy_txt"] == str(tmp_path / "toy.txt")
+    assert written["artifacts"]["toy_txt"] == "toy.txt"  # named relative to the run folder (suite.records.paths)
     assert (tmp_path / "report.html").exists()  # the built-in sinks still ran
     assert not events  # not tracked: the MLflow sink did not run
     assert toy_sink["ctx"].track is False
