@@ -204,7 +204,7 @@ def test_a_copied_run_folder_gives_the_same_verdicts_without_its_output_folder(d
         again = run_cli("gate", str(copy), "--no-record", "--policy", str(lenient)).returncode
     finally:
         hidden.rename(out)
-    assert after == before and before[1] == 0, (before, after)
-    assert rebuilt.returncode == 0 and again == 0, rebuilt.stdout + rebuilt.stderr
+    assert after == before and 2 not in before, (before, after)  # a verdict each (CPU throughput may be inconclusive)
+    assert rebuilt.returncode == 0 and again == before[1], rebuilt.stdout + rebuilt.stderr
     for v in json.loads((copy / "summary.json").read_text())["variants"]:  # the checkpoints stay outside: not judged
         assert all(not f.startswith("/") for f in v["evaluate"]["samples_files"].values()), v["evaluate"]
