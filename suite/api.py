@@ -159,16 +159,11 @@ class Run:
                                                                                               self.run_dir))).html
 
     def _file(self, recorded: str) -> Path:
-        """A file the run recorded by path: as recorded, else the same path under this run folder (a run
-        folder that was moved or copied)."""
+        """A file the run recorded: its name was resolved against this run folder when the summary was read
+        (suite.records.paths), wherever the folder is now."""
         p = Path(recorded)
         if p.is_file():
             return p
-        parts = p.parts
-        for i in range(len(parts)):
-            candidate = self.run_dir.joinpath(*parts[i:])
-            if candidate.is_file():
-                return candidate
         raise SuiteError(Problem(recorded, "", "a file the run recorded is missing",
                                  f"give the complete run folder ({self.run_dir})"))
 

@@ -181,3 +181,30 @@ def test_gate_exit_codes(demo_run, tmp_path):
 
 def test_no_server_left_behind(demo_run):
     assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
+
+
+def test_a_copied_run_folder_gives_the_same_verdicts_without_its_output_folder(demo_run, tmp_path):
+    """The run folder is portable (issue 46): copied elsewhere, with the output folder it was made in (its evaluation
+    cache too) out of reach, `suite gate` gives the same verdicts, and `suite summarize` rebuilds it there."""
+    import shutil
+
+    run_dir, _, _ = demo_run
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text("default_max_drop: 1.0\nmin_throughput_gain: 0.01\n")
+    before = [run_cli("gate", str(run_dir), "--no-record", *extra).returncode
+              for extra in ([], ["--policy", str(lenient)])]
+    copy = tmp_path / "artifacts" / run_dir.name
+    shutil.copytree(run_dir, copy)
+    out, hidden = run_dir.parent, run_dir.parent.with_name(run_dir.parent.name + "-away")
+    out.rename(hidden)  # the output folder gone while the copy is read; put back after, for the module's other tests
+    try:
+        after = [run_cli("gate", str(copy), "--no-record", *extra).returncode
+                 for extra in ([], ["--policy", str(lenient)])]
+        rebuilt = run_cli("summarize", str(copy))
+        again = run_cli("gate", str(copy), "--no-record", "--policy", str(lenient)).returncode
+    finally:
+        hidden.rename(out)
+    assert after == before and 2 not in before, (before, after)  # a verdict each (CPU throughput may be inconclusive)
+    assert rebuilt.returncode == 0 and again == before[1], rebuilt.stdout + rebuilt.stderr
+    for v in json.loads((copy / "summary.json").read_text())["variants"]:  # the checkpoints stay outside: not judged
+        assert all(not f.startswith("/") for f in v["evaluate"]["samples_files"].values()), v["evaluate"]

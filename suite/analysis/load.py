@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from suite.records import migrate
+from suite.records.paths import ROOT, recorded_run_dir
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 
@@ -19,7 +21,8 @@ TRACKING_FILE = "tracking.json"
 def write_tracking(summary, run_dir: Path) -> Path:
     """tracking.json in ``run_dir``: the summary's MLflow state (where it is logged, or why not yet) and how long
     logging took, written whole and renamed into place."""
-    data = {"tracking": summary.tracking.model_dump(mode="json") if summary.tracking else None,
+    data = {migrate.VERSION_FIELD: migrate.SCHEMA_VERSION,
+            "tracking": summary.tracking.model_dump(mode="json") if summary.tracking else None,
             "tracking_pending": summary.tracking_pending}
     if "track" in summary.stage_wall_s:
         data["stage_wall_s"] = {"track": summary.stage_wall_s["track"]}
@@ -90,9 +93,14 @@ def load_summary(path: str):
             if isinstance(value, bool) or not isinstance(value, (int, float)):  # pydantic would read "1.5", true
                 raise SuiteError(Problem(str(p), f"variants[{i}].metrics.{key}", f"{value!r} is not a number", fix))
     data = _with_tracking(data, p.parent / TRACKING_FILE)
+    run_dir = p.parent
     try:
-        return RunSummary.model_validate(data)
+        data = migrate.upgrade(data, recorded_run_dir(run_dir))  # an older summary.json, as this version writes it
+        summary = RunSummary.model_validate_json(json.dumps(data), context={ROOT: run_dir})  # names resolved here
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise SuiteError(Problem(str(p), where, f"not a suite summary: {first['msg']}", fix)) from None
+    except ValueError as e:  # a schema version newer than this suite's
+        raise SuiteError(Problem(str(p), migrate.VERSION_FIELD, str(e), "read it with the suite that wrote it")) from None
+    return summary.model_copy(update={"run_dir": str(run_dir.absolute())})  # where the folder is now, not was

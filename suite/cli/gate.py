@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from suite.runtime.errors import EXIT_BAD_INPUT, Problem
@@ -14,9 +16,21 @@ SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yel
 
 
 def cmd_gate(args) -> int:
-    if getattr(args, "verify", False):  # before anything is read or judged: the run folder is as CI signed it
-        _verify(args.run)
-    run = api.load_run(args.run, who='`suite gate`')
+    """``--verify``: the run folder's files are read once, checked against its signed manifest, and the gate judges
+    exactly those bytes (a private copy), never the folder again, which may change after it was verified."""
+    if not getattr(args, "verify", False):
+        return _judge(args, args.run)
+    folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+    with tempfile.TemporaryDirectory(prefix="suite-verified-") as held:  # before anything is read or judged
+        copy = Path(held) / folder.resolve().name  # the run folder's own name, as the table shows it
+        _verify(folder, copy)
+        run = copy / (Path(args.run).name if not Path(args.run).is_dir() else "")
+        return _judge(argparse.Namespace(**{**vars(args), "run": str(run)}), args.run)
+
+
+def _judge(args, shown: str) -> int:
+    """The verdict on ``args.run`` (the folder, or the verified copy of it), reported under ``shown`` (as given)."""
+    run = api.load_run(args.run, who="`suite gate`")
     summary = run.summary
     if getattr(summary, "recipe_changed_on_resume", None):  # the run's recipe changed part-way, and was accepted
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "
@@ -27,15 +41,15 @@ def cmd_gate(args) -> int:
         for problem in result.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"gate: NO VERDICT ({len(result.problems)} problem(s) with the run or the policy)", file=sys.stderr)
-        _reports(args, gate_report.bad_input(args.run, result.problems, summary.recipe_name, policy_label))
+        _reports(args, gate_report.bad_input(shown, result.problems, summary.recipe_name, policy_label))
         return EXIT_BAD_INPUT
     for line in looser:  # a --policy replaces the recipe's gates: say what it lets through that they did not
         print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
     _print_table(summary, result, policy_label)
     if not result.checks:
-        print(f"{args.run}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
+        print(f"{shown}: the gate policy checks nothing (`suite schema` lists the gates: max_drop, "
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
-        _reports(args, gate_report.bad_input(args.run, [Problem(args.run, "gates", "the gate policy checks nothing",
+        _reports(args, gate_report.bad_input(shown, [Problem(shown, "gates", "the gate policy checks nothing",
                                                                  "set a gate (`suite schema` lists them)")],
                                              summary.recipe_name, policy_label))
         return EXIT_BAD_INPUT
@@ -44,7 +58,7 @@ def cmd_gate(args) -> int:
         registered = _record(summary, result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha,
                              looser)
     _print_verdict(result)
-    _reports(args, gate_report.GateReport(args.run, result.outcome, result.exit_code, result.checks,
+    _reports(args, gate_report.GateReport(shown, result.outcome, result.exit_code, result.checks,
                                           recipe=summary.recipe_name, policy=policy_label, registration=registered))
     return result.exit_code
 
@@ -59,12 +73,12 @@ def report_bad_input(args, problems: list[Problem]) -> None:
     _reports(args, gate_report.bad_input(args.run, problems))
 
 
-def _verify(run: str) -> None:
-    """``--verify``: every file of the run folder is as its manifest signed it (a SuiteError otherwise)."""
+def _verify(folder: Path, held: Path) -> None:
+    """``--verify``: every file of the run folder is as its manifest signed it (a SuiteError otherwise); the bytes
+    verified are written into ``held``, which the gate then judges."""
     from suite.outputs import manifest
 
-    folder = Path(run) if Path(run).is_dir() else Path(run).parent
-    count = manifest.verify(folder)
+    count = manifest.verify(folder, into=held)
     print(f"verified: {count} file(s) as signed in {folder / manifest.NAME}", file=sys.stderr)
 
 

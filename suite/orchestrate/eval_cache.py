@@ -3,7 +3,9 @@
 The key (``suite.plan.keys.cache_key``, the evaluate stage's ``StageSpec.content_key``) hashes what decides the
 scores. A finished evaluation is copied to
 ``<output_dir>/eval-cache/<key>/`` (results, every sample, the stage result with paths rewritten),
-written to a temporary folder and renamed, so a half-written entry is never used. ``suite run
+written to a temporary folder and renamed, so a half-written entry is never used. The cache holds a second copy,
+never the only one: a hit is filed into the run folder (its files copied into the variant's stage folder, its result
+written there naming them), so the run folder holds every file its verdict reads. ``suite run
 --force`` recomputes (and refreshes the entry). The cache is the result store (suite.orchestrate.store) at
 ``<output_dir>/eval-cache``.
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from suite.orchestrate.store import RunFolder, Store
 from suite.records.evaluate import EvaluateResult
+from suite.records.paths import run_folder_of
 from suite.stages.registry import EVALUATE, STAGES
 
 RESULT = "evaluate.result.json"  # an entry's result file (suite.orchestrate.store.result_file)
@@ -40,10 +43,13 @@ def evaluate_cached(vp, vs, cache_dir: Path, vdir: Path, env: dict[str, str], fo
     # differs (another machine, another GPU) is not the checkpoint the cached scores came from
     config = vp.config(stage)  # evaluate, or one of eval.engine_check's evaluate-check-<i>
     key = STAGES[stage].load_content_key()(config, model_identity(vp.model_path, vs.quantize), env)  # the store's key
-    if not force and (hit := lookup(cache_dir, key)) is not None:  # this job's result in its run folder, as made
-        return StageOutcome(RunFolder(vdir, lock).bind(stage, key, hit, config), None, 0.0)
+    folder = RunFolder(vdir, lock)
+    if not force and (hit := lookup(cache_dir, key)) is not None:  # filed into the run folder: its own copy
+        if lock is None or lock.owned():  # what the filed result was made for, as a run writes it
+            config.write(vdir / f"{stage}.config.json", root=run_folder_of(vdir))
+        return StageOutcome(folder.bind(stage, key, folder.file(stage, key, hit)), None, 0.0)  # stamped as this job's
     outcome = run_stage(stage, config, vdir, env, lock, python, key)  # the stage records its key and job
-    if outcome.result is not None:
-        outcome = outcome._replace(result=store(cache_dir, key, RunFolder(vdir, lock).bind(stage, key,
-                                                                                           outcome.result)))
+    if outcome.result is not None:  # the run folder's result, bound to its job and key (a resume compares it)
+        outcome = outcome._replace(result=folder.bind(stage, key, outcome.result))
+        store(cache_dir, key, outcome.result)  # a second copy; the run folder's is the one its summary names
     return outcome

@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from suite.orchestrate.stageproc import StageOutcome, run_stage
+from suite.records import migrate
 from suite.orchestrate.store import RunFolder, job_key, prerequisites_before, recorded_key
 from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
@@ -123,6 +124,7 @@ def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) 
     walls = [j["wall_s"] for j in timeline if j["wall_s"] > 0]
     overhead = sum(j["overhead_s"] for j in timeline)
     path.write_text(json.dumps({
+        migrate.VERSION_FIELD: migrate.SCHEMA_VERSION,  # the record files' version (suite.records.migrate)
         "executor": executor.describe(), "startup_s": round(executor.startup_s, 3),
         "wall_s": round(time.time() - t0, 3),
         "overhead_s": round(overhead, 4),

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from suite.runtime import safeio
 from suite.recipe.loaded import fields_that_differ
+from suite.records import migrate
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, load_recipe, serving_problems
 from suite.stages.registry import EVALUATE, STAGES, run_order
@@ -201,6 +202,7 @@ def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
 def plan_json(plan, recipe_path: Path | None = None) -> str:
     """plan.json: the run folder, the recipe's path, the stage environment, the jobs and every config."""
     return json.dumps({
+        migrate.VERSION_FIELD: migrate.SCHEMA_VERSION,  # the record files' version (suite.records.migrate)
         "run_dir": str(plan.run_dir), "recipe_path": str(recipe_path) if recipe_path else None,
         "env": plan.env, "jobs": plan.jobs(), "executor": plan.executor.model_dump(),
         "dag": [j.as_dict() for j in plan.dag],
@@ -260,7 +262,8 @@ def record_start(run_dir: Path, loaded: LoadedRecipe, force: bool) -> None:
     """run-options.json: the recipe's sha256 and parsed fields as the run began, and whether it was started with
     --force (a resume honours it: the evaluations still to run are recomputed, not taken from the cache)."""
     (run_dir / RUN_OPTIONS).write_text(json.dumps({
-        "recipe_sha256": loaded.sha256, "force": force, "recipe": loaded.recipe.model_dump(mode="json"),
+        migrate.VERSION_FIELD: migrate.SCHEMA_VERSION, "recipe_sha256": loaded.sha256, "force": force,
+        "recipe": loaded.recipe.model_dump(mode="json"),
     }, indent=2))
 
 

@@ -26,6 +26,7 @@ from suite.analysis import summary as summaries
 from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
 from suite.orchestrate.executors import JobCall, make_executor
 from suite.outputs.publish import now, publish
+from suite.records.paths import recorded_run_dir
 from suite.runtime import envs
 
 
@@ -89,7 +90,9 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     env = envs.stage_env(plan.env)
     quantizes = any(vp.quantize for vp in plan.variants)
-    earlier = summaries.RunSummary.read(run_dir / "summary.json") if resume and (run_dir / "summary.json").is_file() else None
+    earlier = None
+    if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
+        earlier = summaries.RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
     summary = summaries.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
                               versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
                               started=now())
@@ -111,7 +114,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
                               live.hear(report), watch)
         summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
         summary = publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report,
-                          end_times=live.end_ms)
+                          end_times=live.end_ms, signs=True)
     except BaseException:
         live.abort()
         raise

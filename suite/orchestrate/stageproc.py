@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from suite.runtime import envs, procs
 from suite.records.base import JOB_ENV, Record
+from suite.records.paths import recorded_run_dir, run_folder_of
 from suite.stages.registry import QUANTIZE_ENV, STAGES
 
 
@@ -59,6 +60,8 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=
                 lock.set_stage(stage, vdir.name, None)
     wall = time.perf_counter() - start
     result, unreadable = read_result(vdir, stage)
+    if result is not None and (lock is None or lock.owned()):  # the stage wrote absolute names: made relative
+        result.write(res_path, root=run_folder_of(vdir))
     if rc == 0 and result is not None:
         return StageOutcome(result, None, wall)
     last = f"{failure_line(log_path)} [log: {log_path}]"  # the log is read only when something went wrong
@@ -81,6 +84,7 @@ def read_result(vdir: Path, stage: str) -> tuple[Record | None, str | None]:
     if not path.is_file():
         return None, None
     try:
-        return STAGES[stage].result.read(path), None
+        run_dir = run_folder_of(vdir)
+        return STAGES[stage].result.read(path, root=run_dir, recorded=recorded_run_dir(run_dir)), None
     except ValueError as e:
         return None, f"its result file does not parse: {str(e).splitlines()[0]}"

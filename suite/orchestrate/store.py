@@ -24,6 +24,7 @@ from pathlib import Path
 
 from suite.plan import keys
 from suite.records.base import JobStamp, Record
+from suite.records.paths import run_folder_of
 from suite.runtime import safeio
 from suite.stages import registry
 from suite.stages.registry import STAGES
@@ -47,33 +48,23 @@ class Store:
         path = self.root / key / result_file(stage)
         if not path.is_file():
             return None
-        result = STAGES[stage].result.read(path)
+        result = STAGES[stage].result.read(path, root=self.root / key)  # its files' names are the entry's
         if not holds(result, key):
             return None
         return result.model_copy(update={"cache_hit": True}) if "cache_hit" in type(result).model_fields else result
 
     def put(self, stage: str, key: str, result: Record) -> Record:
         """Copy the result's files into the store under ``key`` and return the result pointing at the copies
-        (two jobs storing one key at once: the first rename stands)."""
+        (two jobs storing one key at once: the first rename stands). The entry names its files relative to its
+        own folder (suite.records.paths), so the store can be moved too."""
         final = self.root / key
         tmp = self.root / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-
-        def copy(path: str) -> str:
-            src = Path(path)
-            if src.is_file():
-                shutil.copy2(src, tmp / src.name)
-            return str(final / src.name)
-
-        update = {}
-        for name in STAGES[stage].result_files:
-            value = getattr(result, name)
-            update[name] = {k: copy(f) for k, f in value.items()} if isinstance(value, dict) else copy(value)
+        stored = copy_files(stage, result, tmp, final)
         if (field := next((f for f in KEY_FIELDS if f in type(result).model_fields), None)) is not None:
-            update[field] = key  # the entry records the key it is stored under (``lookup`` holds it to that)
-        stored = result.model_copy(update=update)
-        stored.write(tmp / result_file(stage))
+            stored = stored.model_copy(update={field: key})  # the entry records the key it is stored under
+        stored.write(tmp / result_file(stage), root=final)
         shutil.rmtree(final, ignore_errors=True)
         try:
             tmp.rename(final)
@@ -106,7 +97,7 @@ class RunFolder:
             update["job"] = result.job.model_copy(update={"key": key})
         result = result.model_copy(update=update)
         if self.lock is None or self.lock.owned():  # a run folder taken over by another run is not written
-            result.write(self.vdir / result_file(stage))
+            result.write(self.vdir / result_file(stage), root=run_folder_of(self.vdir))
         return result
 
     def bind(self, stage: str, key: str | None, result: Record, config: Record | None = None) -> Record:
@@ -130,6 +121,36 @@ class RunFolder:
         if self.lock is None or self.lock.owned():
             stamped.write(self.vdir / result_file(stage))
         return stamped
+
+    def file(self, stage: str, key: str, hit: Record) -> Record:
+        """A result found in another store (``hit``: the evaluation cache's) filed as this variant's: its files
+        copied into the stage's folder here, so that the run folder holds everything its verdict
+        reads, and ``put`` under ``key`` pointing at them (a run folder taken over by another run: left alone, the
+        hit as it is)."""
+        if self.lock is not None and not self.lock.owned():
+            return hit
+        folder = self.vdir / STAGES[stage].output_dirs[0]
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        return self.put(stage, key, copy_files(stage, hit, folder, folder))
+
+
+def copy_files(stage: str, result: Record, into: Path, named: Path) -> Record:
+    """``result`` with each file it names (the registry's ``result_files``) copied into folder ``into`` and named as
+    the same file name in folder ``named`` (where ``into`` will be). A copy, not a hard link: a file edited in one
+    place must not change the other (the gate checks each against its recorded sha256)."""
+
+    def copy(path: str) -> str:
+        src = Path(path)
+        if src.is_file():
+            shutil.copy2(src, into / src.name)
+        return str(named / src.name)
+
+    update = {}
+    for name in STAGES[stage].result_files:
+        value = getattr(result, name)
+        update[name] = {k: copy(f) for k, f in value.items()} if isinstance(value, dict) else copy(value)
+    return result.model_copy(update=update)
 
 
 def in_run_folder(run_dir: Path, jobs) -> dict:

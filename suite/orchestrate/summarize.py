@@ -22,6 +22,8 @@ from typing import Iterator
 
 from suite.runtime import safeio
 from suite.analysis import summary as summaries
+from suite.outputs import manifest
+from suite.records.paths import recorded_run_dir
 from suite.records.summary import RunSummary, VariantSummary
 from suite.stages.registry import ENGINE_CHECKS, run_order
 
@@ -38,8 +40,9 @@ def summarize(run_dir: Path) -> RunSummary:
     from suite.recipe.schema import Recipe
 
     run_dir = Path(run_dir).resolve()
-    earlier = RunSummary.read(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
-    recorded = _recorded_run_dir(run_dir)  # a folder copied elsewhere: its results name files under the old place
+    earlier = None
+    if (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now (records.paths)
+        earlier = RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
     summary = _skeleton(run_dir, earlier)
     recipe = Recipe.model_validate(summary.recipe)
     planned = _planned_jobs(run_dir)
@@ -50,9 +53,6 @@ def summarize(run_dir: Path) -> RunSummary:
         for stage in run_order():
             result, bad = read_result(vdir, stage) if (vdir / f"{stage}.result.json").is_file() else (None, None)
             if result is not None:
-                if recorded and recorded != str(run_dir):
-                    result = type(result).model_validate_json(
-                        result.model_dump_json().replace(recorded + "/", str(run_dir) + "/"))
                 jobs.record(v, stage, result, checks)  # an engine check's result goes under its label
                 totals[stage] = totals.get(stage, 0.0) + getattr(result, "wall_s", 0.0)
             elif (stage, v.name) in planned and earlier is None:
@@ -168,13 +168,6 @@ def _stage_fields() -> tuple[str, ...]:
     return run_order()
 
 
-def _recorded_run_dir(run_dir: Path) -> str | None:
-    try:
-        return safeio.read_json(run_dir / "plan.json", "record").get("run_dir")
-    except (OSError, ValueError):
-        return None
-
-
 def _planned_jobs(run_dir: Path) -> set[tuple[str, str]]:
     try:
         return {tuple(j) for j in safeio.read_json(run_dir / "plan.json", "record").get("jobs", [])}
@@ -184,9 +177,12 @@ def _planned_jobs(run_dir: Path) -> set[tuple[str, str]]:
 
 def rebuild(run_dir: Path) -> RunSummary:
     """``summarize`` and write summary.json, the report and the other untracked outputs (tracking is left as it is:
-    ``suite sync`` logs a run)."""
+    ``suite sync`` logs a run). Nothing is signed: a signed folder's stage records are first checked against its
+    manifest.json (refused, naming each file, when they differ), which stays as the run signed it; a rebuilt
+    summary.json that differs from the signed one is then refused by ``suite gate --verify``."""
     from suite.outputs.publish import publish
 
+    manifest.check_records(run_dir)
     summary = summarize(run_dir)
     run_dir = Path(summary.run_dir)
     return publish(summary, run_dir, run_dir.parent, track=False, resumed=True, report=lambda *e: None,

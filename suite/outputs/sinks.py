@@ -33,6 +33,7 @@ class PublishContext:
     report: Callable[[str, str, str], None]  # report(stage, variant, event): progress of a tracking sink
     summary_path: Path | None = None
     end_times: dict[str, int] | None = None  # each variant's last stage's end (ms): its MLflow run's end_time
+    signs: bool = False  # the publishing process made the results (the runner): the manifest sink signs them
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -3,10 +3,16 @@
 Only pydantic and the safe reader (suite.runtime.safeio: the standard library and PyYAML) here: every stage
 environment (the quantize one too) can import it. Each stage reads its config from a JSON file and
 writes its result to another; the parent reads the results back.
+
+Every record file carries ``schema_version`` (``suite.records.migrate.SCHEMA_VERSION``) beside the record's own
+fields; a file of an older version (none: version 0) is upgraded by ``suite.records.migrate`` as it is read. The
+names of files a record holds (``suite.records.paths.FileName``) are written relative to ``root`` and resolved
+against it on reading, when a root is given (the run folder, for everything in one).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional, TypeVar
 
@@ -14,29 +20,46 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from suite.runtime import safeio
 
+from suite.records import migrate
+from suite.records.paths import ROOT
+
 M = TypeVar("M", bound=BaseModel)
 
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    def write(self, path: Path) -> Path:
+    def to_json(self, root: Path | None = None) -> str:
+        """The record as its file holds it: ``schema_version`` first, file names relative to ``root``."""
+        data = json.loads(self.model_dump_json(context={ROOT: root} if root is not None else None))
+        return json.dumps({migrate.VERSION_FIELD: migrate.SCHEMA_VERSION, **data}, indent=2)
+
+    def write(self, path: Path, root: Path | None = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         try:
-            tmp.write_text(self.model_dump_json(indent=2))
+            tmp.write_text(self.to_json(root))
         except OSError as e:  # a full disk fails the write, whose error names no file: name it
             raise OSError(e.errno, e.strerror, str(tmp)) if e.filename is None else e
         tmp.replace(path)
         return path
 
     @classmethod
-    def read(cls: type[M], path: Path) -> M:
+    def from_json(cls: type[M], text: str | bytes, root: Path | None = None, recorded: str | None = None,
+                  source="record text") -> M:
+        """A record from its file's text, its nesting bounded (the safe reader's record cap), upgraded from an older
+        schema version (``recorded``: the run folder an older record's absolute names were written under, made
+        relative to ``root``), names resolved against ``root``."""
+        data = safeio.loads_json(text, source, "record")
+        if isinstance(data, dict):
+            data = migrate.upgrade(data, recorded)
+        return cls.model_validate_json(json.dumps(data), context={ROOT: root} if root is not None else None)
+
+    @classmethod
+    def read(cls: type[M], path: Path, root: Path | None = None, recorded: str | None = None) -> M:
         """The record in ``path``, read by the safe reader (a regular file within the record cap, nested at most
         its depth cap: a refusal is a SuiteError naming the file)."""
-        text = safeio.read_text(path, "record")
-        safeio.check_json_depth(text, path, "record")
-        return cls.model_validate_json(text)
+        return cls.from_json(safeio.read_text(path, "record"), root, recorded, source=path)
 
 
 # the environment variable through which the parent names a stage process's job (JSON: {"variant": ..., "key": ...})

@@ -4,12 +4,12 @@ config and result (a variant with ``eval.engine: served`` is scored inside its b
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import Field
 
 from suite.records.base import JobStamp, Record
+from suite.records.paths import FileName
 
 # vLLM's FlashInfer top-k/top-p sampler switch (EvaluateConfig.flashinfer_sampler; a value the stage's environment sets
 # is part of the evaluation's cache key, plan.keys).
@@ -146,8 +146,10 @@ class EvaluateResult(Record):
     cache_key: Optional[str] = None
     job: Optional[JobStamp] = Field(None, description="the job that made it (records.base.JobStamp), written by the "
                                     "stage process; None: a result from before jobs were recorded (not judged)")
-    results_file: str
-    samples_files: dict[str, str] = Field(default_factory=dict)
+    results_file: FileName = Field(description="lm-eval's results file (relative to the run folder on disk)")
+    samples_files: dict[str, FileName] = Field(
+        default_factory=dict, description="task -> its per-item records (lm-eval's samples), in the run folder: "
+        "relative to it on disk (suite.records.paths)")
     samples_sha256: dict[str, str] = Field(
         default_factory=dict, description="task -> sha256 of its samples file as the stage wrote it (`suite gate` "
         "checks it before recomputing from the file; empty: a result written before the field existed)")

@@ -11,6 +11,7 @@ from suite.records.evaluate import EvaluateResult
 from suite.records.kvcheck import KVCheckResult
 from suite.records.quantize import QuantizeResult
 from suite.records.base import Record
+from suite.records.paths import FileName
 
 
 class VariantSummary(Record):
@@ -86,7 +87,8 @@ class RunSummary(Record):
         "once each count; a resumed run's kept results count their own)")
     stage_elapsed_s: dict[str, float] = Field(
         default_factory=dict, description="each stage's elapsed time in this run: the union of its jobs' intervals")
-    artifacts: dict[str, str] = Field(default_factory=dict)
+    artifacts: dict[str, FileName] = Field(default_factory=dict, description="the run's output files by kind (relative to "
+                                          "the run folder on disk: suite.records.paths)")
     cost: Optional[CostBasis] = Field(None, description="the GPU-hour price of the cost.* metrics (absent: none)")
     tracking: Optional[TrackingInfo] = None
     tracking_pending: Optional[str] = Field(None, description="why MLflow logging was deferred (`suite sync`)")

@@ -102,9 +102,73 @@ def test_the_sink_signs_last_and_only_with_the_key(tmp_path, monkeypatch):
 
     class Summ:
         recipe_sha256 = s["recipe_sha256"]
+    runner = sinks.PublishContext(out_root=tmp_path, track=False, resumed=False, report=print, signs=True)
     monkeypatch.delenv(manifest.KEY_ENV, raising=False)
-    manifest.write_sink(Summ, tmp_path / "run", None)
+    manifest.write_sink(Summ, tmp_path / "run", runner)
     assert not (tmp_path / "run" / "manifest.json").exists()
     monkeypatch.setenv(manifest.KEY_ENV, KEY)
-    manifest.write_sink(Summ, tmp_path / "run", None)
-    assert manifest.verify(tmp_path / "run") == 12  # recipe.yaml, plan.json, 2 x 2 stage configs and results, 2 samples
+    rebuilt = sinks.PublishContext(out_root=tmp_path, track=False, resumed=True, report=print)  # not the runner
+    manifest.write_sink(Summ, tmp_path / "run", rebuilt)
+    assert not (tmp_path / "run" / "manifest.json").exists()
+    manifest.write_sink(Summ, tmp_path / "run", runner)
+    assert manifest.verify(tmp_path / "run") == 5  # recipe.yaml, 2 stage results, their samples
+
+
+def test_a_copied_folder_verifies(tmp_path, monkeypatch, capsys):
+    """The manifest names files relative to the run folder: a copy elsewhere, the original gone, verifies."""
+    import shutil
+
+    s = signed(tmp_path, monkeypatch)
+    names = json.loads((tmp_path / "run" / "manifest.json").read_text())["files"]
+    assert not any(n.startswith("/") for n in names), names
+    other = tmp_path / "other"
+    shutil.copytree(tmp_path / "run", other / "run")
+    shutil.rmtree(tmp_path / "run")
+    code, out, err = verify(other, capsys, s)
+    assert code == 0 and "gate: PASS" in out and "verified:" in err, out + err
+
+
+def test_a_change_after_verification_is_not_what_is_judged(tmp_path, monkeypatch, capsys):
+    """`suite gate --verify` judges the bytes it verified: a samples file rewritten the moment verification ends
+    (a path that changes between the two) does not reach the verdict."""
+    s = signed(tmp_path, monkeypatch)
+    (run := tmp_path / "run" / "summary.json").write_text(json.dumps(s))
+    samples = tmp_path / "run" / f"samples_fp8_{TASK}.jsonl"
+    real = manifest.verify
+
+    def verify_then_swap(*a, **kw):
+        count = real(*a, **kw)
+        samples.write_text(samples.read_text().replace('"acc": 1.0', '"acc": 0.0'))  # forged after the check
+        return count
+
+    monkeypatch.setattr(manifest, "verify", verify_then_swap)
+    from suite import cli
+
+    code = cli.main(["gate", str(run.parent), "--no-record", "--verify"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "gate: PASS" in out and "verified:" in err, out + err
+    code = cli.main(["gate", str(run.parent), "--no-record"])  # the forged folder itself is refused
+    out, err = capsys.readouterr()
+    assert code == 2 and "gate: PASS" not in out, out + err
+
+
+def test_summarize_never_signs_and_checks_a_signed_folder(tmp_path, monkeypatch):
+    """Only the runner signs: rebuilding a signed folder's summary leaves manifest.json as the run signed it, and a
+    stage record edited after signing is refused before anything is rebuilt (no re-signing of forged records)."""
+    from suite.runtime.errors import SuiteError
+
+    s = signed(tmp_path, monkeypatch)
+    run = tmp_path / "run"
+    before = (run / "manifest.json").read_bytes()
+    assert manifest.check_records(run) > 0
+    staged = run / "variants" / "fp8" / "evaluate.result.json"
+    staged.write_text(staged.read_text().replace('"wall_s": 1.0', '"wall_s": 2.0'))
+    with pytest.raises(SuiteError) as refused:
+        manifest.check_records(run)
+    assert str(staged) in str(refused.value) and "changed since the run was signed" in str(refused.value)
+    from suite.orchestrate import summarize
+
+    with pytest.raises(SuiteError):
+        summarize.rebuild(run)
+    assert (run / "manifest.json").read_bytes() == before
+    assert s["recipe_sha256"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+from pathlib import Path
 
 from suite.orchestrate import eval_cache
 from suite.plan import keys
@@ -45,8 +47,6 @@ def test_store_then_lookup_survives_the_run_folder(tmp_path):
     result = finished_evaluation(tmp_path / "run" / "evaluate")
     cached = eval_cache.store(tmp_path / "cache", "k1", result)
     assert cached.results_file == str(tmp_path / "cache" / "k1" / "lm_eval_results.json")
-    import shutil
-
     shutil.rmtree(tmp_path / "run")  # the run folder is gone; the cache entry is whole
     hit = eval_cache.lookup(tmp_path / "cache", "k1")
     assert hit.cache_hit and hit.scores[0].value == 1.0
@@ -72,6 +72,12 @@ def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy
     config_sha = hashlib.sha256((tmp_path / "v" / "evaluate.config.json").read_bytes()).hexdigest()
     assert staged.job.model_dump() == {"variant": "v", "stage": EVALUATE, "key": key, "config_sha256": config_sha}
     assert staged.cache_key == key and result.job == staged.job
+    # the hit is filed into the run folder: its own copy of every file, its result and config written there
+    filed = tmp_path / "v" / "evaluate"
+    assert result.samples_files and all(Path(f).parent == filed and Path(f).is_file() for f in result.samples_files.values())
+    assert (tmp_path / "v" / "evaluate.result.json").is_file() and (tmp_path / "v" / "evaluate.config.json").is_file()
+    shutil.rmtree(tmp_path / "cache")  # the cache's copy gone: the run folder's stays
+    assert all(Path(f).is_file() for f in result.samples_files.values())
     # --force: the stage process is started (an interpreter that answers the version probe and fails
     # every stage at once stands in for it here)
     fake = tmp_path / "python"

@@ -115,7 +115,7 @@ def with_samples(run_dir: Path, scores: dict[str, list[float]]) -> None:
             "resps": [[[-1.0, bool(v)]]], "filtered_resps": [[-1.0, bool(v)]], "acc": v}) + "\n"
             for i, v in enumerate(values)))
         data = json.loads((vdir / "evaluate.result.json").read_text())
-        data["samples_files"] = {TASK: str(samples)}
+        data["samples_files"] = {TASK: samples.relative_to(run_dir).as_posix()}  # as the run writes it
         (vdir / "evaluate.result.json").write_text(json.dumps(data))
 
 
@@ -217,3 +217,35 @@ def test_an_unreadable_items_file_is_one_error_line_naming_it(tmp_path, demo_rec
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {items}: an archived items file that cannot be read, standing in for the gone "
                            f"samples_{TASK}.jsonl")
+
+
+def test_a_copied_run_folder_gives_the_same_answers_with_its_output_folder_gone(tmp_path, demo_recipe_copy,
+                                                                                 monkeypatch, capsys):
+    """Issue 46 item 1: everything a verdict reads is in the run folder under names relative to it, so `suite gate`,
+    `suite summarize`, `suite report` and `suite.load_run` answer the same on a copy at another path, once the
+    output folder it was made in (its evaluation cache too) is deleted."""
+    run_dir = a_run(tmp_path, demo_recipe_copy, monkeypatch)
+    with_samples(run_dir, {"bf16": [1.0] * 20 + [0.0] * 20, "fp8-kv": [1.0] * 17 + [0.0] * 3 + [1.0] + [0.0] * 19})
+    assert cli.main(["summarize", str(run_dir)]) == EXIT_OK
+    before, gated = load_summary(run_dir), cli.main(["gate", str(run_dir), "--no-record"])
+    verdict = suite.load_run(run_dir).gate().outcome
+    stored = json.loads((run_dir / "summary.json").read_text())
+    for record in ("plan.json", "jobs.json", "run-options.json", "variants/bf16/evaluate.config.json",
+                   "variants/bf16/evaluate.result.json", "variants/bf16/benchmark.result.json"):
+        assert json.loads((run_dir / record).read_text())["schema_version"] == 1, record
+    assert stored["schema_version"] == 1
+    assert stored["variants"][0]["evaluate"]["samples_files"] == {TASK: f"variants/bf16/evaluate/samples_{TASK}.jsonl"}
+
+    copy = tmp_path / "another-machine" / "artifacts" / run_dir.name
+    shutil.copytree(run_dir, copy)
+    shutil.rmtree(tmp_path / "runs")  # the output folder: the run folder, the evaluation cache, the checkpoints
+    capsys.readouterr()
+    assert cli.main(["gate", str(copy), "--no-record"]) == gated
+    assert suite.load_run(copy).gate().outcome == verdict
+    assert cli.main(["summarize", str(copy)]) == EXIT_OK
+    after = load_summary(copy)
+    assert metrics(after) == metrics(before) and after.run_dir == str(copy)
+    assert cli.main(["gate", str(copy), "--no-record"]) == gated
+    assert cli.main(["report", str(copy)]) == EXIT_OK
+    assert f"report: {copy / 'report.html'}" in capsys.readouterr().out
+    assert str(run_dir) not in (copy / "summary.json").read_text()

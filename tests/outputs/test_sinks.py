@@ -46,7 +46,7 @@ def test_a_toy_output_registered_from_a_test_is_written_by_publish(tmp_path, toy
     assert published.artifacts["toy_txt"] == str(tmp_path / "toy.txt") and published.finished
     assert (tmp_path / "toy.txt").read_text().split()[-1] == "2"
     written = json.loads((tmp_path / "summary.json").read_text())
-    assert written["artifacts"]["toy_txt"] == str(tmp_path / "toy.txt")
+    assert written["artifacts"]["toy_txt"] == "toy.txt"  # named relative to the run folder (suite.records.paths)
     assert (tmp_path / "report.html").exists()  # the built-in sinks still ran
     assert not events  # not tracked: the MLflow sink did not run
     assert toy_sink["ctx"].track is False
@@ -90,7 +90,7 @@ def test_publish_writes_summary_json_once_and_tracking_beside_it(tmp_path, monke
 
     written = []
     real_write = RunSummary.write
-    monkeypatch.setattr(RunSummary, "write", lambda self, path: written.append(Path(path).name) or real_write(self, path))
+    monkeypatch.setattr(RunSummary, "write", lambda self, path, root=None: written.append(Path(path).name) or real_write(self, path, root))
     monkeypatch.setattr(mlflow, "track_summary", fake_track)
     summary = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5}}, run_dir=str(tmp_path))
     publish(summary, tmp_path, tmp_path / "out", track=True, resumed=False, report=lambda *e: None)

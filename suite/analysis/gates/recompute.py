@@ -29,8 +29,9 @@ from suite.analysis import paired as pairing
 from suite.analysis import perplexity
 from suite.analysis.gates.base import FIX_SUMMARY
 from suite.analysis.summary import metric_name
-from suite.records import bench_argv
+from suite.records import bench_argv, migrate
 from suite.records.benchmark import BenchmarkResult
+from suite.records.paths import recorded_run_dir, resolved_names
 from suite.records.evaluate import EvaluateResult
 
 FIX_FILES = "rerun the evaluation (`suite run --resume --force`); per-item records are written by the evaluate stage"
@@ -152,9 +153,13 @@ def stage_result(folder: Path, name: str) -> tuple[Path | None, dict | None]:
             data = safeio.read_json(path, "record")
         except (OSError, ValueError) as e:
             return path, {"__unreadable__": f"{type(e).__name__}: {e}"}
+        try:  # an older version upgraded, its file names resolved against the run folder (suite.records.paths)
+            data = migrate.upgrade(data, recorded_run_dir(folder)) if isinstance(data, dict) else data
+        except ValueError as e:
+            return path, {"__unreadable__": f"{type(e).__name__}: {e}"}
         data = data.get(key) if key and isinstance(data, dict) else data
         if isinstance(data, dict):
-            return path, data
+            return path, resolved_names(data, folder)
     return None, None
 
 
