@@ -156,7 +156,5 @@ def test_both_jobs_with_the_run_folder_at_the_gpu_jobs_path(tmp_path):
     check_pipeline(tmp_path, "the same path")
 
 
-@pytest.mark.xfail(strict=True, reason="a run folder records absolute paths (samples files, stage results) until the "
-                   "portable run folder (issue 48's run-folder issue) lands: then remove this mark")
 def test_both_jobs_with_the_run_folder_at_another_path(tmp_path):
     check_pipeline(tmp_path, "its own path")

@@ -142,7 +142,7 @@ def open_store(config: "TrackConfig"):
 
 def create_parent(client, exp_id: str, s: RunSummary, start_time: int | None = None) -> str:
     return client.create_run(exp_id, run_name=Path(s.run_dir).name, start_time=start_time,
-                             tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir,
+                             tags={"suite.recipe": s.recipe_name, "suite.run_dir": s.run_dir, "suite.started": s.started,
                                    "suite.version": s.suite_version, "suite.platform": s.platform}).info.run_id
 
 

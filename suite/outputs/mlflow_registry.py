@@ -150,7 +150,8 @@ class NotThisRun(Exception):
 
 def check_identity(client, summary: RunSummary) -> None:
     """Every MLflow run the verdict would touch must be this run's, as the suite tagged it when it logged the run
-    (``suite.outputs.mlflow``): the parent's ``suite.run_dir`` tag is the summary's run_dir and its ``recipe_sha256``
+    (``suite.outputs.mlflow``): the parent's ``suite.run_dir`` tag is the summary's run_dir (or names a folder of the
+    same name started at the same second: the run folder copied elsewhere) and its ``recipe_sha256``
     param (when logged) the summary's; each variant run is a child of that parent (``mlflow.parentRunId``) with the
     variant's name (``suite.variant``). tracking.json is not signed (``suite.outputs.manifest``): without this check an
     edit to it would write a verdict, and register candidates, on another run. Raises ``NotThisRun``."""
@@ -165,8 +166,13 @@ def check_identity(client, summary: RunSummary) -> None:
 
     parent = read(info.parent_run_id, "the parent")
     tags, params = dict(parent.tags or {}), dict(getattr(parent, "params", None) or {})
-    if tags.get("suite.run_dir") != summary.run_dir:
-        raise NotThisRun(f"the parent run {info.parent_run_id!r} is tagged suite.run_dir={tags.get('suite.run_dir')!r}, "
+    logged = tags.get("suite.run_dir") or ""
+    # the same folder, or a copy of it elsewhere (a CI artifact gated by another job): the folder's own name (its start
+    # time and recipe) and, where the run logged it, its start time to the second
+    moved = (Path(logged).name == Path(summary.run_dir).name
+             and tags.get("suite.started", summary.started) == summary.started)
+    if logged != summary.run_dir and not moved:
+        raise NotThisRun(f"the parent run {info.parent_run_id!r} is tagged suite.run_dir={logged!r}, "
                          f"not this run's {summary.run_dir!r} (tracking.json names another run)")
     if params.get("recipe_sha256") not in (None, summary.recipe_sha256):
         raise NotThisRun(f"the parent run {info.parent_run_id!r} logged recipe_sha256 {params.get('recipe_sha256')!r}, "
