@@ -56,8 +56,8 @@ def _judge(args, shown: str) -> int:
     registered: list[str] = []
     if not args.no_record:
         where = Path(shown) if Path(shown).is_dir() else Path(shown).parent  # the folder gated, not a verified copy
-        registered = _record(summary.model_copy(update={"run_dir": str(where.absolute())}), result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha,
-                             looser)
+        gated = summary.model_copy(update={"run_dir": str(where.absolute())})
+        registered = _record(gated, result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha, looser)
     _print_verdict(result)
     _reports(args, gate_report.GateReport(shown, result.outcome, result.exit_code, result.checks,
                                           recipe=summary.recipe_name, policy=policy_label, registration=registered))
