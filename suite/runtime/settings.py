@@ -4,7 +4,7 @@
 time), so callers build one where they read a value: ``Settings().serve_python``. Names are matched
 exactly (upper case, as before); an empty value counts as unset.
 
-Five more ``SUITE_*`` variables are read inside stage processes and stay plain ``os.environ`` reads there,
+Six more ``SUITE_*`` variables are read inside stage processes and stay plain ``os.environ`` reads there,
 because pydantic-settings is not part of every stage environment (the quantize one has none):
 
 - ``SUITE_RUN_LOCK``, ``SUITE_RUN_TOKEN``: the run lock a stage was started under
@@ -12,7 +12,9 @@ because pydantic-settings is not part of every stage environment (the quantize o
 - ``SUITE_ALLOW_CODE_EXECUTION``, ``SUITE_CODE_SANDBOX``: consent to run model-written code, and the
   sandbox mode (``suite.stages.evaluate.sandbox``; the evaluate stage and ``suite score-code`` set them);
 - ``SUITE_STACK_SAMPLING``: ``0`` stops a stage process sampling its main thread's stack
-  (``suite.runtime.stacks``, started by ``python -m suite.stages``).
+  (``suite.runtime.stacks``, started by ``python -m suite.stages``);
+- ``SUITE_JOB``: the job a stage process runs (its variant and content key, JSON), which it writes into its result
+  (``suite.records.base.JobStamp``; set by ``suite.orchestrate.stageproc``).
 """
 
 from __future__ import annotations
