@@ -10,11 +10,12 @@ relative, or a file the record does not own) is kept as it is. Without a root bo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path, PurePosixPath
 from typing import Annotated
 
 from pydantic import AfterValidator, PlainSerializer, SerializationInfo, ValidationInfo
+
+from suite.runtime import safeio
 
 ROOT = "root"  # the validation/serialization context key holding the folder names are relative to
 
@@ -91,9 +92,8 @@ def recorded_run_dir(run_dir: Path) -> str | None:
     version-0 record's absolute names are relative to (suite.records.migrate). None: neither says."""
     for name in ("plan.json", "summary.json"):
         try:
-            with open(Path(run_dir) / name, "rb") as fh:
-                data = json.loads(fh.read(64 << 20))
-        except (OSError, ValueError, RecursionError):
+            data = safeio.read_json(Path(run_dir) / name, "record")  # a FIFO or a huge file is not read
+        except (OSError, ValueError, RecursionError, safeio.UnsafeRead):
             continue
         if isinstance(data, dict) and isinstance(data.get("run_dir"), str):
             return data["run_dir"]

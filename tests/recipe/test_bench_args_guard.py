@@ -109,13 +109,24 @@ def test_a_recorded_argv_must_be_what_the_config_asks_for(demo_recipe_copy, tmp_
 def _with_argv(s: dict, run, argv_of) -> dict:
     """The summary ``s`` with every repetition row recording ``argv_of(variant)``, and each variant's benchmark config
     written where the run keeps it."""
+    import hashlib
+
+    plan = json.loads((run / "plan.json").read_text())
     for v in s["variants"]:
-        (run / "variants" / v["name"]).mkdir(parents=True, exist_ok=True)
-        (run / "variants" / v["name"] / "benchmark.config.json").write_text(json.dumps(CONFIG))
+        vdir = run / "variants" / v["name"]
+        vdir.mkdir(parents=True, exist_ok=True)
+        (vdir / "benchmark.config.json").write_text(json.dumps(CONFIG))
+        # the config is the job's, as a run leaves it: planned, and the result stamped with its sha256
+        plan["variants"][v["name"]]["benchmark"] = CONFIG
+        sha = hashlib.sha256((vdir / "benchmark.config.json").read_bytes()).hexdigest()
+        result = json.loads((vdir / "benchmark.result.json").read_text())
+        result["job"]["config_sha256"] = v["benchmark"]["job"]["config_sha256"] = sha
+        (vdir / "benchmark.result.json").write_text(json.dumps(result))
         for p in v["benchmark"]["points"]:
             p["request_rate"] = "inf"
             for r in p["repetitions"]:
                 r["argv"] = argv_of(v["name"])
+    (run / "plan.json").write_text(json.dumps(plan))
     return s
 
 

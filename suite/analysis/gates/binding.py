@@ -27,8 +27,9 @@ FIX_RERUN = ("rerun the job: `suite run --resume RUN_DIR` runs again every job w
 FIX_FOLDER = "gate the run folder as `suite run` left it (`suite gate --verify` checks it against its manifest)"
 # where a job writes, what a prerequisite stage passes on to it and a checkpoint's provenance (the recipe it was
 # first built for, saved beside it: not in its content key, so a resume after an accepted recipe change keeps it):
-# not part of what decides the result
-NOT_PLANNED = ("output_dir", "engine_args", "batch_limits", "provenance")
+# not part of what decides the result; nor is the record format's version (suite.records.migrate), which the config file
+# carries and plan.json's copy need not
+NOT_PLANNED = ("output_dir", "engine_args", "batch_limits", "provenance", "schema_version")
 
 
 def read_json(path: Path) -> tuple[object, str | None]:
