@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from suite.orchestrate.store import RunFolder, job_key, prerequisites_before, recorded_key
+from suite.orchestrate.store import RunFolder, eval_cache_dir, job_key, prerequisites_before, recorded_key
 from suite.runtime import envs  # noqa: F401 -- the runner's stage environment and versions, through here
 from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
@@ -23,7 +23,7 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
     if stage == EVALUATE or STAGES[stage].check_of == EVALUATE:  # eval.engine_check's jobs too
         from suite.orchestrate.eval_cache import evaluate_cached
 
-        return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python, stage)
+        return evaluate_cached(vp, vs, eval_cache_dir(env, out_root), vdir, env, force, lock, python, stage)
     outcome = run_stage(stage, vp.config(stage), vdir, env, lock, python)
     if outcome.result is not None and not STAGES[stage].builds_checkpoint:  # a checkpoint's records its own key
         # kvcheck's and benchmark's key, recorded in the run folder's result: a resume keeps it while it is the same
@@ -127,7 +127,7 @@ def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) 
     overhead = sum(j["overhead_s"] for j in timeline)
     path.write_text(json.dumps({
         "executor": executor.describe(), "startup_s": round(executor.startup_s, 3),
-        "wall_s": round(time.time() - t0, 3),
+        "t0": t0, "wall_s": round(time.time() - t0, 3),  # t0: the run's start, Unix seconds (engine starts' clock)
         "overhead_s": round(overhead, 4),
         "overhead_share": round(overhead / sum(walls), 6) if walls else None,
         "dag": [j.as_dict() for j in plan.dag], "jobs": timeline,

@@ -39,7 +39,7 @@ class Sink:
 def write_timeline(summary, run_dir: Path, ctx: PublishContext) -> None:
     from suite.outputs import timeline
 
-    if timeline.write(run_dir / "jobs.json", run_dir / "timeline.png"):
+    if timeline.write(run_dir / "jobs.json", run_dir / "timeline.png", summary.engine_starts):
         summary.artifacts["timeline_png"] = str(run_dir / "timeline.png")
 
 
