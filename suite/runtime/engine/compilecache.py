@@ -4,7 +4,8 @@ vLLM compiles the model with torch.compile (Inductor, Triton kernels) at each en
 under ``VLLM_CACHE_ROOT/torch_compile_cache/<hash>/`` (vLLM puts Inductor's and Triton's caches beside it unless
 ``TRITON_CACHE_DIR`` is given; ``vllm/compilation/compiler_interface.py``). By default that is ``~/.cache/vllm``: one
 folder on one machine, gone with a fresh CI runner. Here every stage that starts an engine points ``VLLM_CACHE_ROOT``,
-``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR`` at ``<store>/compile-cache/<key>/`` (``use``), ``<store>`` being
+``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR`` and FlashInfer's ``FLASHINFER_WORKSPACE_BASE`` at
+``<store>/compile-cache/<key>/`` (``use``), ``<store>`` being
 the run's store (``SUITE_STORE`` in the stage's environment, set by the runner: the recipe's ``store:``, the
 ``SUITE_STORE`` setting, else the output folder). The key (``compile_key``) hashes what decides the compiled code:
 vLLM's and torch's versions, the GPU's name, the model's config.json, dtype, KV-cache dtype, max_model_len, the
@@ -43,7 +44,10 @@ NOT_COMPILE_ARGS = frozenset({
     "gpu_memory_utilization", "kv_cache_memory_bytes", "swap_space", "cpu_offload_gb", "seed", "disable_log_stats",
     "api_server_count", "enable_log_requests", "disable_log_requests", "max_log_len", "num_gpu_blocks_override",
 })
-CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+# each cache's variable and its sub-folder; FlashInfer keeps its JIT-built kernels (vLLM's sampler on a GPU) under
+# $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer, by default in the home folder: a fresh machine builds them again
+CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton",
+              "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
 
 
 def gpu_name() -> str:
