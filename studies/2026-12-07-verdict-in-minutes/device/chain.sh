@@ -7,7 +7,7 @@
 # /tmp/extra-out and /tmp/study-chain.log.
 set -uo pipefail
 S=studies/2026-12-07-verdict-in-minutes
-R=$S/recipes/${RECIPE:-llama3-8b-shape-rate100-r1}.yaml
+R=$S/recipes/${RECIPE:-llama3-8b-shape-starts}.yaml
 printf '#!/bin/sh\nPYTHONPATH=/tmp/envs/quantize:%s exec python3 "$@"\n' "$PWD" > /tmp/quantize-python
 chmod +x /tmp/quantize-python
 export PYTHONPATH=$PWD:/tmp/envs/serve HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 SUITE_STORE=/tmp/suite-store \
