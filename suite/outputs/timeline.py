@@ -61,13 +61,13 @@ def write(jobs_json: Path, out: Path, starts: list[dict] | None = None) -> Path 
 
         ax.legend(handles=[Patch(facecolor=COLD, hatch="//", label="engine start, cold compile store"),
                            Patch(facecolor=WARM, hatch="//", label="engine start, warm")],
-                  fontsize=7, loc="lower right")
+                  fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
     ax.set_yticks(range(len(jobs)), [j["id"] for j in jobs], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("seconds from the run's start")
     wall = data.get("wall_s")
     ax.set_title(f"{data.get('executor', '')}: {len(jobs)} jobs" + (f", {wall / 60:.1f} min" if wall else ""),
-                 fontsize=9)
+                 fontsize=9, loc="left")  # the left: the ledger's legend is at the right
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out)

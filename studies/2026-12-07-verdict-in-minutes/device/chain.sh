@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The study's chain on the device, started by start.sh as /tmp/study-chain-loop.sh from a copy of the tree
-# (/tmp/study-src): `suite plan` (its engine-start count), then the recipe run twice with one store (SUITE_STORE=
+# (/tmp/study-src): the recipe run twice with one store (SUITE_STORE=
 # /tmp/suite-store): run 1 on a fresh machine (the compile store empty: every start cold), run 2 after removing the
 # machine's own vLLM / Inductor / Triton / FlashInfer caches, so that only the store can make it warm (what a CI runner
 # that restores the store has). Each run's wall time, the store's size after it, and `suite gate`'s answer go to
@@ -16,9 +16,6 @@ log() { echo "$(date +%T) chain: $*" >> /tmp/study-chain.log; }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
 mkdir -p /tmp/extra-out
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv > /tmp/extra-out/gpu.txt 2>&1
-t=$(date +%s.%N)
-python3 -m suite plan "$R" > /dev/null 2> /tmp/extra-out/plan.txt
-log "suite plan ($(since "$t") s): $(grep 'engine starts' /tmp/extra-out/plan.txt)"
 for n in ${RUNS:-1 2}; do
   if [ "$n" = 2 ]; then
     rm -rf ~/.cache/vllm ~/.cache/flashinfer ~/.triton /tmp/torchinductor_*
