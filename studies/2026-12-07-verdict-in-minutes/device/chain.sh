@@ -3,8 +3,8 @@
 # (/tmp/study-src): the recipe run twice with one store (SUITE_STORE=
 # /tmp/suite-store): run 1 on a fresh machine (the compile store empty: every start cold), run 2 after removing the
 # machine's own vLLM / Inductor / Triton / FlashInfer caches, so that only the store can make it warm (what a CI runner
-# that restores the store has). Each run's wall time, the store's size after it, and `suite gate`'s answer go to
-# /tmp/extra-out and /tmp/study-chain.log.
+# that restores the store has). Each run's wall time and the store's size after it go to /tmp/extra-out and
+# /tmp/study-chain.log.
 set -uo pipefail
 S=studies/2026-12-07-verdict-in-minutes
 R=$S/recipes/${RECIPE:-llama3-8b-shape-starts}.yaml
@@ -26,8 +26,6 @@ for n in ${RUNS:-1 2}; do
   python3 -m suite run "$R" --out "/tmp/runs-$n" > "/tmp/suite-run-$n.log" 2>&1
   log "run $n: rc $?, wall $(since "$t") s"
   du -sb /tmp/suite-store/compile-cache/* > "/tmp/extra-out/store-after-run-$n.txt" 2>&1
-  run=$(ls -d "/tmp/runs-$n"/2*/ 2>/dev/null | tail -1)
-  [ -n "$run" ] && { timeout 120 python3 -m suite gate "$run" --no-record; echo "exit $?"; } > "/tmp/extra-out/gate-$n.txt" 2>&1
 done
 find /tmp/suite-store -maxdepth 4 > /tmp/extra-out/store-tree.txt 2>&1
 du -sh /tmp/suite-store/compile-cache/*/* >> /tmp/extra-out/store-tree.txt 2>&1
