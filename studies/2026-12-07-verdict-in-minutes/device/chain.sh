@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # The study's chain on the device, started by start.sh as /tmp/study-chain-loop.sh from a copy of the tree
-# (/tmp/study-src): the recipe run twice with one store (SUITE_STORE=
-# /tmp/suite-store): run 1 on a fresh machine (the compile store empty: every start cold), run 2 after removing the
-# machine's own vLLM / Inductor / Triton / FlashInfer caches, so that only the store can make it warm (what a CI runner
-# that restores the store has). Each run's wall time and the store's size after it go to /tmp/extra-out and
-# /tmp/study-chain.log.
+# (/tmp/study-src): the recipe run with a store (SUITE_STORE=/tmp/suite-store), RUNS times (default "1"; "1 2" runs
+# it again after removing the machine's own vLLM / Inductor / Triton / FlashInfer caches, so that only the store can
+# make run 2 warm, as on a CI runner that restores the store). Each run's wall time and the store's size after it go
+# to /tmp/extra-out and /tmp/study-chain.log.
 set -uo pipefail
 S=studies/2026-12-07-verdict-in-minutes
 R=$S/recipes/${RECIPE:-llama3-8b-shape-starts}.yaml
@@ -16,7 +15,7 @@ log() { echo "$(date +%T) chain: $*" >> /tmp/study-chain.log; }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
 mkdir -p /tmp/extra-out
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv > /tmp/extra-out/gpu.txt 2>&1
-for n in ${RUNS:-1 2}; do
+for n in ${RUNS:-1}; do
   if [ "$n" = 2 ]; then
     rm -rf ~/.cache/vllm ~/.cache/flashinfer ~/.triton /tmp/torchinductor_*
     log "run 2: the machine's own vLLM, Inductor, Triton and FlashInfer caches removed: only the store is warm"
