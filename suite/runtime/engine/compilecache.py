@@ -22,7 +22,8 @@ start costs its compile once and the next run of that configuration starts warm 
 would cost a whole engine start (weights, CUDA graphs, KV cache) on every cold configuration to save only the
 compile part of the measured one. What a cold start can change is the KV capacity (vLLM issue #54122: a first
 start profiles less free memory); the ledger records each start's KV-cache tokens and the summary flags two starts
-of one configuration whose capacity differs (suite.analysis.ledger), which is when a warm-up would matter.
+of one configuration whose capacity differs (suite.analysis.ledger), which is when a warm-up would matter. This
+choice is not yet measured on a GPU (studies/2026-12-07-verdict-in-minutes: the device did not come).
 """
 
 from __future__ import annotations
