@@ -93,6 +93,21 @@ def test_every_stage_ran(demo_run):
     assert "run folder:" in res.stdout
 
 
+def test_the_start_up_ledger_holds_the_starts_suite_plan_predicted(demo_run, tmp_path):
+    """`suite plan` (with a store of its own, empty as the run's was) counts the engine starts the run then made."""
+    _, s, _ = demo_run
+    plan = run_cli("plan", str(DEMO_RECIPE), "--out", str(tmp_path))
+    (line,) = [x for x in plan.stderr.splitlines() if x.startswith("engine starts: ")]
+    assert line.startswith(f"engine starts: {len(s['engine_starts'])} (") and len(s["engine_starts"]) == 4
+    assert sorted((r["variant"], r["part"], r["role"]) for r in s["engine_starts"]) == [
+        ("bf16", "evaluation", "in-process"), ("bf16", "serving", "server"),
+        ("fp8-kv", "evaluation", "in-process"), ("fp8-kv", "serving", "server")]
+    for r in s["engine_starts"]:
+        assert r["total_s"] > 0 and r["kv_cache_tokens"] > 0 and r["compile_cache"] in ("cold", "warm"), r
+    for v in s["variants"]:
+        assert v["metrics"]["time.engine_starts"] == 2.0
+
+
 def test_every_stage_process_left_where_its_time_went(demo_run):
     from suite.runtime import stacks
 

@@ -57,7 +57,7 @@ from suite.analysis.paired import is_perplexity_metric
 from suite.plan.keys import brought_sha256
 from suite.records.summary import CostBasis, RunSummary, VariantSummary
 from suite.records.benchmark import BenchmarkResult, LoadPoint
-from suite.analysis import tput_spread
+from suite.analysis import ledger, tput_spread
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -351,7 +351,7 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
     from suite.analysis.engine_spread import add_engine_spread
 
     summary.warnings += add_engine_spread(summary.variants, metric_name)  # eval.engine_check: each variant against itself
-    summary.stage_wall_s = stage_wall_s
+    summary.stage_wall_s, summary.warnings = stage_wall_s, summary.warnings + ledger.add_ledger(summary)  # engine starts
 
 
 def point_bounds(v: VariantSummary) -> list[tuple[str, str]]:

@@ -34,6 +34,25 @@ def cmd_validate(args) -> int:
     return EXIT_OK
 
 
+def _starts_line(loaded, plan, out_root: Path) -> str:
+    """``engine starts: N (...)``: the vLLM engines a run of the plan starts, none for an evaluation its store holds."""
+    from suite.orchestrate.store import STORE_ENV, Store, eval_cache_dir, job_key, store_root
+    from suite.plan.starts import planned_starts, starts_line
+    from suite.runtime.envs import stage_env
+    from suite.stages.registry import EVALUATE, STAGES
+
+    env = stage_env(plan.env) | {STORE_ENV: str(store_root(loaded, out_root))}
+    cache = Store(eval_cache_dir(env, out_root))
+
+    def held(stage: str, vp) -> bool | None:
+        if stage != EVALUATE and STAGES[stage].check_of != EVALUATE:  # only evaluations go through the store
+            return False
+        key = job_key(vp, stage, None, env)
+        return None if key is None else cache.lookup(stage, key) is not None
+
+    return starts_line(planned_starts(plan, held))
+
+
 def _tracking_line(loaded, out_root: Path) -> str:
     """Where a run of the recipe would be logged (recipe, then MLflow's environment, then the local default)."""
     from suite.outputs.tracking_target import target
@@ -53,6 +72,7 @@ def cmd_plan(args) -> int:
     out = Path(args.out) if args.out else loaded.resolve(loaded.recipe.output_dir)
     plan = make_plan(loaded, out / "<run>", out / "checkpoints")
     print(_tracking_line(loaded, out), file=sys.stderr)  # stdout stays the plan's JSON (or the DAG)
+    print(_starts_line(loaded, plan, out), file=sys.stderr)
     if getattr(args, "jobs", False):
         from suite.cli.render import print_dag
         from suite.orchestrate.executors import job_use

@@ -134,7 +134,7 @@ class LiveDisplay:
 
     def _run_event(self, event: str, where) -> None:
         lines = start_lines(Path(where), self.recipe, self.track) if event == "started" else \
-            [f"mlflow: {where}"] if event == "tracking" else []
+            [f"mlflow: {where}"] if event == "tracking" else [where] if event == "note" else []
         for line in lines:
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 

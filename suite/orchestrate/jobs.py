@@ -6,8 +6,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from suite.orchestrate.stageproc import StageOutcome, run_stage
+from suite.orchestrate.store import RunFolder, eval_cache_dir, job_key, prerequisites_before, recorded_key
 from suite.records import migrate
-from suite.orchestrate.store import RunFolder, job_key, prerequisites_before, recorded_key
 from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
 
@@ -21,7 +21,7 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
     if stage == EVALUATE or STAGES[stage].check_of == EVALUATE:  # eval.engine_check's jobs too
         from suite.orchestrate.eval_cache import evaluate_cached
 
-        return evaluate_cached(vp, vs, out_root / "eval-cache", vdir, env, force, lock, python, stage)
+        return evaluate_cached(vp, vs, eval_cache_dir(env, out_root), vdir, env, force, lock, python, stage)
     # the job's key (a checkpoint's is its config's): the stage writes it into its result (a resume keeps it while
     # it is the same; the gate binds the result to its planned job by it)
     key = job_key(vp, stage, vs, env)
@@ -126,7 +126,7 @@ def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) 
     path.write_text(json.dumps({
         migrate.VERSION_FIELD: migrate.SCHEMA_VERSION,  # the record files' version (suite.records.migrate)
         "executor": executor.describe(), "startup_s": round(executor.startup_s, 3),
-        "wall_s": round(time.time() - t0, 3),
+        "t0": t0, "wall_s": round(time.time() - t0, 3),  # t0: the run's start, Unix seconds (engine starts' clock)
         "overhead_s": round(overhead, 4),
         "overhead_share": round(overhead / sum(walls), 6) if walls else None,
         "dag": [j.as_dict() for j in plan.dag], "jobs": timeline,

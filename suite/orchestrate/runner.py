@@ -25,13 +25,16 @@ from typing import Callable
 from suite.analysis import summary as summaries
 from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
 from suite.orchestrate.executors import JobCall, make_executor
+from suite.orchestrate.store import STORE_ENV, store_root
+from suite.stages.registry import STAGES
 from suite.outputs.publish import now, publish
 from suite.records.paths import recorded_run_dir
 from suite.runtime import envs
 
 
 # (stage, variant, event[, where]) with event in start|ok|failed|skipped|resumed|cached; 'start' also says
-# where the job runs (the executor's placement: "GPU 0 (0.25)", "CPU", a Ray node). Also ("run", "", "started",
+# where the job runs (the executor's placement: "GPU 0 (0.25)", "CPU", a Ray node). ("run", "", "note", line): a line
+# to show as it is (a baseline reused from the store). Also ("run", "", "started",
 # run folder) once plan.json is written, before any job, and (stage, variant, "progress", StageProgress) while a
 # job runs (suite.orchestrate.progress: the counts its stage process writes)
 Reporter = Callable[..., None]
@@ -89,6 +92,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     plan, kept, resume_notes = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     env = envs.stage_env(plan.env)
+    env[STORE_ENV] = str(store_root(loaded, out_root))  # the evaluation cache and the engines' compile caches
     quantizes = any(vp.quantize for vp in plan.variants)
     earlier = None
     if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
@@ -251,6 +255,9 @@ class JobLoop:
             self.summary.warnings += rebuilt(old, outcome.result, job.variant, self.plan, self.kept)
         self.state[job.id] = "ok"
         self.report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
+        if getattr(outcome.result, "cache_hit", False) and vs.is_baseline and not STAGES[job.stage].check_of:
+            self.report("run", "", "note", f"baseline: reused from {self.env.get(STORE_ENV)} (key "
+                        f"{outcome.result.cache_key}): its {job.stage} is not run again")
 
 
 def refused_at_start(pending: list, kept: dict, executor) -> list[tuple]:

@@ -26,9 +26,29 @@ from suite.plan import keys
 from suite.records.base import JobStamp, Record
 from suite.records.paths import run_folder_of
 from suite.runtime import safeio
+from suite.runtime.engine.compilecache import STORE_ENV
+from suite.runtime.settings import Settings
 from suite.stages import registry
 from suite.stages.registry import STAGES
 
+
+
+EVAL_CACHE = "eval-cache"  # the evaluation cache's folder in the store (compile-cache/ is vLLM's compile caches)
+
+
+def store_root(loaded, out_root: Path) -> Path:
+    """The run's store (its evaluation cache and compile caches): the ``SUITE_STORE`` setting, else the recipe's
+    ``store:`` (relative to the recipe), else the output folder ``out_root`` (where eval-cache/ always was)."""
+    if (setting := Settings().store) is not None:
+        return Path(setting).expanduser().resolve()
+    if getattr(loaded.recipe, "store", None):
+        return loaded.resolve(loaded.recipe.store)
+    return Path(out_root)
+
+
+def eval_cache_dir(env: dict[str, str], out_root: Path) -> Path:
+    """The evaluation cache of the run whose stages get ``env`` (the runner puts the store in it, ``STORE_ENV``)."""
+    return Path(env.get(STORE_ENV) or out_root) / EVAL_CACHE
 
 
 def result_file(stage: str) -> str:

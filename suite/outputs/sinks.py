@@ -46,7 +46,7 @@ class Sink:
 
 
 def write_timeline(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
-    made = timeline.write(run_dir / "jobs.json", run_dir / "timeline.png")
+    made = timeline.write(run_dir / "jobs.json", run_dir / "timeline.png", summary.engine_starts)
     return {"timeline_png": str(run_dir / "timeline.png")} if made else {}
 
 

@@ -10,7 +10,7 @@ Relative paths in a recipe are relative to the recipe file's folder.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -245,6 +245,10 @@ class Recipe(Strict):
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="where the run's jobs run "
                                    "(suite.recipe.executor)")
     output_dir: str = Field("../runs", description="run folders are made under this (relative to the recipe)")
+    store: Optional[str] = Field(
+        None, description="the folder of the evaluation cache (eval-cache/) and vLLM's compile caches (compile-cache/), "
+        "relative to the recipe; one a team or a CI runner shares or restores (the SUITE_STORE setting wins over it; "
+        "absent: output_dir)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "Recipe":

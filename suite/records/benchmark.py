@@ -10,8 +10,9 @@ from typing import Any, Optional, Union
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from suite.records.evaluate import EngineConfig, EngineStart, EvaluateConfig, EvaluateResult
 from suite.records.base import JobStamp, Record
+from suite.records.engine import EngineStart
+from suite.records.evaluate import EngineConfig, EvaluateConfig, EvaluateResult
 
 
 class SloSpec(BaseModel):
@@ -72,6 +73,15 @@ class BenchmarkConfig(Record):
         None, description="eval.engine: served: score these tasks on this stage's server (lm-eval local-completions) "
         "before the load points, then reset its prefix cache")
     output_dir: str
+
+    def engine_starts(self) -> tuple[int, int]:
+        """The vLLM engine starts this benchmark makes, (least, most): the offline ceiling's engine when asked for, one
+        server, and one more server each time a frontend-bound round doubles the API servers up to
+        ``max_api_server_count`` (suite.stages.benchmark.stage.next_api_server_count)."""
+        least, count, more = int(self.offline_ceiling) + 1, self.api_server_count, 0
+        while self.max_api_server_count is not None and count < self.max_api_server_count:
+            count, more = min(2 * count, self.max_api_server_count), more + 1
+        return least, least + more
 
     @property
     def workloads(self) -> list[str]:
@@ -223,6 +233,9 @@ class BenchmarkResult(Record):
     server_start_s: float
     engine_start: Optional[EngineStart] = Field(None, description="where the reported server's engine start went "
                                                 "(vLLM's log lines in server.log)")
+    engine_starts: list[EngineStart] = Field(
+        default_factory=list, description="every engine start of the stage in order (the start-up ledger): the "
+        "offline ceiling's, then each server's (one per API-server round); empty: a result from before the ledger")
     evaluate: Optional[EvaluateResult] = Field(None, description="eval.engine: served: the scores, from this server")
     wall_s: float
     server_log: str

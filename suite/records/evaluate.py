@@ -1,4 +1,4 @@
-"""The records evaluate and benchmark share: the engine config, the engine-start breakdown, and the evaluation's
+"""The records evaluate and benchmark share: the engine config, and the evaluation's
 config and result (a variant with ``eval.engine: served`` is scored inside its benchmark stage, whose records carry them).
 """
 
@@ -9,6 +9,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from suite.records.base import JobStamp, Record
+from suite.records.engine import EngineStart
 from suite.records.paths import FileName
 
 # vLLM's FlashInfer top-k/top-p sampler switch (EvaluateConfig.flashinfer_sampler; a value the stage's environment sets
@@ -29,28 +30,6 @@ class EngineConfig(Record):
     gpu_share: Optional[float] = Field(
         None, description="the share of one GPU this engine's job was given (executor.gpu_fraction); on CUDA its "
         "KV cache is then a fixed size (suite.runtime.engine.gpushare), not what vLLM's memory profiling finds")
-
-
-class EngineStart(Record):
-    """Where one vLLM engine start went, from vLLM's own log lines (suite.runtime.engine.startlog). ``total_s`` is
-    the suite's measurement (engine construction, or spawn to a ready server); each part is None when its
-    line was not in the log (CUDA graphs and model_load_s are GPU-only; compile_s needs torch.compile)."""
-
-    total_s: Optional[float] = None
-    model_init_s: Optional[float] = Field(None, description="'Initializing model took' (building the module)")
-    weights_s: Optional[float] = Field(None, description="'Loading weights took' (reading the checkpoint)")
-    model_load_s: Optional[float] = Field(
-        None, description="GPU runners: 'Model loading took X GiB memory and Y seconds' (init + weights + moves)")
-    init_engine_s: Optional[float] = Field(
-        None, description="'init engine (profile, create kv cache, warmup model) took': holds compile and graphs")
-    compile_s: Optional[float] = Field(None, description="torch.compile (the init-engine line's 'compilation')")
-    cuda_graphs_s: Optional[float] = Field(None, description="'Graph capturing finished in N secs' (whole seconds)")
-    after_graphs_s: Optional[float] = Field(
-        None, description="graph capture's end to 'Kernel JIT monitor activated' by the log's timestamps (whole "
-        "seconds; part of init_engine_s): the worker's last warm-up, long for a machine's first engine (minutes on "
-        "a GPU, seconds for later ones)")
-    other_s: Optional[float] = Field(
-        None, description="total minus loading and init engine: process start, imports, tokenizer, API server")
 
 
 class TaskRun(Record):
@@ -129,6 +108,11 @@ class EvaluateConfig(Record):
     sequential: Optional[SequentialConfig] = Field(None, description="eval.sequential (None: every item in one "
                                                    "pass, the fixed-size evaluation)")
     output_dir: str
+
+    def engine_starts(self) -> tuple[int, int]:
+        """The vLLM engine starts this evaluation makes, (least, most): one in-process engine; served: none (the
+        benchmark's server scores it)."""
+        return (0, 0) if self.backend == "served" else (1, 1)
 
 
 class TaskScore(Record):

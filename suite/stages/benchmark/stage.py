@@ -39,9 +39,12 @@ from suite.stages.benchmark.gpumon import GpuSampler
 from suite.records.benchmark import BenchmarkConfig, BenchmarkResult, LoadPoint, ServerStats
 from suite.stages.benchmark.roofline import ModelCost, detect_gpu, gpu_peak, implied
 from suite.stages.benchmark.served import SERVED_ENV, evaluate_on_server
+from suite.runtime.engine import compilecache
 from suite.stages.benchmark.server import (ServerError, kv_capacity, metrics_text, reset_prefix_cache, server_line,
                                            tail, vllm_server)
 from suite.runtime.engine.startlog import parse_engine_start
+from suite.runtime.envs import package_versions
+from suite.records.engine import EngineStart
 from suite.stages.benchmark.slo import capacity, search
 from suite.stages.benchmark.points import (bench_command, combine_repetitions, goodput_slo, load_points, point_from_json,
                                            repetition_row)
@@ -177,7 +180,8 @@ def next_api_server_count(points: list[LoadPoint], count: int, limit: int | None
     return min(2 * count, limit)
 
 
-def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
+def offline_ceiling(config: BenchmarkConfig, out_dir: Path, slot=None) -> tuple[dict, EngineStart]:
+    """The offline ceiling (suite.stages.benchmark.offline, a process of its own) and its engine's start."""
     cfg_path, res_path, log_path = out_dir / "offline.config.json", out_dir / "offline.json", out_dir / "offline.log"
     config.write(cfg_path)
     with open(log_path, "w") as fh:
@@ -189,7 +193,10 @@ def offline_ceiling(config: BenchmarkConfig, out_dir: Path) -> dict:
     if rc != 0 or not res_path.is_file():
         raise ServerError(f"the offline ceiling run failed ({procs.signal_name(rc)}): {procs.failure_line(log_path)} "
                           f"[log: {log_path}]")
-    return safeio.read_json(res_path, "record")
+    result = safeio.read_json(res_path, "record")
+    compilecache.mark_complete(slot)
+    return result, parse_engine_start(safeio.read_text(log_path, "log", errors="replace"), result.get("load_s"),
+                                      "offline", result.get("started_at"), slot, compilecache.engine_key(config.engine))
 
 
 def run(config: BenchmarkConfig) -> BenchmarkResult:
@@ -228,6 +235,8 @@ class _Rounds:
     evaluation: object = None
     evaluate_s: float = 0.0
     kv_page: str | None = None
+    slot: object = None  # the compile store's folder for this engine (suite.runtime.engine.compilecache)
+    starts: list[EngineStart] = field(default_factory=list)  # every engine start, in order (the ledger)
     ready_s: float = 0.0
     cmd: list[str] = field(default_factory=list)
     served_s: float = 0.0
@@ -241,23 +250,30 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
     gpu = config.gpu or detect_gpu()
     named_peak = gpu_peak(gpu)
     cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
-    offline = offline_ceiling(config, out_dir) if config.offline_ceiling else None
+    slot = compilecache.use(config.engine, package_versions())  # the offline engine and the servers inherit it
+    offline, starts = None, []
+    if config.offline_ceiling:
+        offline, first = offline_ceiling(config, out_dir, slot)
+        starts.append(first)
     roof = _Roof(cost, named_peak[1] if named_peak else None, offline["output_tok_s"] if offline else None)
-    rounds = _serve_rounds(config, out_dir, log_path, gpus, client, roof)
+    rounds = _serve_rounds(config, out_dir, log_path, gpus, client, roof, _Rounds(config.api_server_count, slot=slot,
+                                                                                   starts=starts))
     return _result(config, rounds, offline, roof.offline_tok_s, gpu, gpus, log_path, start)
 
 
 def _serve_rounds(config: BenchmarkConfig, out_dir: Path, log_path: Path, gpus: GpuSampler, client: WarmClient,
-                  roof: _Roof) -> _Rounds:
+                  roof: _Roof, r: _Rounds) -> _Rounds:
     """Serve, evaluate on the server first where the evaluation is served, measure every load point and (last) the
     SLO search; while the points are frontend-bound with room to grow, restart with more API servers and measure
     again."""
-    r = _Rounds(count=config.api_server_count)
     while True:
-        t_server = time.perf_counter()
+        t_server, started_at = time.perf_counter(), time.time()
         with vllm_server(config.engine, r.count, config.seed, log_path, config.server_timeout_s,
                          env=SERVED_ENV if config.evaluate else None) as (proc, port, ready_s, cmd, api_key):
             r.ready_s, r.cmd = ready_s, cmd
+            compilecache.mark_complete(r.slot)
+            r.starts.append(parse_engine_start(log_path.read_text(errors="replace"), ready_s, "server", started_at,
+                                               r.slot, compilecache.engine_key(config.engine)))
             r.kv_page = metrics_text(port)  # vllm:cache_config_info is set before /health answers
             if config.evaluate is not None and r.evaluation is None:  # served: the tasks first, on this server
                 t_eval = time.perf_counter()
@@ -316,8 +332,6 @@ def _slo_search(config: BenchmarkConfig, runner: LoadRunner, points: list[LoadPo
 def _result(config: BenchmarkConfig, r: _Rounds, offline: dict | None, offline_tok_s: float | None, gpu: str | None,
             gpus: GpuSampler, log_path: Path, start: float) -> BenchmarkResult:
     """The stage's result: the last round's points and server, the KV capacity, the offline ceiling, the seconds."""
-    from suite.runtime.envs import package_versions
-
     kv_tokens, max_conc, _ = kv_capacity(r.kv_page, safeio.read_text(log_path, "log", errors="replace"))
     gpu_sampling = f"NVML, GPUs {gpus.indices}" if gpus.available else gpus.error
     return BenchmarkResult(
@@ -330,8 +344,7 @@ def _result(config: BenchmarkConfig, r: _Rounds, offline: dict | None, offline_t
         gpu_sampling=gpu_sampling, workload=config.workloads[0] if len(config.workloads) > 1 else None,
         api_server_count=r.count, scaled_from=r.earlier, client_s=r.client_s,
         overhead_s=max(0.0, r.served_s - r.start_stop_s - r.client_s - r.evaluate_s),
-        server_start_s=r.ready_s,
-        engine_start=parse_engine_start(safeio.read_text(log_path, "log", errors="replace"), r.ready_s),
+        server_start_s=r.ready_s, engine_start=r.starts[-1], engine_starts=r.starts,
         evaluate=r.evaluation, wall_s=time.perf_counter() - start, server_log=str(log_path), server_command=r.cmd,
         versions=package_versions(),
     )

@@ -21,6 +21,8 @@ from itertools import groupby
 from pathlib import Path
 
 from suite.runtime import safeio
+from suite.runtime.engine import compilecache
+from suite.runtime.envs import package_versions
 from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
 from suite.runtime.engine.batching import serve_batch_limits
 from suite.runtime.engine import determinism
@@ -125,8 +127,6 @@ def run(config: EvaluateConfig) -> EvaluateResult:
     task_manager = prepare(config)
     from lm_eval.utils import handle_non_serializable
 
-    from suite.runtime.envs import package_versions
-
     t_engine = time.perf_counter()
     lm, engine_load_s, engine_start, batch_limits = build_lm(config)
     if config.backend != "served":  # a served evaluation started no engine here
@@ -201,8 +201,9 @@ def build_lm(config: EvaluateConfig):
     determinism.apply(config.engine)  # eval.deterministic: VLLM_BATCH_INVARIANT=1 before the engine starts
     if not config.flashinfer_sampler:  # no server follows (EvaluateConfig.flashinfer_sampler); the environment wins
         os.environ.setdefault(SAMPLER_ENV, "0")
+    slot = compilecache.use(config.engine, package_versions())  # the compile store's folder for this engine
     window = StdoutWindow()  # vLLM's start-up lines, the engine core's too when it runs in a process of its own
-    t_load = time.perf_counter()
+    t_load, started_at = time.perf_counter(), time.time()
     args = lm_eval_model_args(config.engine, config.seed, config.batch_size, config.max_gen_toks)
     limits = serve_batch_limits(config.engine.engine_args, config.engine.max_model_len) \
         if config.batch_limits == "serve" else {}
@@ -213,7 +214,10 @@ def build_lm(config: EvaluateConfig):
         args.update(shared_engine_args(config.engine))
     lm = VLLM(**args)
     engine_load_s = time.perf_counter() - t_load
-    return lm, engine_load_s, parse_engine_start(window.text(), engine_load_s), limits
+    compilecache.mark_complete(slot)
+    start = parse_engine_start(window.text(), engine_load_s, "in-process", started_at, slot,
+                               compilecache.engine_key(config.engine, args))
+    return lm, engine_load_s, start, limits
 
 
 def _cpu_kernels(config: EvaluateConfig, versions: dict[str, str]) -> dict:

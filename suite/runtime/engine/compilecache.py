@@ -1,0 +1,137 @@
+"""The compile store: vLLM's compilation caches kept by the suite, one folder per engine configuration's content key.
+
+vLLM compiles the model with torch.compile (Inductor, Triton kernels) at each engine start and caches what it made
+under ``VLLM_CACHE_ROOT/torch_compile_cache/<hash>/`` (vLLM puts Inductor's and Triton's caches beside it unless
+``TRITON_CACHE_DIR`` is given; ``vllm/compilation/compiler_interface.py``). By default that is ``~/.cache/vllm``: one
+folder on one machine, gone with a fresh CI runner. Here every stage that starts an engine points ``VLLM_CACHE_ROOT``,
+``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR`` and FlashInfer's ``FLASHINFER_WORKSPACE_BASE`` at
+``<store>/compile-cache/<key>/`` (``use``), ``<store>`` being
+the run's store (``SUITE_STORE`` in the stage's environment, set by the runner: the recipe's ``store:``, the
+``SUITE_STORE`` setting, else the output folder). The key (``compile_key``) hashes what decides the compiled code:
+vLLM's and torch's versions, the GPU's name, the model's config.json, dtype, KV-cache dtype, max_model_len, the
+batch-invariant switch and every engine argument but those that only size memory or name ports and seeds
+(``NOT_COMPILE_ARGS``). So a CI runner that restores the store starts warm, and BF16 and FP8 builds never share or
+evict each other's folder; vLLM's own hash inside the folder still decides what it may reuse, so a key that is too
+coarse costs a compile, never a wrong kernel.
+
+A start is ``warm`` when its key's folder was marked complete (``mark_complete``: after an earlier start of that
+configuration came up) before it began, else ``cold``; the ledger (suite.records.engine.EngineStart) records which.
+
+No separate warm-up start before a measured one: the throughput is measured after the server is ready, so a cold
+start costs its compile once and the next run of that configuration starts warm from the store; a warm-up start
+would cost a whole engine start (weights, CUDA graphs, KV cache) on every cold configuration to save only the
+compile part of the measured one. What a cold start can change is the KV capacity (vLLM issue #54122: a first
+start profiles less free memory); the ledger records each start's KV-cache tokens and the summary flags two starts
+of one configuration whose capacity differs (suite.analysis.ledger), which is when a warm-up would matter. This
+choice is not yet measured on a GPU (studies/2026-12-07-verdict-in-minutes: the device did not come).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.records.evaluate import EngineConfig
+
+STORE_ENV = "SUITE_STORE"  # the run's store folder, in a stage's environment (suite.runtime.settings documents it)
+COMPILE_DIR = "compile-cache"
+COMPLETE = ".complete"  # written in a key's folder once an engine of that configuration came up
+# engine arguments that size memory, name ports or seed sampling: they do not change the compiled code
+NOT_COMPILE_ARGS = frozenset({
+    "gpu_memory_utilization", "kv_cache_memory_bytes", "swap_space", "cpu_offload_gb", "seed", "disable_log_stats",
+    "api_server_count", "enable_log_requests", "disable_log_requests", "max_log_len", "num_gpu_blocks_override",
+})
+# each cache's variable and its sub-folder; FlashInfer keeps its JIT-built kernels (vLLM's sampler on a GPU) under
+# $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer, by default in the home folder: a fresh machine builds them again
+CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton",
+              "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
+
+
+def gpu_name() -> str:
+    """The first GPU's name from NVML, else ``cpu-<machine>`` (no NVIDIA driver, GPU or nvidia-ml-py)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - ImportError or NVMLError: no NVIDIA GPU here
+        return f"cpu-{platform.machine()}"
+    try:
+        if pynvml.nvmlDeviceGetCount() < 1:
+            return f"cpu-{platform.machine()}"
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except pynvml.NVMLError:
+        return f"cpu-{platform.machine()}"
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutting down what may not have started
+            pass
+
+
+def _model_config_sha(model: str) -> str:
+    """sha256 of the model folder's config.json (what shapes the graph); a hub id or a folder without one: the id."""
+    config = Path(model) / "config.json"
+    return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else model
+
+
+def _digest(parts: dict) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def compile_key(engine: EngineConfig, versions: dict[str, str], gpu: str) -> str:
+    """The compile store's key of ``engine`` with these package ``versions`` (vllm, torch) on ``gpu``."""
+    return _digest({
+        "vllm": versions.get("vllm"), "torch": versions.get("torch"), "gpu": gpu,
+        "model_config": _model_config_sha(engine.model), "dtype": engine.dtype,
+        "max_model_len": engine.max_model_len, "kv_cache_dtype": engine.kv_cache_dtype,
+        "batch_invariant": engine.batch_invariant,
+        "engine_args": {k: v for k, v in engine.engine_args.items() if k not in NOT_COMPILE_ARGS},
+    })
+
+
+def engine_key(engine: EngineConfig, extra: dict | None = None) -> str:
+    """The whole engine configuration's hash (``extra``: what the stage adds to the engine arguments): two starts
+    of one key should come up with one KV capacity."""
+    return _digest({**engine.model_dump(), "extra": extra or {}})
+
+
+@dataclass(frozen=True)
+class CompileSlot:
+    """One start's place in the compile store: its key, its folder and whether that was warm before the start."""
+
+    key: str
+    folder: Path
+    state: str  # "cold" | "warm"
+
+
+def use(engine: EngineConfig, versions: dict[str, str], env=None) -> CompileSlot | None:
+    """Point ``env`` (default: this process's environment, which the engine and a server it spawns read) at the key's
+    folder under ``$SUITE_STORE/compile-cache``; None (nothing changed) when the stage was given no store."""
+    env = os.environ if env is None else env
+    store = env.get(STORE_ENV)
+    if not store:
+        return None
+    key = compile_key(engine, versions, gpu_name())
+    folder = Path(store) / COMPILE_DIR / key
+    state = "warm" if (folder / COMPLETE).is_file() else "cold"
+    for var, sub in CACHE_VARS.items():
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+        env[var] = str(folder / sub)
+    return CompileSlot(key, folder, state)
+
+
+def mark_complete(slot: CompileSlot | None) -> None:
+    """Record that an engine of the slot's configuration came up: the next start of it is warm."""
+    if slot is not None:
+        (slot.folder / COMPLETE).write_text(json.dumps({"key": slot.key}))
+
+
+def store_bytes(store: Path) -> int:
+    """The compile store's size on disk (every file under ``<store>/compile-cache``)."""
+    root = Path(store) / COMPILE_DIR
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0

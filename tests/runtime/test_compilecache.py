@@ -1,0 +1,74 @@
+"""The compile store: one folder per engine configuration's key, the stage's cache variables pointed at it, cold then
+warm."""
+
+from __future__ import annotations
+
+import json
+
+from suite.records.evaluate import EngineConfig
+from suite.runtime.engine import compilecache
+from suite.runtime.engine.compilecache import CACHE_VARS, STORE_ENV, compile_key, engine_key, mark_complete, use
+
+VERSIONS = {"vllm": "0.26.0", "torch": "2.11.0"}
+
+
+def engine(tmp_path, **changes) -> EngineConfig:
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    if not (model / "config.json").exists():
+        (model / "config.json").write_text(json.dumps({"hidden_size": 4096}))
+    fields = {"model": str(model), "dtype": "bfloat16", "max_model_len": 4096,
+              "engine_args": {"gpu_memory_utilization": 0.9}} | changes
+    return EngineConfig(**fields)
+
+
+def test_the_key_follows_what_decides_the_compiled_code(tmp_path):
+    base = engine(tmp_path)
+    key = compile_key(base, VERSIONS, "NVIDIA H100 80GB HBM3")
+    assert key == compile_key(base, VERSIONS, "NVIDIA H100 80GB HBM3")
+    # BF16 and FP8 (online or KV), another GPU, vLLM or torch, length or batch switch: folders of their own
+    assert key != compile_key(engine(tmp_path, engine_args={"gpu_memory_utilization": 0.9, "quantization": "fp8"}),
+                              VERSIONS, "NVIDIA H100 80GB HBM3")
+    assert key != compile_key(engine(tmp_path, kv_cache_dtype="fp8"), VERSIONS, "NVIDIA H100 80GB HBM3")
+    assert key != compile_key(base, VERSIONS, "NVIDIA H200")
+    assert key != compile_key(base, {**VERSIONS, "vllm": "0.26.1"}, "NVIDIA H100 80GB HBM3")
+    assert key != compile_key(base, {**VERSIONS, "torch": "2.11.1"}, "NVIDIA H100 80GB HBM3")
+    assert key != compile_key(engine(tmp_path, max_model_len=8192), VERSIONS, "NVIDIA H100 80GB HBM3")
+    assert key != compile_key(engine(tmp_path, batch_invariant=True), VERSIONS, "NVIDIA H100 80GB HBM3")
+    # the model's shape is its config.json: another config, another key
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"hidden_size": 8192}))
+    assert key != compile_key(base, VERSIONS, "NVIDIA H100 80GB HBM3")
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"hidden_size": 4096}))
+    # what only sizes memory or seeds sampling is no part of it (one compiled engine, another KV cache size)
+    assert key == compile_key(engine(tmp_path, engine_args={"gpu_memory_utilization": 0.5, "seed": 3}), VERSIONS,
+                              "NVIDIA H100 80GB HBM3")
+
+
+def test_the_engine_key_covers_the_whole_configuration(tmp_path):
+    base = engine(tmp_path)
+    assert engine_key(base) == engine_key(engine(tmp_path))
+    assert engine_key(base) != engine_key(engine(tmp_path, engine_args={"gpu_memory_utilization": 0.5}))
+    assert engine_key(base) != engine_key(base, {"max_num_seqs": 64})
+
+
+def test_use_points_the_caches_at_the_keys_folder_cold_then_warm(tmp_path, monkeypatch):
+    monkeypatch.setattr(compilecache, "gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    env = {STORE_ENV: str(tmp_path / "store")}
+    slot = use(engine(tmp_path), VERSIONS, env)
+    assert slot.state == "cold" and slot.folder == tmp_path / "store" / "compile-cache" / slot.key
+    for var, sub in CACHE_VARS.items():
+        assert env[var] == str(slot.folder / sub) and (slot.folder / sub).is_dir()
+    mark_complete(slot)
+    again = use(engine(tmp_path), VERSIONS, env)
+    assert again == compilecache.CompileSlot(slot.key, slot.folder, "warm")
+    # FP8 gets a folder of its own, cold, beside BF16's warm one (neither evicts the other)
+    fp8 = use(engine(tmp_path, engine_args={"quantization": "fp8"}), VERSIONS, env)
+    assert fp8.state == "cold" and fp8.key != slot.key and (slot.folder / compilecache.COMPLETE).is_file()
+    assert compilecache.store_bytes(tmp_path / "store") > 0
+
+
+def test_without_a_store_nothing_changes(tmp_path):
+    env = {"PATH": "/bin"}
+    assert use(engine(tmp_path), VERSIONS, env) is None and env == {"PATH": "/bin"}
+    mark_complete(None)  # nothing to mark
+    assert compilecache.store_bytes(tmp_path / "none") == 0
