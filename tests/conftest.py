@@ -388,3 +388,26 @@ def run_gate(tmp_path, capsys, s: dict, *extra: str):
     code = cli.main(["gate", str(run), "--no-record", *extra])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def within(seconds: float, fn, *args, **kwargs):
+    """fn(*args) in a thread, failing the test if it has not returned within ``seconds`` (a blocked open of a FIFO
+    would hang the test for ever): the outcome, or the exception it raised."""
+    import threading
+
+    box: dict = {}
+
+    def call():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            box["error"] = e
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        pytest.fail(f"{getattr(fn, '__name__', fn)} still blocked after {seconds} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")

@@ -14,12 +14,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import DEMO_MODEL, ROOT, build_gated_run, needs_demo_model
+from conftest import DEMO_MODEL, ROOT, build_gated_run, needs_demo_model, within
 from suite import cli
 
 DEEP_JSON = "[" * 200_000 + "]" * 200_000
@@ -30,22 +29,7 @@ GATES = {"max_drop": {"suite_gsm8k": 0.05}, "min_throughput_gain": 1.2}
 def _main(argv: list[str], capsys, seconds: float = 240) -> tuple[int, str]:
     """`suite ARGV` in process within ``seconds``: (exit code, stderr). An exception out of main (a traceback the user
     would see) is raised here; a reader still blocked after ``seconds`` fails the test."""
-    box: dict = {}
-
-    def call():
-        try:
-            box["rc"] = cli.main(argv)
-        except BaseException as e:  # noqa: BLE001 - handed back to the test
-            box["error"] = e
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        pytest.fail(f"suite {' '.join(argv)} still blocked after {seconds} s")
-    if "error" in box:
-        raise box["error"]
-    return box["rc"], capsys.readouterr().err
+    return within(seconds, cli.main, argv), capsys.readouterr().err
 
 
 def _refused(rc: int, err: str, names: str) -> None:

@@ -7,36 +7,15 @@ import gzip
 import json
 import os
 import re
-import threading
 from pathlib import Path
 
 import pytest
 
+from conftest import within
 from suite.runtime import safeio
 from suite.runtime.errors import SuiteError
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _within(seconds: float, fn, *args, **kwargs):
-    """fn(*args) in a thread, failing the test if it has not returned within ``seconds`` (a blocked open of a FIFO
-    would hang the test for ever): the outcome, or the exception it raised."""
-    box: dict = {}
-
-    def call():
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - handed back to the test
-            box["error"] = e
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        pytest.fail(f"{getattr(fn, '__name__', fn)} still blocked after {seconds} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 @pytest.fixture
@@ -66,22 +45,22 @@ READERS = {
 @pytest.mark.parametrize("reader", list(READERS))
 def test_dev_zero_is_refused_without_reading(reader):
     with pytest.raises(safeio.UnsafeRead, match=r"^/dev/zero: a device, not a regular file"):
-        _within(10, READERS[reader], "/dev/zero")
+        within(10, READERS[reader], "/dev/zero")
 
 
 @pytest.mark.parametrize("reader", list(READERS))
 def test_a_fifo_is_refused_promptly(reader, fifo):
     with pytest.raises(safeio.UnsafeRead, match="a FIFO, not a regular file"):
-        _within(10, READERS[reader], fifo)
+        within(10, READERS[reader], fifo)
 
 
 @pytest.mark.parametrize("reader", list(READERS))
 def test_a_link_to_a_device_and_a_folder_are_refused(reader, tmp_path):
     (tmp_path / "zero").symlink_to("/dev/zero")
     with pytest.raises(safeio.UnsafeRead, match="a device"):
-        _within(10, READERS[reader], tmp_path / "zero")
+        within(10, READERS[reader], tmp_path / "zero")
     with pytest.raises(safeio.UnsafeRead, match="a directory"):
-        _within(10, READERS[reader], tmp_path)
+        within(10, READERS[reader], tmp_path)
 
 
 def test_a_missing_file_is_still_file_not_found(tmp_path):
@@ -176,7 +155,7 @@ def test_a_link_out_of_the_named_roots_is_refused(tmp_path):
 def test_walking_a_system_folder_is_refused(folder):
     """Refused by name: how many entries /proc holds depends on how many processes the host runs."""
     with pytest.raises(safeio.UnsafeRead, match="the root or a system folder"):
-        _within(60, safeio.walk_files, folder, "*.yaml")
+        within(60, safeio.walk_files, folder, "*.yaml")
 
 
 def test_a_walk_of_too_many_entries_is_refused(tmp_path):
