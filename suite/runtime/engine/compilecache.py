@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.records.evaluate import EngineConfig
+from suite.runtime import safeio
 
 STORE_ENV = "SUITE_STORE"  # the run's store folder, in a stage's environment (suite.runtime.settings documents it)
 COMPILE_DIR = "compile-cache"
@@ -76,7 +77,7 @@ def gpu_name() -> str:
 def _model_config_sha(model: str) -> str:
     """sha256 of the model folder's config.json (what shapes the graph); a hub id or a folder without one: the id."""
     config = Path(model) / "config.json"
-    return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else model
+    return safeio.sha256(config, "model_config") if config.is_file() else model
 
 
 def _digest(parts: dict) -> str:

@@ -272,8 +272,9 @@ def _serve_rounds(config: BenchmarkConfig, out_dir: Path, log_path: Path, gpus: 
                          env=SERVED_ENV if config.evaluate else None) as (proc, port, ready_s, cmd, api_key):
             r.ready_s, r.cmd = ready_s, cmd
             compilecache.mark_complete(r.slot)
-            r.starts.append(parse_engine_start(log_path.read_text(errors="replace"), ready_s, "server", started_at,
-                                               r.slot, compilecache.engine_key(config.engine)))
+            said = safeio.read_text(log_path, "log", errors="replace")
+            r.starts.append(parse_engine_start(said, ready_s, "server", started_at, r.slot,
+                                               compilecache.engine_key(config.engine)))
             r.kv_page = metrics_text(port)  # vllm:cache_config_info is set before /health answers
             if config.evaluate is not None and r.evaluation is None:  # served: the tasks first, on this server
                 t_eval = time.perf_counter()
