@@ -28,6 +28,7 @@ class ReportConfig:
     summary: RunSummary
     out_html: Path
     gate: object | None = None  # the analysis.gate.GateResult to show (None: the recipe's gates, recipe_verdict)
+    tracking_next: str | None = None  # a page written before MLflow logging (a tracked run's publish): what comes
 
 
 @dataclass
@@ -195,7 +196,7 @@ def run(config: ReportConfig) -> ReportResult:
     start = time.perf_counter()
     s = config.summary
     gate = config.gate if config.gate is not None else recipe_verdict(s)
-    page = render("report.html.j2", **context(s, gate))
+    page = render("report.html.j2", **context(s, gate), tracking_next=config.tracking_next)
     config.out_html.parent.mkdir(parents=True, exist_ok=True)
     config.out_html.write_text(page, encoding="utf-8")
     return ReportResult(html=config.out_html, wall_s=time.perf_counter() - start)

@@ -58,11 +58,19 @@ def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str
     return {name: str(path) for name, path in made.items() if path}
 
 
+# what a tracked run's report says of MLflow: the page is written before the run is logged (the MLflow sink runs once
+# summary.json is written, and logs this page with it)
+TRACKING_NEXT = ("logged once this page is written (tracking on); where, or why not yet, is in tracking.json and "
+                 "`suite sync` / `suite report` show it")
+
+
 def write_report(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
     from suite.outputs import report as reporting  # lazy: it loads the summary records (pydantic set-up)
 
-    page = reporting.run(reporting.ReportConfig(summary, run_dir / "report.html",
-                                                gate=reporting.recipe_verdict(summary, run_dir)))
+    tracked = summary.tracking is None and ctx.track  # this page is written before the MLflow sink logs the run
+    page = reporting.run(reporting.ReportConfig(
+        summary, run_dir / "report.html", gate=reporting.recipe_verdict(summary, run_dir),
+        tracking_next=TRACKING_NEXT if tracked else None))
     return {"report_html": str(page.html)}
 
 

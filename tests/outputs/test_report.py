@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from html.parser import HTMLParser
 
 import pytest
@@ -345,3 +346,17 @@ def test_report_states_the_looks_items_used_and_saved_of_a_sequential_evaluation
     text = " ".join(p.text)
     for needle in ("eval.sequential looks", "2 of 4", "7021 of 14042", "7021", "pass"):
         assert needle in text, needle
+
+
+def test_the_page_written_during_a_tracked_run_says_it_is_being_logged(tmp_path):
+    """The report sink writes its page before MLflow logs the run: a tracked run's page says it is being logged,
+    not "tracking off"; an untracked run's says tracking is off."""
+    from suite.outputs.sinks import TRACKING_NEXT, PublishContext, write_report
+
+    s = summary_with_everything(tmp_path)
+    for track, said in ((True, TRACKING_NEXT), (False, "not logged to MLflow (tracking off)")):
+        ctx = PublishContext(out_root=tmp_path, track=track, resumed=False, report=lambda *a: None)
+        page = Path(write_report(s, tmp_path, ctx)["report_html"]).read_text()
+        text = " ".join(page.split())
+        assert said.replace("`", "") in text.replace("<code>", "").replace("</code>", "").replace("`", ""), track
+        assert ("tracking off" in text) is (not track)
