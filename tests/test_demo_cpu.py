@@ -183,8 +183,11 @@ def test_mlflow_runs(demo_run):
 
 def test_gate_exit_codes(demo_run, tmp_path):
     run_dir, _, _ = demo_run
-    own = run_cli("gate", str(run_dir))  # the recipe's own gates: CPU throughput is noisy, either verdict
-    assert own.returncode in (0, 1) and "max drop suite_gsm8k" in own.stdout
+    # the recipe's own gates: any verdict (CPU throughput is noisy, and the demo's C-Eval loglikelihoods move with the
+    # CPU's instruction sets: one item of 52 there leaves an interval that straddles the drop threshold), never no verdict
+    own = run_cli("gate", str(run_dir))
+    assert own.returncode in (0, 1, 3) and "max drop suite_gsm8k" in own.stdout, own.stdout + own.stderr
+    assert own.stdout.strip().splitlines()[-1] in ("gate: PASS", "gate: FAIL", "gate: INCONCLUSIVE"), own.stdout
     lenient = tmp_path / "lenient.yaml"
     lenient.write_text("default_max_drop: 1.0\nmin_throughput_gain: 0.01\n")
     assert run_cli("gate", str(run_dir), "--policy", str(lenient)).returncode == 0

@@ -58,13 +58,13 @@ def test_the_variant_stops_on_the_seeded_orders_first_items_and_the_gate_judges_
     b, v = base.sequential["suite_mmlu"], var.sequential["suite_mmlu"]
     # the baseline: every look, all 57 items (one per subject), no decision of its own
     assert (b.looks_scored, b.items_used, b.n_items, b.decision) == (LOOKS, 57, 57, "unjudged")
-    keys = items(base.samples_files["suite_mmlu"])
+    keys = items(seq_run / base.samples_files["suite_mmlu"])  # names relative to the run folder
     assert len(keys) == len(set(keys)) == 57
     # the variant: stopped at a look with at least MIN_STOP_ITEMS items, decided, items saved
     assert v.decision in ("pass", "fail") and v.margin == MARGIN and v.looks_planned == LOOKS
     assert v.items_used == seq.look_sizes(57, LOOKS)[v.looks_scored - 1] >= seq.MIN_STOP_ITEMS
     assert v.items_saved == 57 - v.items_used and [x["items"] for x in v.looks][-1] == v.items_used
-    scored = items(var.samples_files["suite_mmlu"])
+    scored = items(seq_run / var.samples_files["suite_mmlu"])
     assert sorted(scored) == sorted(seq.item_order(keys, SEED)[:v.items_used])  # the order's first ones
     assert next(s.n for s in var.scores if s.task == "suite_mmlu") == v.items_used
     from mlflow.tracking import MlflowClient

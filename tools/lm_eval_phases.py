@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     task_manager = stage.prepare(config)  # the stage's own setup and scoring: only the engine is left out
     imported = time.perf_counter() - t0
     t1 = time.perf_counter()
-    _, _, split = stage.score_tasks(config, instant_lm(), task_manager)
+    _, _, split, _ = stage.score_tasks(config, instant_lm(), task_manager)  # the last: eval.sequential's looks
     total = time.perf_counter() - t1
     print(json.dumps({"import": round(imported, 2), **{k: round(v, 2) for k, v in split.items()},
                       "total": round(total, 2)}))
