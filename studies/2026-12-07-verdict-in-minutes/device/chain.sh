@@ -26,6 +26,7 @@ for n in ${RUNS:-1}; do
   log "run $n: rc $?, wall $(since "$t") s"
   du -sb /tmp/suite-store/compile-cache/* > "/tmp/extra-out/store-after-run-$n.txt" 2>&1
 done
+[ "${SLEEP:-0}" = 1 ] && { log "sleep mode: start"; bash "$S/device/sleep.sh"; log "sleep mode: done"; }
 find /tmp/suite-store -maxdepth 4 > /tmp/extra-out/store-tree.txt 2>&1
 du -sh /tmp/suite-store/compile-cache/*/* >> /tmp/extra-out/store-tree.txt 2>&1
 log "done"
