@@ -30,6 +30,18 @@ def spread_metrics(p: LoadPoint) -> dict[str, float]:
     return m
 
 
+def repetition_metrics(b) -> dict[str, float]:
+    """tput.repetitions.used (repetitions run over the stage's load points, a ``BenchmarkResult``'s) and, where a point
+    was repeated until the throughput gates were decided (throughput.adaptive_repetitions),
+    tput.repetitions.saved: the repetitions its maximum allowed and it did not need."""
+    points = [p for p in b.points if p.ok]
+    m = {"tput.repetitions.used": float(sum(len(p.repetitions) or 1 for p in points))}
+    gated = [p for p in points if p.repetitions_max is not None]
+    if gated:
+        m["tput.repetitions.saved"] = float(sum(max(0, p.repetitions_max - len(p.repetitions)) for p in gated))
+    return m
+
+
 def goodput_metrics(p: LoadPoint) -> dict[str, float]:
     """tput.goodput_req_s (vllm bench serve --goodput: requests per second that met every SLO) and its interval over
     the repetitions; none where the point ran without --goodput."""
