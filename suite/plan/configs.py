@@ -8,6 +8,8 @@ with other callers (`suite sensitivity` builds a kvcheck config, tests read the 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -117,7 +119,10 @@ def adaptive_repetitions(ctx: VariantContext, spec: StageSpec) -> AdaptiveRepeti
     if not limits:
         return None
     base = ctx.plan.run_dir / "variants" / r.baseline.name / f"{spec.name}.result.json"
-    return AdaptiveRepetitions(limits=limits, headline=t.headline, baseline_result=str(base))
+    stated = json.dumps({"model": r.model.model_dump(mode="json"), "baseline": r.baseline.model_dump(mode="json"),
+                         "throughput": t.model_dump(mode="json")}, sort_keys=True, default=str)
+    return AdaptiveRepetitions(limits=limits, headline=t.headline, baseline_result=str(base),
+                               baseline_sha256=hashlib.sha256(stated.encode()).hexdigest())
 
 
 def engine(ctx: VariantContext) -> EngineConfig:

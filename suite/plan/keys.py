@@ -114,10 +114,11 @@ GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / EVALUATE /
 SEQUENTIAL_CODE = (GROUPED_SCORING.parent / "looks.py", GROUPED_SCORING.parents[2] / "runtime" / "sequential.py")
 # throughput.adaptive_repetitions: which points repeat and when they stop. How many repetitions a variant's gated
 # point runs also depends on the baseline's measured repetitions, which no key can name before the baseline has run:
-# the key holds the design (the gates' limits, the headline rule, the maximum, this code), and the variant records
-# the baseline point it was decided against in each look. Pairing its repetitions with other baseline repetitions of
-# the same key (a resumed baseline measured again) keeps the design's bound (suite.runtime.repeats: a union bound,
-# whichever repetitions the looks saw).
+# the key holds the design (the gates' limits, the headline rule, the maximum, this code) and the baseline as the
+# recipe states it (AdaptiveRepetitions.baseline_sha256: another baseline model, entry or workload is another key),
+# and the variant records in each look the baseline repetitions it was decided against. A baseline measured again
+# under the same recipe (its result lost, or forced) leaves a kept variant result paired with other repetitions than
+# its looks saw: the looks' bound (suite.runtime.repeats) covers the repetitions they saw, not those.
 ADAPTIVE_CODE = (GROUPED_SCORING.parents[1] / BENCHMARK / "repeats.py", GROUPED_SCORING.parents[2] / "runtime" /
                  "repeats.py")
 

@@ -58,6 +58,9 @@ class AdaptiveRepetitions(BaseModel):
     headline: Literal["max", "last"] = Field(description="throughput.headline: which points the gates can judge "
                                              "(max: every point of the first workload; last: its last)")
     baseline_result: str = Field(description="the baseline's benchmark.result.json, run before this one (plan.dag)")
+    baseline_sha256: Optional[str] = Field(
+        None, description="the baseline as the recipe states it (the model, the baseline's entry, the throughput "
+        "section), hashed: part of the variant's content key, so another baseline is another key")
 
 
 class BenchmarkConfig(Record):

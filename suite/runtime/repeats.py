@@ -17,8 +17,8 @@ Design (why it is this one: docs/06-gate-and-statistics.md, "Repetitions a gated
   judges the stopped point as it judges any: its interval, centred where the interim one is and narrower, decides it
   as the look did.
 - Looking more than once inflates the false pass; by the union bound the interim looks add at most
-  ``INTERIM_ALPHA`` (0.005) to the last look's rate, whatever the order of the looks or which baseline repetitions
-  they were paired with. At the margin (true ratio = the limit) the fixed count's false-pass rate is the gate
+  ``INTERIM_ALPHA`` (0.005) to the last look's rate, whatever the correlation of the looks (the gate judging the
+  baseline repetitions the looks saw: each look records them). At the margin (true ratio = the limit) the fixed count's false-pass rate is the gate
   interval's own (2.0% at R = 3 and 2.5% at R = 4 in the simulation of tests/stages/benchmark/test_repeats.py; the
   median-centred interval under-covers for larger R: 3.6% at R = 5), and the looks add 0.1 to 0.4 points to it.
   A fail stop removes only paths that could have passed, so it raises no false pass.

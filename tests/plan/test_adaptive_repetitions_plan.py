@@ -45,3 +45,14 @@ def test_the_key_holds_the_design_not_the_baselines_path(demo_recipe_copy, tmp_p
     assert key(adaptive) != key(fixed)  # the design is in the key
     assert key(adaptive) == key(moved)  # another run folder (the baseline's path) is the same design
     assert key(stricter) != key(adaptive)  # another limit decides other stops
+
+
+def test_another_baseline_is_another_key_for_the_adaptive_variant(demo_recipe_copy, tmp_path):
+    """The variant's stops depend on the baseline's repetitions: a baseline stated otherwise in the recipe (its engine
+    arguments here) changes the variant's key; a fixed-count variant's key does not follow the baseline."""
+    key = lambda change: benchmark_key(make_plan(load_recipe(demo_recipe_copy(**change)), tmp_path / "a")  # noqa: E731
+                                       .variants[1].benchmark, "m", VERSIONS)
+    assert key({"throughput__repetitions": 3}) != key({"throughput__repetitions": 3,
+                                                       "baseline__engine_args": {"max_num_seqs": 8}})
+    fixed = {"throughput__repetitions": 3, "throughput__adaptive_repetitions": False}
+    assert key(fixed) == key({**fixed, "baseline__engine_args": {"max_num_seqs": 8}})

@@ -35,7 +35,8 @@ class Until:
     def fields(self) -> dict:
         """LoadPoint.repetitions_max, .stopped and .repetition_looks."""
         return {"repetitions_max": self.most, "stopped": self.looks[-1].stopped if self.looks else None,
-                "repetition_looks": [{**lk.as_dict(), "baseline_point": self.against} for lk in self.looks]}
+                "repetition_looks": [{**lk.as_dict(), "baseline_point": self.against, "baseline": self.base}
+                                     for lk in self.looks]}
 
 
 class GatedPoints:

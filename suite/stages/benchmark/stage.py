@@ -11,7 +11,9 @@ point, adds roofline fractions (``suite.stages.benchmark.roofline``), searches t
 (``suite.stages.benchmark.slo``), and always stops the whole process tree, also on failure. A failed point (client
 error, lost requests, a point that timed out, the server dying) fails the stage with the client's or
 the server's own error line. With ``evaluate`` set (``eval.engine: served``) the first server scores the
-variant's tasks before any load point (``suite.stages.benchmark.served``) and its prefix cache is reset.
+variant's tasks before any load point (``suite.stages.benchmark.served``) and its prefix cache is reset. With
+``adaptive`` (throughput.adaptive_repetitions) a point the throughput gates judge stops repeating once they are decided
+against the baseline's recorded repetitions (``suite.stages.benchmark.repeats``).
 Where the server's engine start went is read from its log (``suite.runtime.engine.startlog``).
 """
 
