@@ -17,8 +17,6 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
                               t interval with >= 3 repetitions, the min-max range with 2, none with 1)
   tput.repetitions, tput.stable   the headline point's repetitions and its stability rule (1.0 stable, 0.0 unstable:
                               max/min > 1.25 or an interval beyond +-10% of the median; absent with 1 repetition)
-  tput.repetitions.used, tput.repetitions.saved   repetitions run over every load point; with
-                              throughput.adaptive_repetitions, those the gated points' maximum allowed and they did not need
   tput.<k>.ratio.ci_low/.ci_high   (k: output_tok_s, goodput_req_s) the headline ratio's interval (best against best)
   tput.output_tok_s.ratio_equal_rate[.ci_low/.ci_high]   the ratio at the variant's headline point's rate, against
                               the baseline's point of the same label (absent where the baseline has none)
@@ -135,7 +133,6 @@ def _benchmark_metrics(b, headline_rule: str) -> dict[str, float]:
     if b.slo and b.slo.sustainable_rate is not None and b.slo.steady is not False:  # a burst's rate is not one
         m["tput.sustainable_rate"] = b.slo.sustainable_rate
         m["tput.sustainable_output_tok_s"] = b.slo.output_tok_s or 0.0
-    m.update(tput_spread.repetition_metrics(b))
     m["time.benchmark_s"], m["time.server_start_s"] = b.wall_s, b.server_start_s
     return m
 

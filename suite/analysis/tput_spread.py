@@ -1,4 +1,5 @@
-"""The throughput figures' uncertainty as summary metrics: the headline point's intervals and stability, the ratio's.
+"""The throughput figures' uncertainty as summary metrics: the headline point's intervals, stability and repetitions,
+the ratio's.
 
 The statistics are suite.runtime.spread's (its docstring says which interval and why); this module reads
 them off recorded load points (deriving them from the repetition rows of points recorded before they were kept).
@@ -19,26 +20,19 @@ def point_spread(p: LoadPoint) -> dict:
 
 
 def spread_metrics(p: LoadPoint) -> dict[str, float]:
-    """tput.repetitions, tput.stable and the headline point's intervals (none where a figure has none)."""
+    """tput.repetitions, tput.stable and the headline point's intervals (none where a figure has none); for a point
+    repeated until the throughput gates were decided (throughput.adaptive_repetitions), tput.repetitions.max (the most
+    it could run) and tput.repetitions.saved (those it did not need)."""
     s = point_spread(p)
     m = {"tput.repetitions": float(s["output_tok_s_reps"])}
+    if p.repetitions_max is not None:
+        m["tput.repetitions.max"] = float(p.repetitions_max)
+        m["tput.repetitions.saved"] = float(max(0, p.repetitions_max - len(p.repetitions)))
     if s["stable"] is not None:
         m["tput.stable"] = float(s["stable"])
     for key in ("output_tok_s", "ttft_p99_ms", "tpot_p99_ms"):
         if s[f"{key}_ci_low"] is not None:
             m[f"tput.{key}.ci_low"], m[f"tput.{key}.ci_high"] = s[f"{key}_ci_low"], s[f"{key}_ci_high"]
-    return m
-
-
-def repetition_metrics(b) -> dict[str, float]:
-    """tput.repetitions.used (repetitions run over the stage's load points, a ``BenchmarkResult``'s) and, where a point
-    was repeated until the throughput gates were decided (throughput.adaptive_repetitions),
-    tput.repetitions.saved: the repetitions its maximum allowed and it did not need."""
-    points = [p for p in b.points if p.ok]
-    m = {"tput.repetitions.used": float(sum(len(p.repetitions) or 1 for p in points))}
-    gated = [p for p in points if p.repetitions_max is not None]
-    if gated:
-        m["tput.repetitions.saved"] = float(sum(max(0, p.repetitions_max - len(p.repetitions)) for p in gated))
     return m
 
 

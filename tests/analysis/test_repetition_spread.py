@@ -1,9 +1,9 @@
-"""tput.repetitions.used / .saved: the repetitions a benchmark ran, and those its gated points did not need."""
+"""tput.repetitions[.max/.saved]: the headline point's repetitions, and those a gated point did not need."""
 
 from __future__ import annotations
 
 from suite.analysis.summary import headline_point
-from suite.analysis.tput_spread import repetition_metrics
+from suite.analysis.tput_spread import spread_metrics
 from suite.records.benchmark import BenchmarkResult, LoadPoint
 
 
@@ -11,18 +11,19 @@ def _result(points) -> BenchmarkResult:
     return BenchmarkResult(points=points, server_start_s=1.0, wall_s=2.0, server_log="server.log")
 
 
-def test_used_counts_every_point_and_saved_only_the_gated_points_unneeded_repetitions():
-    rows = lambda n: [{"output_tok_s": 100.0 + i} for i in range(n)]  # noqa: E731
-    fixed = _result([LoadPoint(label="rate-50", output_tok_s=50.0, repetitions=rows(3)),
-                     LoadPoint(label="rate-100", output_tok_s=100.0, repetitions=rows(3))])
-    assert repetition_metrics(fixed) == {"tput.repetitions.used": 6.0}  # no gated point: nothing said about savings
-    adaptive = _result([LoadPoint(label="rate-50", output_tok_s=50.0, repetitions=rows(2), repetitions_max=5,
-                                  stopped="decided after 2"),
-                        LoadPoint(label="rate-100", output_tok_s=100.0, repetitions=rows(5), repetitions_max=5,
-                                  stopped="at the maximum"),
-                        LoadPoint(label="old", output_tok_s=10.0),  # recorded before repetition rows: 1
-                        LoadPoint(label="broken", ok=False, repetitions=rows(1))])
-    assert repetition_metrics(adaptive) == {"tput.repetitions.used": 8.0, "tput.repetitions.saved": 3.0}
+def _rows(n: int) -> list[dict]:
+    return [{"output_tok_s": 100.0 + i} for i in range(n)]
+
+
+def test_a_gated_headline_point_says_its_most_and_what_it_saved_a_fixed_one_only_its_count():
+    fixed = spread_metrics(LoadPoint(label="rate-100", output_tok_s=101.0, repetitions=_rows(3)))
+    assert fixed["tput.repetitions"] == 3.0 and "tput.repetitions.max" not in fixed and "tput.repetitions.saved" not in fixed
+    gated = spread_metrics(LoadPoint(label="rate-100", output_tok_s=100.5, repetitions=_rows(2), repetitions_max=5,
+                                     stopped="decided after 2"))
+    assert (gated["tput.repetitions"], gated["tput.repetitions.max"], gated["tput.repetitions.saved"]) == (2.0, 5.0, 3.0)
+    full = spread_metrics(LoadPoint(label="rate-100", output_tok_s=102.0, repetitions=_rows(5), repetitions_max=5,
+                                    stopped="at the maximum"))
+    assert full["tput.repetitions.saved"] == 0.0
 
 
 def test_the_stage_and_the_summary_pick_the_same_headline_point():
