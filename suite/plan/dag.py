@@ -4,8 +4,8 @@ Dependencies: a variant's kvcheck, evaluate and benchmark wait for its quantize 
 benchmark for its kvcheck, which may choose the layers they keep in BF16); a quantize job whose
 checkpoint another variant's quantize job also makes waits for that one (it is then a cache hit, not a
 second build of the same folder). A variant's evaluate under eval.sequential, and its benchmark under
-throughput.adaptive_repetitions, wait for the baseline's (they read its result). The run's outputs (summary, frontier, report, tracking) come after
-every job: the ``publish`` job, run by the runner itself.
+throughput.adaptive_repetitions, wait for the baseline's (they read its result). The run's outputs (summary,
+frontier, report, tracking) come after every job: the ``publish`` job, run by the runner itself.
 
 Resources: GPUs = tensor x pipeline parallel size for the stages that start vLLM (quantize and kvcheck:
 one), CPU cores and host memory from the recipe's ``executor`` section. A single-GPU job of a stage in
