@@ -18,16 +18,17 @@ Design (why it is this one: docs/06-gate-and-statistics.md, "Repetitions a gated
   as the look did.
 - Looking more than once inflates the false pass; by the union bound the interim looks add at most
   ``INTERIM_ALPHA`` (0.005) to the last look's rate, whatever the correlation of the looks (the gate judging the
-  baseline repetitions the looks saw: each look records them). At the margin (true ratio = the limit) the fixed count's false-pass rate is the gate
-  interval's own (2.0% at R = 3 and 2.5% at R = 4 in the simulation of tests/stages/benchmark/test_repeats.py; the
-  median-centred interval under-covers for larger R: 3.6% at R = 5), and the looks add 0.1 to 0.4 points to it.
-  A fail stop removes only paths that could have passed, so it raises no false pass.
+  baseline repetitions the looks saw: each look records them). At the margin (true ratio = the limit) the fixed
+  count's false-pass rate is the gate interval's own (2.0% at R = 3, 2.5-2.8% at R = 4 in the simulation of
+  tests/stages/benchmark/test_repeats.py; the median-centred interval under-covers for larger R: 3.4-3.6% at R = 5),
+  and the looks add 0.1 to 0.4 points to it. A fail stop removes only paths that could have passed, so it raises no
+  false pass.
 
 Why Bonferroni and not the evaluation's alpha spending (``suite.runtime.sequential``): a look here is one more whole
 ``vllm bench serve`` run, the looks are few (R - 2 interim ones) and at unequal, tiny degrees of freedom (a Welch t on
 2 to R repetitions), where a spending function's normal-theory bounds do not hold; the union bound needs no model of
-how the looks are correlated, and its cost is small because a clear-cut ratio (FP8 30-50% faster against a limit of
-1.2, repetitions within a few percent) clears even the strict interim level at the second repetition.
+how the looks are correlated, and its cost is small: a clear-cut ratio (FP8 50% faster against a limit of 1.2,
+repetitions within 1%) clears even the strict interim level at the second repetition in most cases.
 """
 
 from __future__ import annotations

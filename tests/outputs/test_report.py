@@ -370,6 +370,6 @@ def test_the_throughput_table_shows_a_gated_points_repetitions_of_its_maximum_an
                                                                  "stopped": "decided after 2"})
     s.variants[1].benchmark.points[1] = gated
     html = report.run(report.ReportConfig(s, tmp_path / "r.html")).html.read_text()
-    assert re.search(r'<span title="decided after 2: repeated until the throughput gates were decided[^"]*">2 of 3</span>',
-                     html)
+    said = r'<span title="decided after 2: repeated until the throughput gates were decided[^"]*">2 of 3</span>'
+    assert re.search(said, html)
     assert "repetitions (hover: why)" in html

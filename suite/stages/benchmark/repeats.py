@@ -1,4 +1,4 @@
-"""Which load points the throughput gates judge, and when one has been repeated enough (throughput.adaptive_repetitions).
+"""Which load points the throughput gates judge, and when one has been repeated enough (adaptive_repetitions).
 
 A variant's config carries ``adaptive`` (records.benchmark.AdaptiveRepetitions) where the recipe sets a throughput
 gate and asks for at least 3 repetitions: the gates judge the headline point against the baseline's headline point,
