@@ -1,4 +1,5 @@
-"""The throughput figures' uncertainty as summary metrics: the headline point's intervals and stability, the ratio's.
+"""The throughput figures' uncertainty as summary metrics: the headline point's intervals, stability and repetitions,
+the ratio's.
 
 The statistics are suite.runtime.spread's (its docstring says which interval and why); this module reads
 them off recorded load points (deriving them from the repetition rows of points recorded before they were kept).
@@ -19,9 +20,14 @@ def point_spread(p: LoadPoint) -> dict:
 
 
 def spread_metrics(p: LoadPoint) -> dict[str, float]:
-    """tput.repetitions, tput.stable and the headline point's intervals (none where a figure has none)."""
+    """tput.repetitions, tput.stable and the headline point's intervals (none where a figure has none); for a point
+    repeated until the throughput gates were decided (throughput.adaptive_repetitions), tput.repetitions.max (the most
+    it could run) and tput.repetitions.saved (those it did not need)."""
     s = point_spread(p)
     m = {"tput.repetitions": float(s["output_tok_s_reps"])}
+    if p.repetitions_max is not None:
+        m["tput.repetitions.max"] = float(p.repetitions_max)
+        m["tput.repetitions.saved"] = float(max(0, p.repetitions_max - len(p.repetitions)))
     if s["stable"] is not None:
         m["tput.stable"] = float(s["stable"])
     for key in ("output_tok_s", "ttft_p99_ms", "tpot_p99_ms"):

@@ -8,12 +8,14 @@ with other callers (`suite sensitivity` builds a kvcheck config, tests read the 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from suite.runtime import safeio
 from suite.recipe import LoadedRecipe, VariantSpec, kv
-from suite.records.benchmark import BenchmarkConfig
+from suite.records.benchmark import GATED_FIGURES, AdaptiveRepetitions, BenchmarkConfig
 from suite.records.evaluate import EngineConfig, EvaluateConfig, SequentialConfig
 from suite.records.kvcheck import KVCheckConfig
 from suite.records.quantize import QuantizeConfig
@@ -100,7 +102,27 @@ def benchmark(ctx: VariantContext, spec: StageSpec) -> BenchmarkConfig | None:
     return benchmark_config(t, engine(ctx), dataset_file=loaded.resolve(t.dataset.path) if t.dataset else None,
                             data_dir=str(loaded.resolve(r.eval.data_dir)), chat_template=r.model.chat_template,
                             output_dir=str(ctx.vdir / spec.output_dirs[0]),
-                            evaluate=evaluation(ctx) if r.eval.engine == "served" else None)
+                            evaluate=evaluation(ctx) if r.eval.engine == "served" else None,
+                            adaptive=adaptive_repetitions(ctx, spec))
+
+
+def adaptive_repetitions(ctx: VariantContext, spec: StageSpec) -> AdaptiveRepetitions | None:
+    """throughput.adaptive_repetitions for a variant (not the baseline, which runs its fixed count first): the
+    throughput gates' limits by the figure their ratio is of, the headline rule, and the baseline's benchmark
+    result, which its benchmark waits for (plan.dag). None: switched off, no throughput gate, or fewer than 3
+    repetitions (at least 2 are run, so 2 leave nothing to decide)."""
+    r = ctx.recipe
+    t = r.throughput
+    if ctx.is_baseline or not t.adaptive_repetitions or t.repetitions <= 2:
+        return None
+    limits = {figure: limit for gate, figure in GATED_FIGURES.items() if (limit := getattr(r.gates, gate)) is not None}
+    if not limits:
+        return None
+    base = ctx.plan.run_dir / "variants" / r.baseline.name / f"{spec.name}.result.json"
+    stated = json.dumps({"model": r.model.model_dump(mode="json"), "baseline": r.baseline.model_dump(mode="json"),
+                         "throughput": t.model_dump(mode="json")}, sort_keys=True, default=str)
+    return AdaptiveRepetitions(limits=limits, headline=t.headline, baseline_result=str(base),
+                               baseline_sha256=hashlib.sha256(stated.encode()).hexdigest())
 
 
 def engine(ctx: VariantContext) -> EngineConfig:
@@ -251,6 +273,8 @@ THROUGHPUT_TO_BENCHMARK = {
     "server_timeout_s": "server_timeout_s", "dataset": "dataset", "bench_args": "bench_args",
 }
 THROUGHPUT_NOT_PASSED = {"headline": "which load point the summary reports (suite.analysis.summary), not a stage setting",
+                         "adaptive_repetitions": "becomes the variant's BenchmarkConfig.adaptive, with the gates' "
+                                                 "limits and the baseline's result (adaptive_repetitions above)",
                          "gpu_hour_cost": "the price the summary turns into cost per 1M output tokens "
                                           "(suite.analysis.summary), not a stage setting"}
 

@@ -3,8 +3,9 @@
 Dependencies: a variant's kvcheck, evaluate and benchmark wait for its quantize (and evaluate and
 benchmark for its kvcheck, which may choose the layers they keep in BF16); a quantize job whose
 checkpoint another variant's quantize job also makes waits for that one (it is then a cache hit, not a
-second build of the same folder). The run's outputs (summary, frontier, report, tracking) come after
-every job: the ``publish`` job, run by the runner itself.
+second build of the same folder). A variant's evaluate under eval.sequential, and its benchmark under
+throughput.adaptive_repetitions, wait for the baseline's (they read its result). The run's outputs (summary,
+frontier, report, tracking) come after every job: the ``publish`` job, run by the runner itself.
 
 Resources: GPUs = tensor x pipeline parallel size for the stages that start vLLM (quantize and kvcheck:
 one), CPU cores and host memory from the recipe's ``executor`` section. A single-GPU job of a stage in
@@ -112,8 +113,9 @@ def build(plan, executor: ExecutorSpec) -> list[Job]:
                 deps += [f"{s}:{name}" for s in order if STAGES[s].prerequisite and s != stage
                          and vp.config(s) is not None
                          and order.index(s) < order.index(stage)]
-            if getattr(getattr(cfg, "sequential", None), "baseline_result", None):  # eval.sequential: its baseline's
-                deps.append(f"{stage}:{next(b.variant.name for b in plan.variants if b.is_baseline)}")  # looks
+            # eval.sequential: its baseline's looks; throughput.adaptive_repetitions: its baseline's repetitions
+            if any(getattr(getattr(cfg, f, None), "baseline_result", None) for f in ("sequential", "adaptive")):
+                deps.append(f"{stage}:{next(b.variant.name for b in plan.variants if b.is_baseline)}")
             jobs.append(Job(stage, name, tuple(deps), resources(stage, cfg, executor)))
     jobs.append(Job(PUBLISH, "*", tuple(j.id for j in jobs), Resources(gpus=0, cpus=1)))
     return jobs

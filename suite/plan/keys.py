@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from suite.runtime import safeio
-from suite.stages.registry import EVALUATE
+from suite.stages.registry import BENCHMARK, EVALUATE
 
 if TYPE_CHECKING:
     from suite.recipe import VariantSpec
@@ -112,6 +112,15 @@ NOT_IN_KEY_ENV = frozenset({
 GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / EVALUATE / "grouped.py"
 # eval.sequential: the looks (what each scores) and the design (when a task stops)
 SEQUENTIAL_CODE = (GROUPED_SCORING.parent / "looks.py", GROUPED_SCORING.parents[2] / "runtime" / "sequential.py")
+# throughput.adaptive_repetitions: which points repeat and when they stop. How many repetitions a variant's gated
+# point runs also depends on the baseline's measured repetitions, which no key can name before the baseline has run:
+# the key holds the design (the gates' limits, the headline rule, the maximum, this code) and the baseline as the
+# recipe states it (AdaptiveRepetitions.baseline_sha256: another baseline model, entry or workload is another key),
+# and the variant records in each look the baseline repetitions it was decided against. A baseline measured again
+# under the same recipe (its result lost, or forced) leaves a kept variant result paired with other repetitions than
+# its looks saw: the looks' bound (suite.runtime.repeats) covers the repetitions they saw, not those.
+ADAPTIVE_CODE = (GROUPED_SCORING.parents[1] / BENCHMARK / "repeats.py", GROUPED_SCORING.parents[2] / "runtime" /
+                 "repeats.py")
 
 
 class FileHashes:
@@ -269,6 +278,12 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
         versions = serve_versions()
     cfg = config.model_dump(exclude={"output_dir", EVALUATE})
     cfg["engine"].pop("model")  # the path is replaced by the model's content identity
+    if cfg.get("adaptive") is None:  # a fixed count: keys made before the field existed stay valid
+        cfg.pop("adaptive", None)
+    else:  # the design (limits, headline rule, its code), not the baseline's path (ADAPTIVE_CODE above)
+        cfg["adaptive"].pop("baseline_result")
+        cfg["adaptive"]["code"] = hashlib.sha256(
+            b"".join(safeio.read_bytes(p, "code") for p in ADAPTIVE_CODE)).hexdigest()[:16]
     if cfg.get("dataset"):  # workload 'dataset': its content (sha256 recorded by the planner), not its path
         cfg["dataset"] = {k: v for k, v in cfg["dataset"].items() if k != "path"}
     hashes = _hash_cache()

@@ -80,7 +80,14 @@ class ThroughputSpec(Strict):
         None, ge=1, description="when a point is frontend-bound (suite.stages.benchmark.bottleneck), restart the server with twice the "
         "API servers, up to this many, and measure again (the earlier points are kept in scaled_from)",
     )
-    repetitions: int = Field(3, ge=1, le=guards.MAX_REPETITIONS, description="runs per load point; the median is reported, with the spread")
+    repetitions: int = Field(3, ge=1, le=guards.MAX_REPETITIONS, description="runs per load point; the median is "
+                             "reported, with the spread; with adaptive_repetitions, the most a gated point runs")
+    adaptive_repetitions: bool = Field(
+        True, description="with a throughput gate (min_throughput_gain, min_goodput_gain) and repetitions >= 3: each "
+        "load point the gates can judge (throughput.headline's candidates) is repeated until the variant/baseline "
+        "ratio's interval decides every such gate, at least 2 and at most repetitions times; the baseline, the "
+        "ungated points and the SLO probes keep their fixed counts (suite.runtime.repeats; the variants' benchmarks "
+        "then wait for the baseline's). false: every point runs repetitions times")
     warmup_requests: int = Field(16, ge=0, description="vllm bench serve --num-warmups before each run")
     slo: SloSpec | None = Field(
         None, description="latency SLO (p99 TTFT/TPOT): search the highest sustainable Poisson rate under it"

@@ -6,7 +6,7 @@ With ``eval.engine: served`` the config carries the variant's ``EvaluateConfig``
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -42,6 +42,27 @@ class SloSpec(BaseModel):
         None, gt=0, description="most prompts a resized probe may have (default: 20 x the probe's num_prompts)")
 
 
+# throughput gate -> the LoadPoint figure whose variant/baseline ratio it judges (AdaptiveRepetitions.limits' keys)
+GATED_FIGURES = {"min_throughput_gain": "output_tok_s", "min_goodput_gain": "goodput_req_s"}
+
+
+class AdaptiveRepetitions(BaseModel):
+    """throughput.adaptive_repetitions for a variant: its gated load points (the headline candidates) are repeated
+    until the variant/baseline ratio's interval decides each throughput gate, at least 2 and at most
+    ``repetitions`` times (suite.runtime.repeats), against the baseline's headline point in ``baseline_result``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limits: dict[str, float] = Field(description="gated figure (output_tok_s: min_throughput_gain; goodput_req_s: "
+                                     "min_goodput_gain) -> the gate's least variant/baseline ratio")
+    headline: Literal["max", "last"] = Field(description="throughput.headline: which points the gates can judge "
+                                             "(max: every point of the first workload; last: its last)")
+    baseline_result: str = Field(description="the baseline's benchmark.result.json, run before this one (plan.dag)")
+    baseline_sha256: Optional[str] = Field(
+        None, description="the baseline as the recipe states it (the model, the baseline's entry, the throughput "
+        "section), hashed: part of the variant's content key, so another baseline is another key")
+
+
 class BenchmarkConfig(Record):
     engine: EngineConfig
     api_server_count: int = 1
@@ -69,6 +90,9 @@ class BenchmarkConfig(Record):
     gpu: Optional[str] = Field(None, description="GPU name for the roofline (default: NVML's, GPU 0)")
     seed: int = 0
     server_timeout_s: int = 900
+    adaptive: Optional[AdaptiveRepetitions] = Field(
+        None, description="throughput.adaptive_repetitions: repeat the gated points until the throughput gates are "
+        "decided (None: every point runs ``repetitions`` times)")
     evaluate: Optional[EvaluateConfig] = Field(
         None, description="eval.engine: served: score these tasks on this stage's server (lm-eval local-completions) "
         "before the load points, then reset its prefix cache")
@@ -161,6 +185,14 @@ class LoadPoint(Record):
     argv: Optional[list[str]] = Field(None, description="the `vllm bench serve` arguments (after 'bench serve') of the "
                                       "repetition behind result_file; each repetition row records its own")
     repetitions: list[dict[str, Any]] = Field(default_factory=list, description="each repetition's figures and argv")
+    repetitions_max: Optional[int] = Field(
+        None, description="a gated point (throughput.adaptive_repetitions): the most repetitions it could run "
+        "(throughput.repetitions); None: a fixed count")
+    stopped: Optional[str] = Field(None, description="why a gated point stopped repeating: 'decided after N' (every "
+                                   "throughput gate decided) or 'at the maximum'; None: a fixed count")
+    repetition_looks: list[dict[str, Any]] = Field(
+        default_factory=list, description="a gated point's look after each repetition from the 2nd: per gated "
+        "figure the gate's interval, the interim one and their decisions (suite.runtime.repeats.Look)")
     output_tok_s_min: Optional[float] = None
     output_tok_s_max: Optional[float] = None
     output_tok_s_reps: Optional[int] = Field(None, description="repetitions behind the interval (None: a point from "
@@ -245,3 +277,11 @@ class BenchmarkResult(Record):
                                "stage process; None: a result from before keys were recorded")
     job: Optional[JobStamp] = Field(None, description="the job that made it (records.base.JobStamp), written by the "
                                     "stage process; None: a result from before jobs were recorded (not judged)")
+
+    def headline_point(self, rule: str) -> Optional[LoadPoint]:
+        """The load point behind the tput.* metrics and the throughput gates (of the first workload where the stage
+        ran several): the best output tok/s (``rule`` max) or the last (last); None: no point ran."""
+        ok = [p for p in self.points if p.ok and (self.workload is None or p.workload == self.workload)]
+        if not ok:
+            return None
+        return max(ok, key=lambda p: p.output_tok_s) if rule == "max" else ok[-1]

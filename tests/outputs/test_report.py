@@ -360,3 +360,16 @@ def test_the_page_written_during_a_tracked_run_says_it_is_being_logged(tmp_path)
         text = " ".join(page.split())
         assert said.replace("`", "") in text.replace("<code>", "").replace("</code>", "").replace("`", ""), track
         assert ("tracking off" in text) is (not track)
+
+
+def test_the_throughput_table_shows_a_gated_points_repetitions_of_its_maximum_and_why_it_stopped(tmp_path):
+    """throughput.adaptive_repetitions: "2 of 3" with the reason on hover; a fixed-count point shows its count."""
+    s = summary_with_everything(tmp_path)
+    rows = [{"output_tok_s": 12000.0}, {"output_tok_s": 12100.0}]
+    gated = s.variants[1].benchmark.points[1].model_copy(update={"repetitions": rows, "repetitions_max": 3,
+                                                                 "stopped": "decided after 2"})
+    s.variants[1].benchmark.points[1] = gated
+    html = report.run(report.ReportConfig(s, tmp_path / "r.html")).html.read_text()
+    said = r'<span title="decided after 2: repeated until the throughput gates were decided[^"]*">2 of 3</span>'
+    assert re.search(said, html)
+    assert "repetitions (hover: why)" in html

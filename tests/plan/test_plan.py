@@ -134,7 +134,8 @@ def test_every_throughput_field_reaches_the_benchmark_config_or_is_named_as_not_
     assert set(ThroughputSpec.model_fields) == set(THROUGHPUT_TO_BENCHMARK) | set(THROUGHPUT_NOT_PASSED)
     assert not set(THROUGHPUT_TO_BENCHMARK) & set(THROUGHPUT_NOT_PASSED)
     assert set(THROUGHPUT_TO_BENCHMARK.values()) <= set(BenchmarkConfig.model_fields)
-    set_by_planner = {"engine", "data_dir", "chat_template", "output_dir", "evaluate"}  # evaluate: eval.engine served
+    # evaluate: eval.engine served; adaptive: throughput.adaptive_repetitions with the gates and the baseline
+    set_by_planner = {"engine", "data_dir", "chat_template", "output_dir", "evaluate", "adaptive"}
     assert set(BenchmarkConfig.model_fields) == set(THROUGHPUT_TO_BENCHMARK.values()) | set_by_planner
 
 

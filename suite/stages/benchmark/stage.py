@@ -11,7 +11,9 @@ point, adds roofline fractions (``suite.stages.benchmark.roofline``), searches t
 (``suite.stages.benchmark.slo``), and always stops the whole process tree, also on failure. A failed point (client
 error, lost requests, a point that timed out, the server dying) fails the stage with the client's or
 the server's own error line. With ``evaluate`` set (``eval.engine: served``) the first server scores the
-variant's tasks before any load point (``suite.stages.benchmark.served``) and its prefix cache is reset.
+variant's tasks before any load point (``suite.stages.benchmark.served``) and its prefix cache is reset. With
+``adaptive`` (throughput.adaptive_repetitions) a point the throughput gates judge stops repeating once they are decided
+against the baseline's recorded repetitions (``suite.stages.benchmark.repeats``).
 Where the server's engine start went is read from its log (``suite.runtime.engine.startlog``).
 """
 
@@ -46,6 +48,7 @@ from suite.runtime.engine.startlog import parse_engine_start
 from suite.runtime.envs import package_versions
 from suite.records.engine import EngineStart
 from suite.stages.benchmark.slo import capacity, search
+from suite.stages.benchmark.repeats import GatedPoints, Until
 from suite.stages.benchmark.points import (bench_command, combine_repetitions, goodput_slo, load_points, point_from_json,
                                            repetition_row)
 from suite.stages.benchmark.workload import dataset_rows, task_prompts, write_dataset
@@ -86,17 +89,27 @@ class LoadRunner:
         return self._prompts
 
     def measure(self, label: str, rate, concurrency, num_prompts: int, repetitions: int,
-                workload: str | None = None) -> LoadPoint:
-        """One load point; ``workload`` (default: the config's first) picks random or task prompts."""
+                workload: str | None = None, until: Until | None = None) -> LoadPoint:
+        """One load point; ``workload`` (default: the config's first) picks random or task prompts; ``until``: a gated
+        point's stopping rule (suite.stages.benchmark.repeats), looked at after each repetition, ``repetitions``
+        being then its most."""
         reps: list[tuple[LoadPoint, ServerStats]] = []
+        most = "at most " if until is not None else ""
         for rep in range(repetitions):
-            progress.update(f"load points (now {label}, repetition {rep + 1}/{repetitions})",
+            progress.update(f"load points (now {label}, repetition {rep + 1}/{most}{repetitions})",
                             getattr(self, "points_run", 0), getattr(self, "points_total", None))
             failed = self._one(label, rate, concurrency, num_prompts, rep, reps, workload or self.config.workloads[0])
             if failed is not None:
                 return failed
+            if until is not None and until.after([p for p, _ in reps]):
+                break
         self.points_run = getattr(self, "points_run", 0) + 1
-        return combine_repetitions(reps)
+        point = combine_repetitions(reps)
+        if until is not None:
+            point = point.model_copy(update=until.fields())
+            log.info("benchmark: load point %s: %d of at most %d repetitions (%s)", label, len(reps), repetitions,
+                     point.stopped)
+        return point
 
     def _server_died(self, label: str, rep: int, client_line: str | None = None) -> ServerError:
         said = f"; client: {client_line}" if client_line else ""
@@ -236,6 +249,7 @@ class _Rounds:
     evaluate_s: float = 0.0
     kv_page: str | None = None
     slot: object = None  # the compile store's folder for this engine (suite.runtime.engine.compilecache)
+    gated: GatedPoints | None = None  # the points repeated until the throughput gates decide (adaptive_repetitions)
     starts: list[EngineStart] = field(default_factory=list)  # every engine start, in order (the ledger)
     ready_s: float = 0.0
     cmd: list[str] = field(default_factory=list)
@@ -247,6 +261,7 @@ class _Rounds:
 def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler, client: WarmClient) -> BenchmarkResult:
     """The GPU's name and peaks, the model's costs and the offline ceiling; then the server rounds; then the result."""
     log_path = out_dir / "server.log"
+    gated = GatedPoints(config)  # the baseline's repetitions, read before any engine starts
     gpu = config.gpu or detect_gpu()
     named_peak = gpu_peak(gpu)
     cost = ModelCost.from_folder(config.engine.model, config.engine.kv_cache_dtype)
@@ -257,7 +272,7 @@ def _run(config: BenchmarkConfig, start: float, out_dir: Path, gpus: GpuSampler,
         starts.append(first)
     roof = _Roof(cost, named_peak[1] if named_peak else None, offline["output_tok_s"] if offline else None)
     rounds = _serve_rounds(config, out_dir, log_path, gpus, client, roof, _Rounds(config.api_server_count, slot=slot,
-                                                                                   starts=starts))
+                                                                                   starts=starts, gated=gated))
     return _result(config, rounds, offline, roof.offline_tok_s, gpu, gpus, log_path, start)
 
 
@@ -284,7 +299,7 @@ def _serve_rounds(config: BenchmarkConfig, out_dir: Path, log_path: Path, gpus: 
                 log.info("benchmark: served evaluation %.1f s; prefix cache reset", r.evaluate_s)
             runner = LoadRunner(config, proc, port, out_dir, tag=f"a{r.count}-" if r.earlier else "", api_key=api_key,
                                 server_log=log_path, gpus=gpus, client=client)
-            r.points = _measure_points(config, runner, roof)
+            r.points = _measure_points(config, runner, roof, r.gated)
             more = next_api_server_count(r.points, r.count, config.max_api_server_count)
             if more is None and config.slo:
                 r.slo = _slo_search(config, runner, r.points, roof)
@@ -299,15 +314,19 @@ def _serve_rounds(config: BenchmarkConfig, out_dir: Path, log_path: Path, gpus: 
         r.count = more
 
 
-def _measure_points(config: BenchmarkConfig, runner: LoadRunner, roof: _Roof) -> list[LoadPoint]:
-    """Every workload's load points on this server, each annotated; a broken point fails the stage."""
+def _measure_points(config: BenchmarkConfig, runner: LoadRunner, roof: _Roof,
+                    gated: GatedPoints | None = None) -> list[LoadPoint]:
+    """Every workload's load points on this server, each annotated; a broken point fails the stage. A gated point
+    (``gated``) is repeated until the throughput gates are decided."""
     points: list[LoadPoint] = []
     several = len(config.workloads) > 1
-    runner.points_total = len(config.workloads) * len(load_points(config))  # the SLO search adds probes
+    planned = load_points(config)
+    runner.points_total = len(config.workloads) * len(planned)  # the SLO search adds probes
     for workload in config.workloads:
-        for label, rate, conc in load_points(config):
+        for i, (label, rate, conc) in enumerate(planned):
             label = f"{workload}-{label}" if several else label
-            point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions, workload)
+            until = gated.until(workload, i, len(planned)) if gated is not None else None
+            point = runner.measure(label, rate, conc, config.num_prompts, config.repetitions, workload, until)
             if not point.ok:  # no number from a broken point: the stage fails, with the reason
                 raise ServerError(f"load point {label}: {point.error}")
             if several:

