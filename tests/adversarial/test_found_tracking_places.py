@@ -1,0 +1,20 @@
+"""Found by the adversarial review: docs/07 says a recipe cannot write into system folders or the checkout (only its
+git-ignored runs/), and ``output_dir`` and ``--out`` are held to that; ``tracking.uri`` is checked for credentials only,
+so a recipe's ``sqlite:////etc/x.db`` or ``file:///usr/lib/x`` (MLflow creates the database or the file store there, as
+root in a CI container) or a database inside the checkout's package validates with exit 0."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT
+from test_recipe_adversary import validate
+
+
+@pytest.mark.xfail(strict=True, reason="TrackingSpec.uri is checked only by uri_credential: a local store's path is "
+                   "never held to output_dir's rules (recipe/guards.py)")
+@pytest.mark.parametrize("uri", ["sqlite:////etc/suite-probe/mlflow.db", "file:///usr/lib/suite-probe",
+                                 "sqlite:////tmp/../etc/mlflow.db", f"sqlite:///{ROOT}/suite/mlflow.db"])
+def test_tracking_uri_into_a_system_folder_or_the_checkout_is_refused(tmp_path, uri):
+    code, err = validate(tmp_path, lambda d: d.__setitem__("tracking", {"uri": uri}))
+    assert code == 2 and "tracking.uri" in err, err
