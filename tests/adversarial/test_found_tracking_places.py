@@ -18,3 +18,24 @@ from test_recipe_adversary import validate
 def test_tracking_uri_into_a_system_folder_or_the_checkout_is_refused(tmp_path, uri):
     code, err = validate(tmp_path, lambda d: d.__setitem__("tracking", {"uri": uri}))
     assert code == 2 and "tracking.uri" in err, err
+
+
+@pytest.mark.xfail(strict=True, reason="suite sync --uri is checked for credentials only: MLflow's sqlite database is "
+                   "created wherever the URI says (as root: /etc too), exit 0")
+def test_sync_uri_into_the_checkout_is_refused(tmp_path, capsys, monkeypatch):
+    import json
+
+    from conftest import build_gated_run, stamp_summary
+    from suite import cli
+
+    s = build_gated_run(tmp_path, {"max_drop": {"suite_gsm8k": 0.02}})
+    run = tmp_path / "run"
+    (run / "summary.json").write_text(json.dumps(stamp_summary(run, s)))
+    db = ROOT / "suite" / f"probe-{tmp_path.name}.db"  # inside the package: refused as an output_dir
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = cli.main(["sync", str(run), "--uri", f"sqlite:///{db}"])
+        err = capsys.readouterr().err
+        assert code == 2 and "--uri" in err and not db.exists(), err
+    finally:
+        db.unlink(missing_ok=True)
