@@ -72,3 +72,33 @@ def test_perplexity_gate_needs_nothing_outside_the_run_folder(tmp_path, model_di
     code = cli.main(["gate", str(tmp_path / "run"), "--no-record"])
     out, err = capsys.readouterr()
     assert code == 0, out + err
+
+
+@pytest.mark.xfail(strict=True, reason="gates.recompute._perplexity returns when one side has no per-item records and "
+                   "gate.run's 'judged only on figures it can recompute' covers accuracy tasks only: the perplexity "
+                   "record the summary claims is judged, FAIL turns PASS")
+def test_perplexity_without_the_variants_records_is_inconclusive_not_judged(tmp_path, model_dir, capsys):
+    import hashlib
+    from pathlib import Path
+
+    s = run_with(tmp_path, model_dir, FAILING, gates={"max_perplexity_increase": 0.2})
+    for v in s.variants:  # a run made since per-item hashes are recorded
+        v.evaluate.samples_sha256 = {t: hashlib.sha256(Path(f).read_bytes()).hexdigest()
+                                     for t, f in v.evaluate.samples_files.items()}
+    assert run_gate(tmp_path, capsys, s)[0] == 1
+    run = tmp_path / "run"
+    data = json.loads((run / "summary.json").read_text())
+    fp8 = data["variants"][1]
+    res = run / "variants" / "fp8" / "evaluate.result.json"
+    staged = json.loads(res.read_text())
+    staged["samples_files"], staged["samples_sha256"] = {}, {}  # the variant's per-item records no longer named
+    res.write_text(json.dumps(staged))
+    fp8["evaluate"]["samples_files"], fp8["evaluate"]["samples_sha256"] = {}, {}
+    rec = fp8["perplexity"][0]
+    rec.update(delta=0.01, ci_low=0.0, ci_high=0.02, ppl=rec["baseline_ppl"] + 0.01)
+    fp8["metrics"].update({"ppl.suite_longppl": rec["ppl"], "ppl.suite_longppl.delta": 0.01,
+                           "ppl.suite_longppl.delta_ci_low": 0.0, "ppl.suite_longppl.delta_ci_high": 0.02})
+    (run / "summary.json").write_text(json.dumps(data))
+    code = cli.main(["gate", str(run), "--no-record"])
+    out, err = capsys.readouterr()
+    assert code in (2, 3), out + err  # as for accuracy: no per-item records, no pass
