@@ -1,0 +1,64 @@
+"""Found by the adversarial review: the shared store (``SUITE_STORE`` / ``store:``, a CI cache or a team folder) is a
+trust root the threat model (docs/06, docs/07) does not name. ``Store.lookup`` checks only that an entry records the key
+of its folder; an entry rewritten by anyone who can write the store (its samples, their sha256 in its result and its
+scores, together) is filed into the next run folder as that job's result, stamped with the job and signed by the
+runner's manifest, so `suite gate --verify` judges the forged baseline as genuine. (vLLM's compile caches beside it
+hold generated Python that later engine starts import: the same writer runs code in every GPU stage; not tested here,
+no compiled engine on CPU.)"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from suite.orchestrate.store import Store
+from suite.outputs import manifest
+from suite.records.evaluate import EvaluateResult, TaskScore
+
+T1 = "suite_gsm8k"
+KEY = "0123456789abcdef"
+
+
+def stored_baseline(tmp_path) -> Store:
+    """A baseline evaluation (right on 200 of 300 items) put into a store, as a run's evaluate stage leaves it."""
+    made = tmp_path / "made"
+    made.mkdir()
+    f = made / f"samples_{T1}.jsonl"
+    f.write_text("".join(json.dumps({"task": T1, "doc_id": i, "filter": "none", "acc": float(i % 3 != 0)}) + "\n"
+                         for i in range(300)))
+    ev = EvaluateResult(scores=[TaskScore(task=T1, metric="acc,none", value=200 / 300, n=300)], results_file="r.json",
+                        samples_files={T1: str(f)}, samples_sha256={T1: hashlib.sha256(f.read_bytes()).hexdigest()},
+                        wall_s=1, engine_load_s=1)
+    store = Store(tmp_path / "store" / "eval-cache")
+    store.put("evaluate", KEY, ev)
+    return store
+
+
+def forge(store: Store) -> None:
+    """The entry rewritten consistently: the baseline now wrong on every item, its hash and score to match."""
+    entry = store.root / KEY
+    f = entry / f"samples_{T1}.jsonl"
+    f.write_text("".join(json.dumps({"task": T1, "doc_id": i, "filter": "none", "acc": 0.0}) + "\n"
+                         for i in range(300)))
+    res = entry / "evaluate.result.json"
+    data = json.loads(res.read_text())
+    data["samples_sha256"][T1] = hashlib.sha256(f.read_bytes()).hexdigest()
+    data["scores"][0]["value"] = 0.0
+    res.write_text(json.dumps(data))
+
+
+def test_an_honest_entry_is_found(tmp_path):
+    assert Store(stored_baseline(tmp_path).root).lookup("evaluate", KEY) is not None
+
+
+@pytest.mark.xfail(strict=True, reason="store entries carry no signature: with SUITE_MANIFEST_KEY set (CI), a "
+                   "rewritten baseline in the shared store is still a hit, and the run then signs it")
+def test_a_store_entry_rewritten_after_it_was_stored_is_not_used_when_ci_signs(tmp_path, monkeypatch):
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    store = stored_baseline(tmp_path)
+    forge(store)
+    hit = Store(store.root).lookup("evaluate", KEY)
+    # expected: a miss (the job runs again) or a refusal naming the entry, not the forged scores
+    assert hit is None or hit.scores[0].value != 0.0
