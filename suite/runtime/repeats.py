@@ -8,7 +8,7 @@ repetitions as before; the variant's point looks after each of its repetitions n
 Design (why it is this one: docs/06-gate-and-statistics.md, "Repetitions a gated point needs"):
 
 - The last look (n = R) is the gate's own interval on R repetitions (``suite.runtime.spread.ratio_interval``, a 95%
-  Welch t interval on the logs, centred on the ratio of medians), unchanged: a point that no earlier look decides
+  Welch t interval on the logs, centred on the ratio of medians and widened for it), unchanged: a point that no earlier look decides
   gets exactly the verdict the fixed count gives it.
 - An interim look (2 <= n < R) stops the point only when the same Welch construction, at the stricter one-sided
   level ``INTERIM_ALPHA / (R - 2)`` per direction (Bonferroni over the at most R - 2 interim looks), decides the gate
@@ -19,16 +19,17 @@ Design (why it is this one: docs/06-gate-and-statistics.md, "Repetitions a gated
 - Looking more than once inflates the false pass; by the union bound the interim looks add at most
   ``INTERIM_ALPHA`` (0.005) to the last look's rate, whatever the correlation of the looks (the gate judging the
   baseline repetitions the looks saw: each look records them). At the margin (true ratio = the limit) the fixed
-  count's false-pass rate is the gate interval's own (2.0% at R = 3, 2.5-2.8% at R = 4 in the simulation of
-  tests/stages/benchmark/test_repeats.py; the median-centred interval under-covers for larger R: 3.4-3.6% at R = 5),
-  and the looks add 0.1 to 0.4 points to it. A fail stop removes only paths that could have passed, so it raises no
+  count's false-pass rate is the gate interval's own (at most 2.5%, below it at small R where Welch's degrees of
+  freedom are conservative; tests/stages/benchmark/test_repeats.py simulates it), and the looks add 0.1 to 0.4 points
+  to it. A fail stop removes only paths that could have passed, so it raises no
   false pass.
 
 Why Bonferroni and not the evaluation's alpha spending (``suite.runtime.sequential``): a look here is one more whole
 ``vllm bench serve`` run, the looks are few (R - 2 interim ones) and at unequal, tiny degrees of freedom (a Welch t on
 2 to R repetitions), where a spending function's normal-theory bounds do not hold; the union bound needs no model of
 how the looks are correlated, and its cost is small: a clear-cut ratio (FP8 50% faster against a limit of 1.2,
-repetitions within 1%) clears even the strict interim level at the second repetition in most cases.
+repetitions within 1%) clears even the strict interim level at the third repetition. A pass needs 3 repetitions: at
+2 the gate reads the min-max range, which can fail a gate and never pass one (``suite.analysis.gates.serving``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Optional, Sequence
 
 from scipy import stats
 
-from suite.runtime.spread import ratio_interval
+from suite.runtime.spread import MEDIAN_SE, ratio_interval
 
 INTERIM_ALPHA = 0.005  # one-sided, per direction, over all interim looks of a point (Bonferroni-split)
 MIN_REPETITIONS = 2
@@ -61,7 +62,7 @@ def interim_alpha(max_repetitions: int) -> float:
 def interim_interval(variant: Sequence[float], base: Sequence[float],
                      alpha: float) -> tuple[Optional[float], Optional[float]]:
     """(low, high) of median(variant) / median(base) as ``spread.ratio_interval`` forms its t interval (Welch on the
-    logs, centred on the log of the ratio of medians), at the one-sided level ``alpha`` on each side; (None, None)
+    logs, centred on the log of the ratio of medians, widened by ``MEDIAN_SE``), at the one-sided level ``alpha`` on each side; (None, None)
     with fewer than 2 repetitions on a side or a figure <= 0 (no log)."""
     v = [float(x) for x in variant if x is not None]
     b = [float(x) for x in base if x is not None]
@@ -72,16 +73,19 @@ def interim_interval(variant: Sequence[float], base: Sequence[float],
     se = math.sqrt(sv + sb)
     df = (sv + sb) ** 2 / ((sv ** 2 / (len(v) - 1)) + (sb ** 2 / (len(b) - 1))) if se > 0 else len(v) + len(b) - 2
     mid = math.log(statistics.median(v) / statistics.median(b))
-    half = float(stats.t.ppf(1.0 - alpha, df)) * se
+    half = float(stats.t.ppf(1.0 - alpha, df)) * MEDIAN_SE * se
     return math.exp(mid - half), math.exp(mid + half)
 
 
-def decision(low: Optional[float], high: Optional[float], limit: float) -> Optional[str]:
-    """A minimum ratio's decision on [low, high] as the gate judges it: pass when low reaches the limit, fail when
-    high falls short of it, None (undecided) otherwise or without an interval."""
+def decision(low: Optional[float], high: Optional[float], limit: float, method: Optional[str] = "t") -> Optional[str]:
+    """A minimum ratio's decision on [low, high] as the gate judges it (``suite.analysis.gates.serving``): pass when low
+    reaches the limit, fail when high falls short of it, None (undecided) otherwise or without an interval. A min-max
+    range (``method`` "range": fewer than 3 repetitions a side) is no confidence interval: it can fail, never pass."""
     if low is None or high is None:
         return None
-    return PASS if low >= limit - EPS else FAIL if high < limit - EPS else None
+    if low >= limit - EPS:
+        return PASS if method != "range" else None
+    return FAIL if high < limit - EPS else None
 
 
 @dataclass
@@ -109,9 +113,9 @@ def look(variant: dict[str, Sequence[float]], base: dict[str, Sequence[float]], 
     alpha = interim_alpha(max_repetitions)
     for key, limit in limits.items():
         v, b = list(variant.get(key) or ()), list(base.get(key) or ())
-        low, high, _ = ratio_interval(v, b) if len(v) >= MIN_REPETITIONS else (None, None, None)
+        low, high, method = ratio_interval(v, b) if len(v) >= MIN_REPETITIONS else (None, None, None)
         i_low, i_high = interim_interval(v, b, alpha) if n < max_repetitions else (None, None)  # last: the gate's
-        own, interim = decision(low, high, limit), decision(i_low, i_high, limit)
+        own, interim = decision(low, high, limit, method), decision(i_low, i_high, limit)
         out.gates[key] = {"limit": limit, "ci_low": low, "ci_high": high, "decision": own, "interim_ci_low": i_low,
                           "interim_ci_high": i_high, "interim_alpha": alpha,
                           "decided": interim is not None and interim == own}
