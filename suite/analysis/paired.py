@@ -34,6 +34,8 @@ from pathlib import Path
 from suite.runtime import safeio
 
 N_BOOT = 2000
+# scores other than 0/1: the bootstrap interval is used only over at least this many items whose score changed
+MIN_CHANGED = 30
 # lm-eval's perplexity metrics (wikitext, tasks/suite_longppl*): lower is better
 PPL_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 
@@ -55,7 +57,9 @@ class PairedComparison:
     lost: int
     mcnemar_p: float | None  # None when scores are not all 0/1, or there are no items
     confidence: float = 0.95
-    ci_method: str = "BCa"  # BCa, percentile, constant, or none (fewer than 2 items)
+    # tango (0/1 scores), BCa, percentile or constant (other scores), bounds (other scores, fewer than MIN_CHANGED
+    # items changed: the interval is the whole range the delta can take), none (fewer than 2 items)
+    ci_method: str = "BCa"
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -126,15 +130,58 @@ def bootstrap_ci(diffs, confidence: float = 0.95, n_boot: int = N_BOOT, seed: in
     return math.nan, math.nan, "none"
 
 
+def tango_z(n, gained, lost, delta0):
+    """Tango's score statistic for H0: (gained - lost) / n = delta0 (numpy arrays or numbers, broadcast): the
+    observed difference minus delta0 over its standard error at the constrained maximum-likelihood cell
+    probabilities (Tango 1998, Statistics in Medicine 17: 891-908; Fagerland, Lydersen, Laake 2017, section 8.5)."""
+    import numpy as np
+
+    a = 2.0 * n
+    b = -gained - lost + (2.0 * n - gained + lost) * delta0
+    c = -lost * delta0 * (1.0 - delta0)
+    p_lost = (np.sqrt(np.maximum(b * b - 4.0 * a * c, 0.0)) - b) / (2.0 * a)  # P(lost) under H0
+    var = np.maximum(n * (2.0 * p_lost + delta0 * (1.0 - delta0)), 1e-300)
+    return (gained - lost - n * delta0) / np.sqrt(var)
+
+
+def tango_interval(n, gained, lost, confidence: float = 0.95):
+    """(low, high): Tango's score interval for the paired difference of proportions (gained - lost) / n, the delta
+    values the two-sided score test at 1 - confidence does not reject. Numpy arrays (broadcast) or numbers; the
+    statistic falls as delta0 rises, so each bound is found by bisection (64 halvings: to the last bit)."""
+    import numpy as np
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2))
+    n, gained, lost = (np.asarray(x, dtype=float) for x in np.broadcast_arrays(n, gained, lost))
+    point = (gained - lost) / n
+    bounds = []
+    for lo, hi, side in ((np.full(n.shape, -1.0), point, 1.0), (point.copy(), np.full(n.shape, 1.0), -1.0)):
+        for _ in range(64):
+            mid = (lo + hi) / 2
+            rejected = side * tango_z(n, gained, lost, mid) > z  # mid is outside the interval on this side
+            lo, hi = (np.where(rejected, mid, lo), np.where(rejected, hi, mid)) if side > 0 else \
+                     (np.where(rejected, lo, mid), np.where(rejected, mid, hi))
+        bounds.append(np.where(point == -side, -side, (lo + hi) / 2))  # every item lost (gained): the end is -1 (1)
+    return bounds[0], bounds[1]
+
+
 def compare(task: str, metric: str, base: dict, variant: dict, confidence: float = 0.95,
             n_boot: int = N_BOOT, seed: int = 0) -> PairedComparison:
     keys = sorted(set(base) & set(variant))
     diffs = [variant[k] - base[k] for k in keys]
     delta = sum(diffs) / len(diffs) if diffs else math.nan  # no common item: no delta (not 0)
-    low, high, method = bootstrap_ci(diffs, confidence, n_boot, seed)
     binary = bool(keys) and all(base[k] in (0.0, 1.0) and variant[k] in (0.0, 1.0) for k in keys)
     gained = sum(1 for k in keys if variant[k] > base[k])
     lost = sum(1 for k in keys if variant[k] < base[k])
+    if binary and len(keys) >= 2:
+        low, high = (float(x) for x in tango_interval(len(keys), gained, lost, confidence))
+        method = "tango"
+    elif len(keys) >= 2 and sum(1 for d in diffs if d != 0) < MIN_CHANGED:
+        scores = [base[k] for k in keys] + [variant[k] for k in keys]
+        span = max(1.0, max(scores)) - min(0.0, min(scores))
+        low, high, method = -span, span, "bounds"  # too few changed items to say more than the scores' range
+    else:
+        low, high, method = bootstrap_ci(diffs, confidence, n_boot, seed)
     return PairedComparison(task, metric, len(keys), delta, low, high, gained, lost,
                             mcnemar_exact_p(gained, lost) if binary else None, confidence, method)
 
