@@ -70,3 +70,19 @@ def test_score_interval_known_answers():
     assert [round(float(x), 4) for x in tango_interval(21, 1, 7)] == [-0.5172, -0.0260]
     assert [round(float(x), 4) for x in tango_interval(161, 6, 16)] == [-0.1240, -0.0054]
     assert float(tango_interval(5, 0, 5)[0]) == -1.0 and float(tango_interval(5, 5, 0)[1]) == 1.0
+
+
+def test_the_gate_names_the_interval_it_judged(tmp_path, capsys):
+    """8 items that all agree: non-inferiority at 0.02 is inconclusive on Tango's interval (+-0.32), and the gate's
+    line and its JSON report say which interval; the summary's paired record carries ci_method 'tango'."""
+    import json
+
+    from conftest import build_gated_run, run_gate
+
+    s = build_gated_run(tmp_path, {"non_inferiority_margin": {"suite_gsm8k": 0.02}}, n=8)
+    assert [p["ci_method"] for v in s["variants"] for p in v["paired"]] == ["tango"]
+    code, out, err = run_gate(tmp_path, capsys, s, "--json", str(tmp_path / "gate.json"))
+    assert code == 3 and "INCONCLUSIVE fp8: non-inferiority suite_gsm8k" in out, out + err
+    assert "[-0.3244, 0.3244] (Tango score interval) straddles the threshold -0.02" in out, out
+    case = json.loads((tmp_path / "gate.json").read_text())["cases"][0]
+    assert case["outcome"] == "inconclusive" and "Tango score interval" in case["reason"]
