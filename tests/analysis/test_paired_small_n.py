@@ -46,7 +46,8 @@ def test_false_pass_and_false_fail_at_the_margin_hold_at_every_size():
 
 def test_the_gate_can_pass_a_clear_build_with_few_items_flipped():
     """Power where it is due: 1,319 items, 2% flipped each way (no drop), margin 0.02: the interval is narrow
-    enough to pass 94% of the time (the normal test: 95%); with 50 items it cannot (the honest answer there is inconclusive)."""
+    enough to pass 94% of the time (the normal test: 95%); with 50 items it cannot (the honest answer there is
+    inconclusive)."""
     rng = np.random.default_rng(7)
     for n, expect in ((1319, lambda r: r > 0.9), (50, lambda r: r < 0.05)):
         counts = rng.multinomial(n, [0.02, 0.02, 0.96], size=4000)[:, :2]
