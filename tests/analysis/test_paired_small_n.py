@@ -88,3 +88,16 @@ def test_the_gate_names_the_interval_it_judged(tmp_path, capsys):
     assert "[-0.3244, 0.3244] (Tango score interval) straddles the threshold -0.02" in out, out
     case = json.loads((tmp_path / "gate.json").read_text())["cases"][0]
     assert case["outcome"] == "inconclusive" and "Tango score interval" in case["reason"]
+
+
+def test_a_decided_check_names_its_interval_in_the_json_report(tmp_path, capsys):
+    """300 identical items against a 0.2 margin: a pass, whose reason in the JSON report names the interval."""
+    import json
+
+    from conftest import build_gated_run, run_gate
+
+    s = build_gated_run(tmp_path, {"non_inferiority_margin": {"suite_gsm8k": 0.2}}, n=300)
+    code, out, err = run_gate(tmp_path, capsys, s, "--json", str(tmp_path / "gate.json"))
+    case = json.loads((tmp_path / "gate.json").read_text())["cases"][0]
+    assert code == 0 and case["outcome"] == "pass", out + err
+    assert case["reason"].endswith("(Tango score interval), n = 300"), case["reason"]
