@@ -8,7 +8,7 @@ A SOURCE is an items.csv.gz (columns task, subtask, doc_id, then one score colum
 baseline: studies/2026-11-30-h200-first-sessions/results/*/items.csv.gz) or a folder of run folders whose variants
 keep ``evaluate/items.jsonl.gz`` (studies/2026-12-05-verdicts/results: each run's FP8 variants against the baseline its
 recipe names). Default: both of the project's. For each FP8 variant x task x margin: the full-data verdict of the
-fixed-size gate (suite.analysis.paired.compare: pass when the 95% BCa interval's low >= -m, fail when its high < -m),
+fixed-size gate (suite.analysis.paired.compare: pass when the 95% interval's low >= -m, fail when its high < -m),
 then for ``--orders`` seeded random item orders the verdict and items used of suite.runtime.sequential.run.
 A source that cannot be read is one line `SOURCE: what is wrong (fix: ...)` and exit 2.
 """

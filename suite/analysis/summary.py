@@ -7,7 +7,7 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
   acc.mean, acc.mean.delta    mean of the headline metrics over the accuracy tasks (perplexity tasks left out)
   tput.output_tok_s, tput.req_s, tput.ttft_p99_ms, tput.tpot_p99_ms, tput.ttft_p50_ms, tput.tpot_p50_ms
                               at the headline load point (throughput.headline); tput.goodput_req_s: with --goodput
-  acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired-bootstrap interval of the delta
+  acc.<task>.delta_ci_low, acc.<task>.delta_ci_high   95% paired interval of the delta (paired.py: its ci_method)
   acc.<task>.items_gained, acc.<task>.items_lost      items that flipped right / wrong against the baseline
   acc.<task>.items_paired     items both the variant and the baseline scored (the n of the paired delta)
   acc.<task>.mcnemar_p        McNemar's exact test on the flips (0/1 scores only)

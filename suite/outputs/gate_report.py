@@ -77,6 +77,7 @@ def reason(c) -> str:
     shown = f"measured {c.measured:.6g}, must be {side} {c.threshold:.6g} (margin {c.margin:+.6g})"
     if c.interval:
         shown += f"; 95% interval [{c.interval[0]:.6g}, {c.interval[1]:.6g}]"
+        shown += f" ({c.interval_method})" if c.interval_method else ""
     return shown + ("" if c.n is None else f", n = {c.n}")
 
 

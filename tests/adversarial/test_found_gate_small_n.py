@@ -15,8 +15,6 @@ from suite.analysis import paired as pairing
 MARGIN = 0.02
 
 
-@pytest.mark.xfail(strict=True, reason="analysis/paired.compare's BCa bootstrap collapses with few discordant pairs; "
-                   "gates.noninferiority judges it at any n: false pass ~0.35 at the margin with 50 items")
 def test_non_inferiority_false_pass_rate_at_the_margin_with_50_items():
     rng = np.random.default_rng(3)
     sims, n, passes = 1000, 50, 0
@@ -28,8 +26,6 @@ def test_non_inferiority_false_pass_rate_at_the_margin_with_50_items():
     assert passes / sims <= 0.025 + 0.01, passes / sims
 
 
-@pytest.mark.xfail(strict=True, reason="8 items that all agree give the interval [0, 0]: PASS at a 0.02 margin, "
-                   "where 8 items can rule out no drop below ~0.3 (rule of three: 3/8)")
 def test_eight_agreeing_items_cannot_pass_a_two_point_margin(tmp_path, capsys):
     s = build_gated_run(tmp_path, {"non_inferiority_margin": {"suite_gsm8k": MARGIN}}, n=8)
     code, out, err = run_gate(tmp_path, capsys, s)

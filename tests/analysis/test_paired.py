@@ -27,17 +27,42 @@ def test_flips_delta_and_ci():
     assert r == compare("t", "acc,none", base, var)  # seeded
 
 
-def test_identical_models_have_zero_width_interval():
-    base = {("t", i): float(i % 2) for i in range(50)}
-    r = compare("t", "acc,none", base, dict(base))
-    assert (r.delta, r.ci_low, r.ci_high, r.gained, r.lost, r.mcnemar_p) == (0.0, 0.0, 0.0, 0, 0, 1.0)
+def test_identical_models_still_have_an_interval():
+    """No item flipped: the score interval is +-z^2 / (n + z^2) (its statistic is n|d| / (1 - |d|) = z^2 there), the
+    paired analogue of the rule of three, not the bootstrap's [0, 0] (which passed any margin on 8 items)."""
+    z2 = 1.959963984540054 ** 2
+    for n in (8, 50, 1319):
+        base = {("t", i): float(i % 2) for i in range(n)}
+        r = compare("t", "acc,none", base, dict(base))
+        assert (r.delta, r.gained, r.lost, r.mcnemar_p, r.ci_method) == (0.0, 0, 0, 1.0, "tango")
+        assert r.ci_low == pytest.approx(-z2 / (n + z2), rel=1e-12)
+        assert r.ci_high == pytest.approx(z2 / (n + z2), rel=1e-12)
+
+
+def test_other_scores_with_few_changed_items_get_the_whole_range():
+    """Scores other than 0/1 (an F1, a BLEU): the bootstrap collapses when few items changed, so under MIN_CHANGED
+    changed items the interval is every delta the scores' range allows ('bounds': any gate is inconclusive)."""
+    from suite.analysis.paired import MIN_CHANGED
+
+    base = {("t", i): 0.5 for i in range(200)}
+    same = compare("t", "f1,none", base, dict(base))
+    assert (same.ci_method, same.ci_low, same.ci_high, same.delta) == ("bounds", -1.0, 1.0, 0.0)
+    few = dict(base) | {("t", i): 0.25 for i in range(MIN_CHANGED - 1)}
+    assert compare("t", "f1,none", base, few).ci_method == "bounds"
+    bleu = {k: 40.0 for k in base}
+    assert (compare("t", "bleu,none", bleu, dict(bleu)).ci_low, compare("t", "bleu,none", bleu, dict(bleu)).ci_high) \
+        == (-40.0, 40.0)
+    many = dict(base) | {("t", i): 0.5 + (i % 7 - 3) / 10 for i in range(MIN_CHANGED + 10)}
+    r = compare("t", "f1,none", base, many)
+    assert r.ci_method == "BCa" and r.ci_low < r.delta < r.ci_high and r.ci_high - r.ci_low < 0.2
 
 
 def test_non_binary_scores_have_no_mcnemar():
-    base = {("t", i): 0.5 for i in range(10)}
-    var = {("t", i): 0.25 for i in range(10)}
+    base = {("t", i): 0.5 for i in range(40)}
+    var = {("t", i): 0.25 for i in range(40)}
     r = compare("t", "f1,none", base, var)
     assert r.mcnemar_p is None and r.delta == pytest.approx(-0.25)
+    assert (r.ci_method, r.ci_low, r.ci_high) == ("constant", -0.25, -0.25)  # 40 items changed, by the same amount
 
 
 def test_item_scores_reads_one_filter(tmp_path):
@@ -93,9 +118,9 @@ def test_too_few_common_items_give_no_interval(base, var, n):
     assert r.mcnemar_p is None if n == 0 else r.mcnemar_p == 1.0
 
 
-def test_interval_is_bca_and_close_to_the_normal_one_on_many_items():
-    """On 4,000 items the bootstrap interval is the normal-theory one, delta +- 1.96 sd / sqrt(n), to 10%
-    (resampling noise)."""
+def test_interval_is_close_to_the_normal_one_on_many_items():
+    """On 4,000 items both the score interval (0/1 scores) and the bootstrap (the same deltas as scores other than
+    0/1) are the normal-theory one, delta +- 1.96 sd / sqrt(n), to 10%."""
     import random
 
     rnd = random.Random(7)
@@ -105,9 +130,11 @@ def test_interval_is_bca_and_close_to_the_normal_one_on_many_items():
     diffs = [var[k] - base[k] for k in base]
     sd = (sum((d - r.delta) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
     half = 1.96 * sd / len(diffs) ** 0.5
-    assert r.ci_method == "BCa" and r.ci_low < r.delta < r.ci_high
-    assert r.ci_low == pytest.approx(r.delta - half, abs=0.1 * half)
-    assert r.ci_high == pytest.approx(r.delta + half, abs=0.1 * half)
+    boot = compare("t", "f1,none", {k: v / 2 for k, v in base.items()}, {k: v / 2 for k, v in var.items()})
+    assert (r.ci_method, boot.ci_method) == ("tango", "BCa") and r.ci_low < r.delta < r.ci_high
+    for low, high in ((r.ci_low, r.ci_high), (2 * boot.ci_low, 2 * boot.ci_high)):
+        assert low == pytest.approx(r.delta - half, abs=0.1 * half)
+        assert high == pytest.approx(r.delta + half, abs=0.1 * half)
 
 
 def test_item_scores_refuses_a_gzipped_row_too_long_to_be_an_items_row(tmp_path, monkeypatch):

@@ -74,6 +74,7 @@ class Collect(HTMLParser):
 
 def test_report_is_self_contained_and_complete(tmp_path):
     s = summary_with_everything(tmp_path)
+    s.variants[1].paired[0]["ci_method"] = "tango"  # the interval's method: beside the CI and the gate's reason
     (tmp_path / "summary.json").write_text(s.model_dump_json())
     res = run_cli("report", str(tmp_path))
     assert res.returncode == 0, res.stderr
@@ -84,7 +85,8 @@ def test_report_is_self_contained_and_complete(tmp_path):
     # nothing external: images are data, the charts' hrefs point inside the page (matplotlib's markers)
     assert "script" not in p.tags and p.srcs and all(src.startswith(("data:", "#")) for src in p.srcs)
     # the drop's interval [0.004, 0.06] straddles max_drop 0.02, the throughput ratio has no interval: inconclusive
-    for needle in ("Gates", "INCONCLUSIVE", "straddles the threshold", "max drop suite_gsm8k", "Paired against the baseline", "[-0.0600, -0.0040]",
+    for needle in ("Gates", "INCONCLUSIVE", "straddles the threshold", "max drop suite_gsm8k", "Paired against the baseline", "[-0.0600, -0.0040]", " tango ",
+                   "(Tango score interval) straddles the threshold 0.02",
                    "rate-100", "engine", "Sustainable rate under the SLO", "1,172", "NVIDIA H200"):
         assert needle in text, needle
     assert p.tags.count("table") >= 5 and p.tags.count("svg") >= 3  # CI bars, frontier, throughput curve

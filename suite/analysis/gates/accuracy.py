@@ -12,6 +12,7 @@ Rules (pass, fail, inconclusive):
 
 from __future__ import annotations
 
+from suite.analysis import paired as pairing
 from suite.analysis.gates.base import GateCheck, check, judge
 from suite.analysis.summary import metric_name
 
@@ -32,6 +33,12 @@ def paired_if_any(ctx, task: str, why: str):
     return ctx.r.paired(task, why)
 
 
+def interval_method(ctx, task: str) -> str:
+    """How the variant's paired interval on ``task`` was made, in words, from its paired record's ``ci_method``."""
+    rec = next((p for p in ctx.v.paired if isinstance(p, dict) and p.get("task") == task), {})
+    return pairing.interval_name(rec.get("ci_method"))
+
+
 def n_of(ctx, task: str) -> int | None:
     n = ctx.v.metrics.get(f"{metric_name('acc', task)}.items_paired")
     return int(n) if isinstance(n, (int, float)) and n == n and abs(n) < 1e12 else ctx.r.scored_n(task)
@@ -44,7 +51,8 @@ def drop_check(ctx, task: str, gate: str, drop: float, limit: float, scale: floa
         c = check(ctx.v.name, gate, drop, limit, True, n)
     else:
         low, n, high, _ = paired
-        c = judge(ctx.v.name, gate, drop, -high / scale, -low / scale, limit, True, n, measured=drop)
+        c = judge(ctx.v.name, gate, drop, -high / scale, -low / scale, limit, True, n, measured=drop,
+                  method=interval_method(ctx, task))
     return engine_spread(ctx, c, task, room=limit * scale)
 
 

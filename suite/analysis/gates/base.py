@@ -27,6 +27,7 @@ class GateCheck:
     reason: str = ""
     decide: str = ""
     interval: tuple[float, float] | None = None  # the interval the outcome was judged on, when one was
+    interval_method: str = ""  # how that interval was made, in words (a paired record's ci_method), when known
 
     @property
     def margin(self) -> float:
@@ -59,21 +60,22 @@ def items_needed(n: int, low: float, high: float, point: float, threshold: float
 
 
 def judge(variant: str, gate: str, point: float, low: float, high: float, threshold: float, upper: bool,
-          n: int | None, measured: float | None = None) -> GateCheck:
+          n: int | None, measured: float | None = None, method: str = "") -> GateCheck:
     """A check judged on an interval [low, high] of the measurement: a maximum passes when ``high`` is within it and
     fails when ``low`` is beyond it; a minimum passes when ``low`` reaches it and fails when ``high`` falls short;
     an interval that straddles the threshold is inconclusive. ``measured`` (default: the bound that must pass) is the
-    number shown."""
+    number shown; ``method`` names how the interval was made (shown with it)."""
     shown = measured if measured is not None else (high if upper else low)
-    c = GateCheck(variant, gate, shown, threshold, False, upper, n, interval=(low, high))
+    c = GateCheck(variant, gate, shown, threshold, False, upper, n, interval=(low, high), interval_method=method)
     decided_pass = high <= threshold + EPS if upper else low >= threshold - EPS
     decided_fail = low > threshold + EPS if upper else high < threshold - EPS
     if decided_pass or decided_fail:
         c.passed = decided_pass
         return c
     decide = items_needed(n, low, high, point, threshold) if n else "a narrower interval (more items)"
-    return c.make_inconclusive(f"its 95% interval [{low:.4g}, {high:.4g}] straddles the threshold {threshold:.4g}",
-                               decide)
+    how = f" ({method})" if method else ""
+    return c.make_inconclusive(f"its 95% interval [{low:.4g}, {high:.4g}]{how} straddles the threshold "
+                               f"{threshold:.4g}", decide)
 
 
 @dataclass
