@@ -169,12 +169,14 @@ class RunFolder:
         if self.lock is not None and not self.lock.owned():
             return hit
         config.write(self.vdir / f"{stage}.config.json", root=run_folder_of(self.vdir))
-        if not STAGES[stage].result_files:  # names no file (a checkpoint's result: its folder is the store's)
-            return self.bind(stage, key, hit)
-        folder = self.vdir / STAGES[stage].output_dirs[0]
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        return self.bind(stage, key, self.put(stage, key, copy_files(stage, hit, folder, folder)))
+        if STAGES[stage].result_files:  # a checkpoint's result names no file: its folder is the store's entry
+            folder = self.vdir / STAGES[stage].output_dirs[0]
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            hit = copy_files(stage, hit, folder, folder)
+        if "job" in type(hit).model_fields:  # the job that made the entry is not this one: stamped anew, written once
+            hit = hit.model_copy(update={"job": None})
+        return self.bind(stage, key, hit)
 
 
 def copy_files(stage: str, result: Record, into: Path, named: Path) -> Record:
