@@ -28,6 +28,7 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
+from suite.orchestrate.stageproc import read_result
 from suite.plan import keys
 from suite.records.base import JobStamp, Record
 from suite.records.paths import run_folder_of
@@ -111,8 +112,6 @@ class RunFolder:
 
     def result(self, stage: str) -> Record | None:
         """The result in the folder, whatever key it records (None: none, or one that does not read)."""
-        from suite.orchestrate.stageproc import read_result
-
         return read_result(self.vdir, stage)[0]
 
     def lookup(self, stage: str, key: str | None, shared=None) -> Record | None:

@@ -361,3 +361,32 @@ def test_ray_not_installed_is_one_clear_error(demo_recipe_copy, monkeypatch):
     with pytest.raises(SuiteError, match="Ray is not installed"):
         execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None,
                                              executor={"kind": "ray"})), track=False)
+
+
+def test_a_second_run_finds_the_checkpoint_by_the_same_lookup_and_starts_no_quantize_process(
+        demo_recipe_copy, tmp_path, monkeypatch):
+    """The checkpoint folder is the checkpoints' store entry: a new run of the recipe in the same output folder finds
+    it before any process starts (event 'cached', its result filed and bound as this run's job), and builds it again
+    once its files no longer hash to what its result records."""
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    calls, ckpt, sha = tmp_path / "calls.txt", tmp_path / "ckpt", tmp_path / "sha"
+    sha.write_text("a" * 64)
+    script = checkpointing_stage(tmp_path, calls, ckpt, sha)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    recipe = demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)
+    first = execute(load_recipe(recipe), track=False)
+    calls.write_text("")
+    events = []
+    second = execute(load_recipe(recipe), track=False, report=lambda *e: events.append(e))
+    assert "quantize fp8-kv" not in calls.read_text() and ("quantize", "fp8-kv", "cached") in events
+    made, found = first.variants[1].quantize, second.variants[1].quantize
+    assert found.cache_hit and found.content_sha256 == made.content_sha256 and found.job.variant == "fp8-kv"
+    assert Path(second.run_dir, "variants", "fp8-kv", "quantize.config.json").is_file()
+    (Path(made.checkpoint) / "model.safetensors").write_text("b" * 64)  # rewritten in place since
+    calls.write_text("")
+    execute(load_recipe(recipe), track=False)
+    assert calls.read_text().split("\n")[:-1][0] == "quantize fp8-kv"
