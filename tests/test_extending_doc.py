@@ -105,7 +105,7 @@ def cited_problem(span: str) -> str | None:
         return f"no module {module}"
     if len(parts) >= 2 and (mods := _module_paths(parts[0])):  # store.job_key, eval_cache.lookup
         return None if any(_in_module(p, parts[1:3]) for p in mods) else f"no module {parts[0]} defines {parts[1]}"
-    if len(parts) >= 2 and any(parts[0] in names for names in defined().values()):  # JobLoop.kept_holds
+    if len(parts) >= 2 and any(parts[0] in names for names in defined().values()):  # JobLoop.looked_up
         return None if any(parts[1] in names.get(parts[0], ()) for names in defined().values()) \
             else f"class {parts[0]} has no {parts[1]}"
     if len(parts) == 1 and (re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", name) or re.fullmatch(r"(?:[A-Z][a-z0-9]+){2,}", name)):
@@ -128,5 +128,5 @@ def test_the_check_catches_a_name_that_is_gone():
     assert cited_problem("suite.stages.registry.run_order") is None
     assert cited_problem("suite.stages.registry.RUN_ORDER") == "suite/stages/registry.py defines no RUN_ORDER"
     assert cited_problem("suite/stages/nothing_here.py") == "suite/stages/nothing_here.py does not exist"
-    assert cited_problem("JobLoop.kept_holds") is None and cited_problem("JobLoop.gone") == "class JobLoop has no gone"
+    assert cited_problem("JobLoop.looked_up") is None and cited_problem("JobLoop.gone") == "class JobLoop has no gone"
     assert cited_problem("suite.gates") is None and cited_problem("suite.widgets") == "no module suite/widgets"

@@ -1,34 +1,43 @@
-"""One job of a plan: its stage process (suite.orchestrate.stageproc) or, for evaluate, the evaluation cache."""
+"""One job of a plan: its lookup in the store (suite.orchestrate.store.find) and, when that misses, its stage process
+(suite.orchestrate.stageproc)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 from suite.orchestrate.stageproc import StageOutcome, run_stage
-from suite.orchestrate.store import RunFolder, eval_cache_dir, job_key, prerequisites_before, recorded_key
+from suite.orchestrate.store import Found, RunFolder, find, job_key, prerequisites_before, result_file, shared_store
 from suite.records import migrate
-from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
 
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
             lock=None, python: str | None = None) -> StageOutcome:
-    """One job of a plan: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan`` as the job runs it: with
-    what a prerequisite stage chose passed on, ``ready_plan``; ``vs`` its ``VariantSummary``); evaluations go
-    through the evaluation cache (``eval_cache.evaluate_cached``)."""
+    """One job of a plan that ``look_up`` did not find: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan``
+    as the job runs it: with what a prerequisite stage chose passed on, ``ready_plan``; ``vs`` its
+    ``VariantSummary``) run as its stage process, its result bound to the job under its key (the stage writes the
+    key into it; the gate binds the result to its planned job by it) and put in the shared store, where its stage
+    has one (the evaluation cache: a second copy, the run folder's is the one its summary names; ``force``
+    refreshes the entry as any run does)."""
     vdir = run_dir / "variants" / vp.variant.name
-    if stage == EVALUATE or STAGES[stage].check_of == EVALUATE:  # eval.engine_check's jobs too
-        from suite.orchestrate.eval_cache import evaluate_cached
-
-        return evaluate_cached(vp, vs, eval_cache_dir(env, out_root), vdir, env, force, lock, python, stage)
-    # the job's key (a checkpoint's is its config's): the stage writes it into its result (a resume keeps it while
-    # it is the same; the gate binds the result to its planned job by it)
     key = job_key(vp, stage, vs, env)
-    outcome = run_stage(stage, vp.config(stage), vdir, env, lock, python, key)
+    config = vp.config(stage)
+    outcome = run_stage(stage, config, vdir, env, lock, python, key)
     if outcome.result is None:
         return outcome
-    return outcome._replace(result=RunFolder(vdir, lock).bind(stage, key, outcome.result))
+    result = RunFolder(vdir, lock).bind(stage, key, outcome.result)
+    if key is not None and (shared := shared_store(stage, config, env, out_root)) is not None:
+        shared.put(stage, key, result)
+    return outcome._replace(result=result)
+
+
+def look_up(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool, lock=None) -> Found:
+    """A job's one lookup once it is ready (its prerequisites' results in ``vs``, so its key is known): the run
+    folder's result, else the shared store's (not under ``force``, but for a checkpoint), as ``store.find`` judges."""
+    vp = ready_plan(vp, stage, vs)
+    key, config = job_key(vp, stage, vs, env), vp.config(stage)
+    folder = RunFolder(run_dir / "variants" / vp.variant.name, lock)
+    return find(stage, key, config, folder, shared_store(stage, config, env, out_root), use_shared=not force)
 
 
 def ready_plan(vp, stage: str, vs):
@@ -42,32 +51,36 @@ def ready_plan(vp, stage: str, vs):
     return with_results(vp, vs)
 
 
-def made_with(vs, rebuilt_from=None):
-    """What a variant's kept results were made with: its prerequisite stages' results in ``vs`` (its
-    ``VariantSummary``), but a checkpoint rebuilt byte for byte under another content key counts as the one the run
-    used (``rebuilt_from``: that one's result; runner.rebuilt kept what was made with it)."""
-    done = SimpleNamespace(**{s: getattr(vs, s, None) for s in registry.run_order() if STAGES[s].prerequisite})
-    for s in (s for s in registry.run_order() if STAGES[s].builds_checkpoint):
-        now = getattr(done, s)
-        same = rebuilt_from is not None and now is not None and rebuilt_from.content_sha256
-        if same and rebuilt_from.content_sha256 == now.content_sha256:
-            setattr(done, s, rebuilt_from)
-    return done
+def miss_note(stage: str, variant: str, found: Found, vp) -> list[str]:
+    """Why a result the run folder held is not the job's hit now (``found``: its lookup, ``vp``: the variant's plan):
+    it runs again; for a checkpoint only when its key changed (``checkpoint_note`` says the rest once it is there)."""
+    if not builds_checkpoint(stage):
+        return [f"{variant}: its {stage} result{found.why}: it runs again"]
+    if found.tag != "stale-key":
+        return []
+    return [f"{variant}: the checkpoint's content key changed since the run began ({found.earlier.key[:12]} -> "
+            f"{vp.config(stage).key[:12]}): it is built again"]
 
 
-def kept_result(vp, stage: str, result, vs, rebuilt_from, vdir: Path, env: dict[str, str]):
-    """A kept result (a resumed run) once its job is ready: the run folder's ``lookup`` under the key its earlier
-    stages' results give it now (evaluate's, kvcheck's and benchmark's known only once the checkpoint's content is),
-    or None when it was made under another key or records none. One kept across a byte-identical rebuild under a new
-    checkpoint key is recorded under its key now, so that a later resume finds it."""
-    if recorded_key(result) is None:  # rundir.kept_results keeps none; nothing says which job made it
-        return None
-    folder = RunFolder(vdir)
-    if folder.lookup(stage, job_key(vp, stage, made_with(vs, rebuilt_from), env)) is None:
-        return None
-    if rebuilt_from is not None and (now := job_key(vp, stage, vs, env)) is not None and now != recorded_key(result):
-        return folder.put(stage, now, result)
-    return result
+def checkpoint_note(old, new, variant: str, plan) -> list[str]:
+    """A checkpoint a resumed run built again or found anew (the run folder's result missed: its folder was gone, or
+    its key changed): the same content as the one the run used, and the results made with it keep their keys; other
+    content, and every result made with it (of each variant served from it) runs again, its key moved with it."""
+    where = "rebuilt on this machine" if not new.cache_hit else f"found at {new.checkpoint}"
+    if old.content_sha256 and old.content_sha256 == new.content_sha256:
+        return [f"{variant}: checkpoint {where}, identical to the one the run used "
+                f"(sha256 {new.content_sha256[:12]}); its results are kept"]
+    users = [vp.variant.name for vp in plan.variants if vp.model_path == plan_path(plan, variant)]
+    made = sorted((s, v) for v in users for s in STAGES if not builds_checkpoint(s)
+                  and (plan.run_dir / "variants" / v / result_file(s)).is_file())
+    redoing = ", ".join(f"{s} {v}" for s, v in made) or "nothing (no later result yet)"
+    was = (old.content_sha256 or "not recorded")[:12]
+    return [f"{variant}: checkpoint {where} differs from the one the run used (sha256 {was} -> "
+            f"{(new.content_sha256 or '?')[:12]}): redoing {redoing}"]
+
+
+def plan_path(plan, variant: str) -> str:
+    return next(vp.model_path for vp in plan.variants if vp.variant.name == variant)
 
 
 def record(vs, stage: str, result, vp=None) -> None:

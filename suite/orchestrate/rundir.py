@@ -1,4 +1,4 @@
-"""The run folder: its name, its lock, the recipe copy and plan.json it holds, and what a resume keeps of it."""
+"""The run folder: its name, its lock, the recipe copy and plan.json it holds, and what a run promised at its start."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+from suite.orchestrate.jobs import stage_jobs
+from suite.orchestrate.store import RunFolder, job_key, shared_store
 from suite.runtime import safeio
+from suite.runtime.envs import stage_env
 from suite.recipe.loaded import fields_that_differ
 from suite.records import migrate
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, load_recipe, serving_problems
-from suite.stages.registry import EVALUATE, STAGES, run_order
+from suite.stages.registry import run_order
 
 
 def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
@@ -60,143 +63,34 @@ def acquire_run_lock(run_dir: Path):
 
 
 def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
-    """The run's plan (checkpoints under ``out_root``) and the results a resume keeps; the plan is written to
-    plan.json."""
+    """The run's plan (checkpoints under ``out_root``), written to plan.json (what this attempt runs: `suite gate`
+    binds every result to its job in it), and for a resume the jobs whose run-folder results are hits before
+    anything runs (``expected_hits``); when some job will run, a SuiteError if this machine cannot serve the recipe."""
     from suite.plan.planner import make_plan
 
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
-    if resume:
-        keep_batch_limits_of_older_runs(plan, run_dir)
-    kept, notes = kept_results(loaded, plan, run_dir, resume)
-    # what this attempt runs (a resume's too, once the earlier plan was read: with --accept-recipe-change its jobs
-    # differ): `suite gate` binds every result to its job in it
+    expected = expected_hits(plan, run_dir, out_root) if resume else {}
+    if resume and len(expected) < len(plan.jobs()) and (problems := serving_problems(loaded)):
+        raise SuiteError(problems)
     (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
-    return plan, kept, notes
+    return plan, expected
 
 
-def keep_batch_limits_of_older_runs(plan, run_dir: Path) -> None:
-    """A run planned before ``EvaluateConfig.batch_limits`` existed scored with vLLM's own batch limits: its
-    evaluations still to run keep them, so that they pair with the kept ones (the decode batch moves FP8 KV
-    scores: studies/2026-12-01-fp8-kv-cache)."""
-    try:
-        stored = safeio.read_json(run_dir / "plan.json", "record").get("variants", {})
-    except (OSError, ValueError):
-        return
-
-    older = any(isinstance(v.get(EVALUATE), dict) and "batch_limits" not in v[EVALUATE] for v in stored.values())
-    if not older:
-        return
-    for vp in plan.variants:
-        if vp.evaluate is not None and vp.evaluate.batch_limits != "llm":
-            vp.evaluate = vp.evaluate.model_copy(update={"batch_limits": "llm"})
-
-
-REBUILD = "quantize (rebuilt)"  # kept_results' key for a quantize result whose checkpoint is no longer there
-
-
-def kept_results(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool) -> tuple[dict, list[str]]:
-    """{(stage, variant): result} a resumed run keeps (none for a new run), and under (REBUILD, variant)
-    the quantize results whose checkpoints are gone or whose content key is no longer the plan's; when a resume
-    still has jobs to run, a SuiteError if this machine cannot serve the recipe. With it, a line for each result
-    not kept. A result that records the content key it was made under (kvcheck's and benchmark's ``key``, evaluate's
-    ``cache_key``: suite.orchestrate.store) is kept only while its job's key is the same; where that key depends on
-    the checkpoint's content, known only once the quantize job has run again or been kept, the runner compares it
-    then (runner.schedule). Named first, as the reason: an evaluate or benchmark result made with other versions
-    of the serve environment's key packages (vLLM, lm-eval, torch, transformers) than it has now is not kept, its
-    file renamed ``.stale-versions`` (a resumed run must not pair scores of two vLLMs), and neither are the results
-    of an unquantized variant whose model's content changed since the run began (``drop_other_base_models``).
-    A result that records no key (``store.recorded_key``) is not kept: its file is renamed ``.no-key``."""
-    from suite.orchestrate import store
-    from suite.orchestrate.jobs import builds_checkpoint
-
-    if not resume:
-        return {}, []
-    kept = store.in_run_folder(run_dir, plan.jobs())
+def expected_hits(plan, run_dir: Path, out_root: Path) -> dict:
+    """{(stage, variant): result} of the jobs whose run-folder result is a hit with the keys known before anything
+    runs (each job's prerequisites: the results found before it, in the DAG's order), judged as the job loop's
+    lookup judges (``store.RunFolder.lookup``) and nothing written: what a resume will not run, unless a checkpoint
+    it is served from turns out otherwise when its job is looked up."""
+    env, found = stage_env(plan.env), {}
     planned = {vp.variant.name: vp for vp in plan.variants}
-    notes = []
-    for (stage, name), res in list(kept.items()):  # nothing says which job made it: it is not kept
-        if store.recorded_key(res) is None:
-            set_aside(kept, run_dir, stage, name, "no-key")
-            notes.append(f"{name}: its {stage} result records no content key (made before results recorded one): "
-                         "it runs again")
-    for (stage, name), res in list(kept.items()):
-        if builds_checkpoint(stage):
-            notes += _check_checkpoint(kept, planned[name], stage, name, res)
-    # what changed by name (the model, the serve environment's versions): the reason a note gives, for a result
-    # that records its key too (its key covers both); an older result without one is judged by these alone
-    notes += drop_other_base_models(plan, kept, run_dir)
-    notes += drop_other_versions(kept, run_dir)
-    env = None
-    for (stage, name), res in list(kept.items()):
-        if stage == REBUILD or builds_checkpoint(stage):
-            continue
-        if env is None:
-            from suite.runtime.envs import stage_env
-
-            env = stage_env(plan.env)
-        done = SimpleNamespace(**{s: r for (s, n), r in kept.items() if n == name})  # its earlier stages' results
-        key = store.job_key(planned[name], stage, done, env)  # None until its checkpoint is known: runner.schedule
-        if not store.holds(res, key):  # made under another key than its job's now: it runs again
-            set_aside(kept, run_dir, stage, name, "stale-key")
-            notes.append(f"{name}: its {stage} result's content key changed since the run began: it runs again")
-    if len([k for k in kept if k[0] != REBUILD]) < len(plan.jobs()):  # something will run: can we serve it?
-        if problems := serving_problems(loaded):
-            raise SuiteError(problems)
-    return kept, notes
-
-
-def _check_checkpoint(kept: dict, vp, stage: str, name: str, res) -> list[str]:
-    """A kept quantize result whose content key is no longer its job's, or whose checkpoint is gone, moves to
-    (REBUILD, variant): its job runs again; a line when the key changed."""
-    from suite.orchestrate import store
-
-    key = store.job_key(vp, stage)
-    if not store.holds(res, key):
-        # what builds the checkpoint changed since (the base model's content, the quantization, the calibration
-        # data or the quantizer's versions): it is built again, like a lost one, and what was made with the old
-        # one is redone unless the new one is the same, byte for byte (runner.rebuilt)
-        kept[REBUILD, name] = kept.pop((stage, name))
-        return [f"{name}: the checkpoint's content key changed since the run began ({res.key[:12]} -> "
-                f"{str(key)[:12]}): it is built again"]
-    if not (Path(res.checkpoint) / ".complete").is_file():
-        # a fresh machine: the checkpoint is gone. The quantize job runs again and rebuilds it from its
-        # content key; runner.schedule compares the rebuild's content hash with the recorded one
-        # (REBUILD: this result) and redoes what was made with a checkpoint that differs.
-        kept[REBUILD, name] = kept.pop((stage, name))
-    return []
-
-
-def set_aside(kept: dict, run_dir: Path, stage: str, name: str, tag: str) -> None:
-    """Drop a kept result and rename its file ``<stage>.result.<tag>.json``: a resume interrupted before its job runs
-    again must not find it either."""
-    kept.pop((stage, name), None)
-    res = run_dir / "variants" / name / f"{stage}.result.json"
-    if res.is_file():
-        res.rename(res.with_name(f"{stage}.result.{tag}.json"))
-
-
-def drop_other_versions(kept: dict, run_dir: Path) -> list[str]:
-    """Drop from ``kept`` (and set aside, ``.stale-versions``) the results of the serve environment's stages whose
-    recorded versions of the key packages differ from that environment's now; a line for each. Results that
-    recorded none (older ones) are kept, and the environment is asked only when some result recorded versions."""
-    from suite.plan.keys import KEY_PACKAGES
-
-    recorded = {k: r for k, r in kept.items()
-                if k[0] in STAGES and STAGES[k[0]].environment == "serve" and getattr(r, "versions", None)}
-    if not recorded:
-        return []
-    from suite.runtime.envs import serve_versions
-
-    now = serve_versions()
-    notes = []
-    for (stage, name), res in recorded.items():
-        changed = [f"{p} {res.versions.get(p)} -> {now.get(p)}" for p in KEY_PACKAGES
-                   if res.versions.get(p) != now.get(p)]
-        if changed:
-            set_aside(kept, run_dir, stage, name, "stale-versions")
-            notes.append(f"{name}: its {stage} result was made with other versions than this environment's "
-                         f"({', '.join(changed)}): it runs again")
-    return notes
+    for job in stage_jobs(plan):
+        vp = planned[job.variant]
+        done = SimpleNamespace(**{s: r for (s, n), r in found.items() if n == job.variant})
+        key = job_key(vp, job.stage, done, env)
+        shared = shared_store(job.stage, vp.config(job.stage), env, out_root)
+        if key is not None and (hit := RunFolder(run_dir / "variants" / job.variant).lookup(job.stage, key, shared)):
+            found[job.stage, job.variant] = hit
+    return found
 
 
 def plan_json(plan, recipe_path: Path | None = None) -> str:
@@ -210,46 +104,7 @@ def plan_json(plan, recipe_path: Path | None = None) -> str:
                                        **({"checkpoint": vp.checkpoint} if getattr(vp, "checkpoint", None) else {}),
                                        **{s: (c.model_dump() if (c := vp.config(s)) else None) for s in run_order()}}
                      for vp in plan.variants},
-        "base_fingerprints": base_fingerprints(plan),
     }, indent=2)
-
-
-def base_fingerprints(plan) -> dict[str, str]:
-    """The content fingerprint of the model each unquantized variant is served from (``keys.weights_fingerprint``,
-    through the per-machine hash cache): a resume redoes that variant's results when its model changed since."""
-    from suite.plan.keys import weights_fingerprint
-
-    paths = {vp.variant.name: vp.model_path for vp in plan.variants if vp.quantize is None}
-    by_path = {p: weights_fingerprint(p) for p in set(paths.values())}  # variants sharing a model: hashed once
-    return {name: by_path[p] for name, p in paths.items()}
-
-
-def drop_other_base_models(plan, kept: dict, run_dir: Path) -> list[str]:
-    """Drop from ``kept`` (and set aside, ``.stale-model``) the results of each unquantized variant whose
-    model's fingerprint differs from the one plan.json recorded when the run began (a folder rewritten between the
-    attempts), and record the new fingerprints there, so that the results made now stand at a later resume; a line
-    for each variant. A plan.json from before fingerprints were recorded: nothing is checked."""
-    path = run_dir / "plan.json"
-    try:
-        stored = safeio.read_json(path, "record")
-    except (OSError, ValueError):
-        return []
-    recorded = stored.get("base_fingerprints")
-    if not isinstance(recorded, dict):
-        return []
-    now = base_fingerprints(plan)
-    notes = []
-    for name, fingerprint in now.items():
-        if recorded.get(name) in (None, fingerprint):
-            continue
-        dropped = sorted(stage for stage, v in kept if v == name)
-        for stage in dropped:
-            set_aside(kept, run_dir, stage, name, "stale-model")
-        notes.append(f"{name}: its model's content changed since the run began ({recorded[name][:12]} -> "
-                     f"{fingerprint[:12]}): {', '.join(dropped) or 'nothing kept yet'} run again")
-    if notes:
-        path.write_text(json.dumps({**stored, "base_fingerprints": {**recorded, **now}}, indent=2))
-    return notes
 
 
 # --------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Callable
 from suite.analysis import summary as summaries
 from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
 from suite.orchestrate.executors import JobCall, make_executor
-from suite.orchestrate.store import STORE_ENV, store_root
+from suite.orchestrate.store import STORE_ENV, recorded_key, store_root
 from suite.stages.registry import STAGES
 from suite.outputs.publish import now, publish
 from suite.records.paths import recorded_run_dir
@@ -89,7 +89,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
              resume: Path | None, watch: Watcher | None = None,
              recipe_changed: list[str] | None = None) -> "summaries.RunSummary":
     r = loaded.recipe
-    plan, kept, resume_notes = rundir.prepare(loaded, run_dir, out_root, resume is not None)
+    plan, expected = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     env = envs.stage_env(plan.env)
     env[STORE_ENV] = str(store_root(loaded, out_root))  # the evaluation cache and the engines' compile caches
@@ -100,7 +100,6 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     summary = summaries.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
                               versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
                               started=now())
-    summary.warnings += resume_notes  # results of the earlier attempt made from other inputs, not kept
     if recipe_changed:
         summary.recipe_changed_on_resume = list(recipe_changed)
         summary.warnings.append(f"resumed with --accept-recipe-change: recipe.yaml differs from the one the run "
@@ -114,7 +113,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
         report("run", "", "tracking", live.url)
     try:
         with progress.watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
-            totals = schedule(plan, summary, kept, plan.executor, run_dir, out_root, env, force, lock,
+            totals = schedule(plan, summary, expected, plan.executor, run_dir, out_root, env, force, lock,
                               live.hear(report), watch)
         summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
         summary = publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report,
@@ -125,15 +124,17 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     return summary
 
 
-def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env: dict[str, str], force: bool, lock,
-             report: Reporter, watch: Watcher | None = None) -> dict[str, float]:
-    """Run the plan's DAG on the executor ``spec`` asks for: a job is sent when every job it waits for has
-    succeeded (skipped, with the reason, when one failed), and the executor starts it when it fits; a job whose
-    kept result (a resumed run) holds its key now is not run. Writes ``jobs.json`` (where and when each job ran, the
-    executor's overhead); returns each stage's total wall time."""
-    loop = JobLoop(plan, summary, kept, make_executor(spec), report, env,
+def schedule(plan, summary, expected: dict, spec, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
+             lock, report: Reporter, watch: Watcher | None = None) -> dict[str, float]:
+    """Run the plan's DAG on the executor ``spec`` asks for: a job is looked up in the store when every job it waits
+    for has succeeded (skipped, with the reason, when one failed), and sent to the executor, which starts it when it
+    fits, only when that misses (``expected``: the hits a resume's look before anything ran found). Writes
+    ``jobs.json`` (where and when each job ran, the executor's overhead); returns each stage's total wall time."""
+    loop = JobLoop(plan, summary, expected, make_executor(spec), report, env,
                    lambda job, vp, vs: JobCall(job.stage, vp, vs, run_dir, out_root, env, force, lock,
-                                               stageproc.interpreter(job.stage)))
+                                               stageproc.interpreter(job.stage)),
+                   lambda job, vs: jobs.look_up(job.stage, loop.plans[job.variant], vs, run_dir, out_root, env, force,
+                                                lock))
     executor, t0, checked = loop.executor, time.time(), False
     try:
         executor.start()
@@ -163,11 +164,14 @@ def schedule(plan, summary, kept: dict, spec, run_dir: Path, out_root: Path, env
 class JobLoop:
     """One run's job loop as it stands: the jobs still pending, what each settled one came to (``state``: job id ->
     ok | failed | skipped), the variants' summaries and plans, each stage's total time and the timeline. ``call``:
-    (job, the variant's plan as the job runs it, its summary) -> the executor's JobCall."""
+    (job, the variant's plan as the job runs it, its summary) -> the executor's JobCall; ``look_up``: (job, its
+    variant's summary) -> what the store holds for it (``store.Found``); ``expected``: the hits a resume expects."""
 
-    def __init__(self, plan, summary, kept: dict, executor, report: Reporter, env: dict[str, str], call):
-        self.plan, self.summary, self.kept, self.executor, self.report, self.env, self.call = (
-            plan, summary, kept, executor, report, env, call)
+    def __init__(self, plan, summary, expected: dict, executor, report: Reporter, env: dict[str, str], call, look_up):
+        self.plan, self.summary, self.expected, self.executor, self.report, self.env, self.call = (
+            plan, summary, expected, executor, report, env, call)
+        self.look_up = look_up
+        self.earlier: dict[str, object] = {}  # job id -> the run folder's checkpoint result its lookup did not take
         self.by_name = {v.name: v for v in summary.variants}
         self.plans = {vp.variant.name: vp for vp in plan.variants}
         self.totals: dict[str, float] = {}
@@ -188,23 +192,20 @@ class JobLoop:
         """Before anything runs, not once its inputs exist. Kept apart from the variant's errors until the end: an
         error skips every later job of its variant, and the variant's other jobs (kept results of a resumed run, a
         checkpoint another variant builds on) must still run."""
-        for job, why in refused_at_start(self.pending, self.kept, self.executor):
+        for job, why in refused_at_start(self.pending, self.expected, self.executor):
             self.refusals.setdefault(job.variant, f"{job.stage} not run: {why}")
             self.settle(job, "skipped", "skipped")
 
     def send_ready(self) -> bool:
-        """Each pending job whose dependencies are settled: resumed from its kept result (when it holds the job's
-        key now), skipped, or sent to the executor with the variant's plan as it runs it (jobs.ready_plan: what a
-        prerequisite stage chose passed on). Whether anything moved."""
+        """Each pending job whose dependencies are settled: taken from the store when its lookup hits (the run
+        folder's result: 'resumed'; a shared store's: 'cached'), skipped, or sent to the executor with the variant's
+        plan as it runs it (jobs.ready_plan: what a prerequisite stage chose passed on). Whether anything moved."""
         progressed = False
         for job in [j for j in self.pending if all(d in self.state for d in j.deps)]:
             vs = self.by_name[job.variant]
             failed_dep = next((d for d in job.deps if self.state[d] != "ok"), None)
-            if not failed_dep and not vs.errors and self.kept_holds(job, vs):
-                result = self.kept[job.stage, job.variant]
-                jobs.record(vs, job.stage, result, self.plans[job.variant])
-                self.totals[job.stage] = self.totals.get(job.stage, 0.0) + getattr(result, "wall_s", 0.0)
-                self.settle(job, "ok", "resumed")
+            if not failed_dep and not vs.errors and (found := self.looked_up(job, vs)).result is not None:
+                self.take(job, vs, found)
             elif failed_dep or vs.errors or (why := self.executor.never_fits(job)):
                 if not vs.errors:
                     why = f"{failed_dep} did not succeed" if failed_dep else why
@@ -219,21 +220,29 @@ class JobLoop:
             progressed = True
         return progressed
 
-    def kept_holds(self, job, vs) -> bool:
-        """Whether ``job`` has a kept result made under its key now (jobs.kept_result); one made under another key is
-        set aside (``.stale-key``) and the job runs again, with a warning."""
-        if (job.stage, job.variant) not in self.kept:
-            return False
-        held = jobs.kept_result(self.plans[job.variant], job.stage, self.kept[job.stage, job.variant], vs,
-                                self.kept.get((rundir.REBUILD, job.variant)),
-                                self.plan.run_dir / "variants" / job.variant, self.env)
-        if held is not None:
-            self.kept[job.stage, job.variant] = held
-            return True
-        rundir.set_aside(self.kept, self.plan.run_dir, job.stage, job.variant, "stale-key")
-        self.summary.warnings.append(f"{job.variant}: its {job.stage} result's content key changed since the run "
-                                     "began: it runs again")
-        return False
+    def looked_up(self, job, vs):
+        """The job's lookup (``store.Found``); a miss of a result the run folder held (a resume) says why it runs
+        again (jobs.miss_note), and a checkpoint's is kept until the checkpoint is there again (jobs.checkpoint_note)."""
+        found = self.look_up(job, vs)
+        if found.earlier is not None:
+            self.summary.warnings += jobs.miss_note(job.stage, job.variant, found, self.plans[job.variant])
+            if jobs.builds_checkpoint(job.stage):
+                self.earlier[job.id] = found.earlier
+        return found
+
+    def take(self, job, vs, found) -> None:
+        """A hit as the job's result: into its variant's summary, its recorded time into the totals; a shared store's
+        for the baseline's evaluation said once ('reused from')."""
+        jobs.record(vs, job.stage, found.result, self.plans[job.variant])
+        self.totals[job.stage] = self.totals.get(job.stage, 0.0) + getattr(found.result, "wall_s", 0.0)
+        if jobs.builds_checkpoint(job.stage) and job.id in self.earlier:
+            self.summary.warnings += jobs.checkpoint_note(self.earlier.pop(job.id), found.result, job.variant,
+                                                          self.plan)
+        self.settle(job, "ok", "resumed" if found.where == "run" else "cached")
+        scored = not STAGES[job.stage].check_of and not jobs.builds_checkpoint(job.stage)
+        if found.where == "store" and vs.is_baseline and scored:
+            self.report("run", "", "note", f"baseline: reused from {self.env.get(STORE_ENV)} (key "
+                        f"{recorded_key(found.result)}): its {job.stage} is not run again")
 
     def finished(self, f, t0: float) -> None:
         """A job the executor ran: its outcome into its variant's summary (a rebuilt checkpoint compared with the
@@ -251,48 +260,25 @@ class JobLoop:
             self.report(job.stage, job.variant, "failed")
             return
         jobs.record(vs, job.stage, outcome.result, self.plans[job.variant])
-        if jobs.builds_checkpoint(job.stage) and (old := self.kept.get((rundir.REBUILD, job.variant))) is not None:
-            self.summary.warnings += rebuilt(old, outcome.result, job.variant, self.plan, self.kept)
+        if jobs.builds_checkpoint(job.stage) and job.id in self.earlier:
+            self.summary.warnings += jobs.checkpoint_note(self.earlier.pop(job.id), outcome.result, job.variant,
+                                                          self.plan)
         self.state[job.id] = "ok"
         self.report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
-        if getattr(outcome.result, "cache_hit", False) and vs.is_baseline and not STAGES[job.stage].check_of:
-            self.report("run", "", "note", f"baseline: reused from {self.env.get(STORE_ENV)} (key "
-                        f"{outcome.result.cache_key}): its {job.stage} is not run again")
 
 
-def refused_at_start(pending: list, kept: dict, executor) -> list[tuple]:
+def refused_at_start(pending: list, expected: dict, executor) -> list[tuple]:
     """(job, why) for each job the executor can never hold (``never_fits``: more GPUs, CPUs or memory than any node
     has), then for each job that only feeds such jobs (a quantize whose every user never fits: its checkpoint would
-    be built for nothing), each group in DAG order, so that a variant's first error names the cause. Kept results of
-    a resumed run are not refused."""
+    be built for nothing), each group in DAG order, so that a variant's first error names the cause. A job a resume
+    expects to find in its run folder (``expected``) is not refused."""
     direct = {j.id: (j, why) for j in pending
-              if (j.stage, j.variant) not in kept and (why := executor.never_fits(j))}
+              if (j.stage, j.variant) not in expected and (why := executor.never_fits(j))}
     derived: dict[str, tuple] = {}
     for job in reversed(pending) if direct else ():  # later jobs first: a job's users come after it in the DAG
         users = [j for j in pending if job.id in j.deps]
-        if job.id in direct or (job.stage, job.variant) in kept or not users:
+        if job.id in direct or (job.stage, job.variant) in expected or not users:
             continue
         if all(u.id in direct or u.id in derived for u in users):
             derived[job.id] = (job, f"every job that needs it cannot run here ({', '.join(u.id for u in users)})")
     return [direct[j.id] for j in pending if j.id in direct] + [derived[j.id] for j in pending if j.id in derived]
-
-
-def rebuilt(old, new, variant: str, plan, kept: dict) -> list[str]:
-    """A checkpoint a resumed run had to rebuild (the folder was gone: another machine): when its content
-    hash differs from the one the run's earlier results were made with, those results (of every variant
-    served from it) are dropped from ``kept``, so their jobs run again; a warning says which."""
-    if old.content_sha256 and old.content_sha256 == new.content_sha256:
-        return [f"{variant}: checkpoint rebuilt on this machine, identical to the one the run used "
-                f"(sha256 {new.content_sha256[:12]}); its results are kept"]
-    users = [vp.variant.name for vp in plan.variants if vp.model_path == plan_path(plan, variant)]
-    dropped = sorted((s, v) for (s, v) in kept if v in users and s != rundir.REBUILD and not jobs.builds_checkpoint(s))
-    for stage, name in dropped:
-        rundir.set_aside(kept, plan.run_dir, stage, name, f"stale-{(old.content_sha256 or 'unknown')[:12]}")
-    redoing = ", ".join(f"{s} {v}" for s, v in dropped) or "nothing (no later result yet)"
-    was = (old.content_sha256 or "not recorded")[:12]
-    return [f"{variant}: checkpoint rebuilt on this machine differs from the one the run used (sha256 {was} -> "
-            f"{(new.content_sha256 or '?')[:12]}): redoing {redoing}"]
-
-
-def plan_path(plan, variant: str) -> str:
-    return next(vp.model_path for vp in plan.variants if vp.variant.name == variant)

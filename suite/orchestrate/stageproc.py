@@ -1,5 +1,5 @@
 """One stage process: run under procs.supervised, with the interpreter its registry entry names, and its result.
-Its own module so that jobs (one job of a plan) and eval_cache both import it one way (no circle)."""
+Its own module so that jobs (one job of a plan) and the store both import it one way (no circle)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,23 @@
-"""One result store: a stage's result under its content key (the keys of suite.plan.keys), so that a job whose key
-already holds a result is not run again.
+"""One result store, one lookup: a job whose content key (suite.plan.keys) has a result in the store is a hit and does
+not run; anything else runs, and its result records its key (``records.base.JobStamp``, written by the stage process).
 
-``Store(root)``: ``lookup(stage, key)`` / ``put(stage, key, result)`` over ``<root>/<key>/<stage>.result.json`` and
-the files the result names (copied beside it, the result rewritten to point at the copies), written to a temporary
-folder and renamed, so a half-written entry is never used. The evaluation cache is the store at
-``<output_dir>/eval-cache`` (suite.orchestrate.eval_cache: same layout as before, so its entries still hit).
-
-A run folder holds one result per planned job (``variants/<name>/<stage>.result.json``): ``RunFolder(vdir)`` is
-the same ``lookup`` / ``put`` over a variant's folder, the key recorded in the result (``KEY_FIELDS``). ``job_key(vp,
-stage, done)`` is the key the plan gives a job once its prerequisites' results are known (kvcheck's, evaluate's and
-benchmark's depend on the checkpoint's content and kvcheck's choices); a resume keeps a result only while it holds
-that key (suite.orchestrate.rundir.kept_results before anything runs, the runner once the job is ready), and
-keeps no result that records none. The stage process writes the key (with its job, ``records.base.JobStamp``) into
-its result itself, so a result is never on disk without it.
+A hit is, for a job whose key is known (its prerequisites' results in hand):
+- the run folder's own result (``RunFolder``: ``variants/<name>/<stage>.result.json``) when it records that key and,
+  for the serve environment's stages, the versions of ``keys.KEY_PACKAGES`` that environment has now (a result that
+  says it was made on another vLLM is not a hit, whatever key it records), and, for a checkpoint, when the checkpoint
+  folder is there, complete, and its files hash to the content sha256 the result records; else
+- the store shared between runs, for the stages that have one (``shared_store``): the evaluation cache
+  (``Store(<store>/eval-cache)``, one folder per key; skipped under ``--force``) and the checkpoints (a checkpoint
+  folder, named by its key, is the entry: ``CheckpointStore``, the same check as the quantize stage's own,
+  ``runtime.ckptfiles.lookup``). Such a hit is filed into the run folder as this job's (its files copied beside it),
+  so the run folder holds everything its verdict reads.
+A result that records no key is never a hit. What each earlier reconciliation pass of a resume guarded is in the key
+or in this check: the base model's content and the serve environment's versions are in the evaluate and benchmark
+keys, the checkpoint's content sha256 is the model's identity in every key after it (a rebuild byte for byte the
+same keeps their results; one that differs redoes them), and the batch limits an evaluation ran with are in its
+key (an older run's evaluations planned with other limits are redone, so every variant's scores pair).
+``lookup`` judges without writing (a resume's look before anything runs uses it); ``find`` is the job loop's: a
+run-folder result that misses is renamed ``<stage>.result.<why>.json`` and a shared hit is filed.
 """
 
 from __future__ import annotations
@@ -21,15 +26,17 @@ import os
 import shutil
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
+from suite.orchestrate.stageproc import read_result
 from suite.plan import keys
 from suite.records.base import JobStamp, Record
 from suite.records.paths import run_folder_of
-from suite.runtime import safeio
+from suite.runtime import ckptfiles, envs, safeio
 from suite.runtime.engine.compilecache import STORE_ENV
 from suite.runtime.settings import Settings
 from suite.stages import registry
-from suite.stages.registry import STAGES
+from suite.stages.registry import EVALUATE, STAGES
 
 
 
@@ -64,12 +71,13 @@ class Store:
     def lookup(self, stage: str, key: str) -> Record | None:
         """The result ``put`` under ``key``, marked a cache hit (where its record has that field); None: a miss, as is
         an entry whose result records another key than its folder's name (a folder copied or renamed by hand: what it
-        holds was made under that other key; its job runs again and ``put`` replaces it)."""
+        holds was made under that other key; its job runs again and ``put`` replaces it) or other versions than the
+        environment has now (``other_versions``)."""
         path = self.root / key / result_file(stage)
         if not path.is_file():
             return None
         result = STAGES[stage].result.read(path, root=self.root / key)  # its files' names are the entry's
-        if not holds(result, key):
+        if not holds(result, key) or other_versions(stage, result):  # as a run folder's result is judged
             return None
         return result.model_copy(update={"cache_hit": True}) if "cache_hit" in type(result).model_fields else result
 
@@ -95,19 +103,29 @@ class Store:
 
 class RunFolder:
     """A variant's folder of a run as a store: one result a stage (``variants/<name>/<stage>.result.json``), with the
-    key it was made under recorded in it (``KEY_FIELDS``). ``lookup(stage, key)``: the result there when it was made
-    under ``key`` (a result that records none matches, as does ``key`` None: not known yet); ``put`` records the key
-    in the result and writes it there. A resume is the run's plan with each job looked up here first."""
+    key it was made under recorded in it (``KEY_FIELDS``). ``lookup``: the result there when it is a hit for the job
+    (the module's docstring); ``put`` records the key in the result and writes it there."""
 
     def __init__(self, vdir: Path, lock=None):
         self.vdir = Path(vdir)
         self.lock = lock  # the run's suite.runtime.lock.RunLock: ``put`` writes only while the run owns the folder
 
-    def lookup(self, stage: str, key: str | None) -> Record | None:
-        from suite.orchestrate.stageproc import read_result
+    def result(self, stage: str) -> Record | None:
+        """The result in the folder, whatever key it records (None: none, or one that does not read)."""
+        return read_result(self.vdir, stage)[0]
 
-        result = read_result(self.vdir, stage)[0]
-        return result if result is not None and holds(result, key) else None
+    def lookup(self, stage: str, key: str | None, shared=None) -> Record | None:
+        """The folder's result when it is a hit for ``stage``'s job under ``key`` (``shared``: the job's shared store,
+        where a checkpoint's folder is checked); None: a miss."""
+        result = self.result(stage)
+        return result if result is not None and miss_reason(stage, result, key, shared)[0] is None else None
+
+    def set_aside(self, stage: str, tag: str) -> None:
+        """Rename the stage's result ``<stage>.result.<tag>.json`` (a result that is not its job's now: a resume
+        interrupted before the job runs again must not file it as the job's either)."""
+        res = self.vdir / result_file(stage)
+        if res.is_file() and (self.lock is None or self.lock.owned()):
+            res.rename(res.with_name(f"{stage}.result.{tag}.json"))
 
     def put(self, stage: str, key: str, result: Record) -> Record:
         """``result`` recorded under ``key`` (its key field and its job's) and written here."""
@@ -142,17 +160,22 @@ class RunFolder:
             stamped.write(self.vdir / result_file(stage))
         return stamped
 
-    def file(self, stage: str, key: str, hit: Record) -> Record:
-        """A result found in another store (``hit``: the evaluation cache's) filed as this variant's: its files
-        copied into the stage's folder here, so that the run folder holds everything its verdict
-        reads, and ``put`` under ``key`` pointing at them (a run folder taken over by another run: left alone, the
-        hit as it is)."""
+    def file(self, stage: str, key: str, hit: Record, config: Record) -> Record:
+        """A result found in a shared store (``hit``) filed as this variant's job's, made for ``config``: the config
+        written, the files it names copied into the stage's folder here (so that the run folder holds everything its
+        verdict reads), and the result stamped as this job's under ``key``, pointing at them (a run folder taken
+        over by another run: left alone, the hit as it is)."""
         if self.lock is not None and not self.lock.owned():
             return hit
-        folder = self.vdir / STAGES[stage].output_dirs[0]
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        return self.put(stage, key, copy_files(stage, hit, folder, folder))
+        config.write(self.vdir / f"{stage}.config.json", root=run_folder_of(self.vdir))
+        if STAGES[stage].result_files:  # a checkpoint's result names no file: its folder is the store's entry
+            folder = self.vdir / STAGES[stage].output_dirs[0]
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            hit = copy_files(stage, hit, folder, folder)
+        if "job" in type(hit).model_fields:  # the job that made the entry is not this one: stamped anew, written once
+            hit = hit.model_copy(update={"job": None})
+        return self.bind(stage, key, hit)
 
 
 def copy_files(stage: str, result: Record, into: Path, named: Path) -> Record:
@@ -171,13 +194,6 @@ def copy_files(stage: str, result: Record, into: Path, named: Path) -> Record:
         value = getattr(result, name)
         update[name] = {k: copy(f) for k, f in value.items()} if isinstance(value, dict) else copy(value)
     return result.model_copy(update=update)
-
-
-def in_run_folder(run_dir: Path, jobs) -> dict:
-    """{(stage, variant): result} of the ``jobs`` ((stage, variant) pairs) that have a readable result in the run
-    folder (each folder's ``lookup`` with no key yet: rundir.kept_results judges the keys)."""
-    return {(stage, name): res for stage, name in jobs
-            if (res := RunFolder(Path(run_dir) / "variants" / name).lookup(stage, None)) is not None}
 
 
 def prerequisites_before(vp, stage: str) -> list[str]:
@@ -221,7 +237,92 @@ def recorded_key(result: Record) -> str | None:
 
 
 def holds(result: Record, key: str | None) -> bool:
-    """Whether ``result`` was made under ``key`` (any result matches a job whose key is not known yet, None; a result
-    that records no key matches no known key: a resume runs its job again)."""
+    """Whether ``result`` was made under ``key`` (a result that records no key, or a job whose key is not known, None:
+    not)."""
     made = recorded_key(result)
-    return key is None or made == key
+    return made is not None and made == key
+
+
+class CheckpointStore:
+    """The checkpoints as a store: a checkpoint job's entry is its checkpoint folder (``checkpoint_dir``, named by its
+    key), found by the same check as the quantize stage's own (``runtime.ckptfiles.lookup``), its files hashed
+    through the per-machine hash cache (``keys.hash_cache``: read once). ``put``: the stage wrote it there itself."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def lookup(self, stage: str, key: str) -> Record | None:
+        hashes = keys.hash_cache()
+        try:
+            return ckptfiles.lookup(self.folder, key, hashes.sha256)
+        finally:
+            hashes.save()
+
+    def put(self, stage: str, key: str, result: Record) -> Record:
+        return result
+
+
+def shared_store(stage: str, config, env: dict[str, str], out_root: Path) -> Store | CheckpointStore | None:
+    """The store shared between runs that ``stage``'s jobs are looked up in and put into: a checkpoint's folder, the
+    evaluation cache for the evaluations (eval.engine_check's too); None for the other stages."""
+    if STAGES[stage].builds_checkpoint:
+        return CheckpointStore(config.checkpoint_dir)
+    if (STAGES[stage].check_of or stage) == EVALUATE:
+        return Store(eval_cache_dir(env, out_root))
+    return None
+
+
+def other_versions(stage: str, result: Record) -> str:
+    """What differs between the versions of ``keys.KEY_PACKAGES`` a serve-environment stage's result records and
+    those the environment has now ('vllm 0.31 -> 0.32, ...'); '' when none differs or the result records none."""
+    recorded = getattr(result, "versions", None)
+    if STAGES[stage].environment != "serve" or not recorded:
+        return ""
+    now = envs.serve_versions()
+    return ", ".join(f"{p} {recorded.get(p)} -> {now.get(p)}" for p in keys.KEY_PACKAGES
+                     if recorded.get(p) != now.get(p))
+
+
+def miss_reason(stage: str, result: Record, key: str | None, shared=None) -> tuple[str | None, str]:
+    """(None, '') when the run folder's ``result`` is a hit for ``stage``'s job under ``key`` (the module's
+    docstring); else (why, as it follows '<variant>: its <stage> result', the tag its file is set aside under)."""
+    if recorded_key(result) is None:
+        return " records no content key (made before results recorded one)", "no-key"
+    if changed := other_versions(stage, result):
+        return f" was made with other versions than this environment's ({changed})", "stale-versions"
+    if not holds(result, key):
+        return "'s content key changed since the run began", "stale-key"
+    if STAGES[stage].builds_checkpoint:
+        there = shared.lookup(stage, key) if shared is not None else None
+        if there is None or there.content_sha256 != result.content_sha256:
+            return "'s checkpoint is gone, or is not the one the run used", "stale-checkpoint"
+    return None, ""
+
+
+class Found(NamedTuple):
+    """What ``find`` found for a job: ``result`` (None: a miss, the job runs), ``where`` it was ('run': the run
+    folder's own, 'store': a shared store's, filed into the run folder), and, for a resume, the run folder's result
+    that missed (``earlier``) with why (``why``, and ``tag``: the name its file was set aside under)."""
+
+    result: Record | None
+    where: str = ""
+    earlier: Record | None = None
+    why: str | None = None
+    tag: str = ""
+
+
+def find(stage: str, key: str | None, config, folder: RunFolder, shared, use_shared: bool = True) -> Found:
+    """The job's one lookup: the run folder's result when it is a hit, else the shared store's (``use_shared``:
+    False under --force, for what is not a checkpoint) filed into the run folder, else a miss. A run-folder result
+    that misses is set aside (``RunFolder.set_aside``) and returned as ``earlier``, with why."""
+    earlier = folder.result(stage)
+    why, tag = miss_reason(stage, earlier, key, shared) if earlier is not None else (None, "")
+    if earlier is not None and why is None:
+        return Found(earlier, "run")
+    if earlier is not None:
+        folder.set_aside(stage, tag)
+    checkpoint = STAGES[stage].builds_checkpoint
+    if shared is not None and key is not None and (use_shared or checkpoint):
+        if (hit := shared.lookup(stage, key)) is not None:
+            return Found(folder.file(stage, key, hit, config), "store", earlier, why, tag)
+    return Found(None, "", earlier, why, tag)

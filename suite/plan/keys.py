@@ -41,7 +41,7 @@ def weights_fingerprint(model_path: str, hashes: "FileHashes | None" = None) -> 
     if not p.is_dir():
         return model_path
     own = hashes is None
-    hashes = hashes or _hash_cache()
+    hashes = hashes or hash_cache()
     h = hashlib.sha256()
     for f in sorted(p.iterdir()):
         if not f.is_file() or f.name.startswith("."):
@@ -164,7 +164,7 @@ class FileHashes:
             pass  # costs time on the next run, not correctness
 
 
-def _hash_cache() -> FileHashes:
+def hash_cache() -> FileHashes:
     from suite.runtime.envs import cache_dir
 
     return FileHashes(cache_dir() / "file-sha256.json")
@@ -215,7 +215,7 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     from suite.records.evaluate import SAMPLER_ENV
 
     sampler_on = cfg.pop("flashinfer_sampler", True)
-    hashes = _hash_cache()
+    hashes = hash_cache()
     parts = {
         "model": model_identity, "config": cfg,
         "tasks_yaml": _tree_digest(Path(config.include_path)),
@@ -245,10 +245,11 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
 
 
 def model_identity(model_path: str, quantized: "QuantizeResult | None" = None) -> str:
-    """What a variant is served from, by content: its checkpoint's content key with the content sha256 of what the
-    quantize job wrote (a rebuild that differs is another model), or the model's ``weights_fingerprint``."""
+    """What a variant is served from, by content: the content sha256 of the checkpoint its quantize job wrote (a
+    rebuild byte for byte the same is the same model, under another checkpoint key too; one that differs is
+    another), its checkpoint's content key where its result records no hash, or the model's ``weights_fingerprint``."""
     if quantized is not None:
-        return quantized.key + (f":{quantized.content_sha256}" if quantized.content_sha256 else "")
+        return f"checkpoint:{quantized.content_sha256}" if quantized.content_sha256 else quantized.key
     return weights_fingerprint(model_path)
 
 
@@ -286,7 +287,7 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
             b"".join(safeio.read_bytes(p, "code") for p in ADAPTIVE_CODE)).hexdigest()[:16]
     if cfg.get("dataset"):  # workload 'dataset': its content (sha256 recorded by the planner), not its path
         cfg["dataset"] = {k: v for k, v in cfg["dataset"].items() if k != "path"}
-    hashes = _hash_cache()
+    hashes = hash_cache()
     # workload 'tasks' reads the task data: its content; another workload reads none (the folder is not its input)
     cfg["data_dir"] = (_tree_digest(Path(config.data_dir), hashes)
                        if config.data_dir and "tasks" in config.workloads else None)

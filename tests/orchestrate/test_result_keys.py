@@ -1,6 +1,7 @@
 """The content keys of kvcheck's and benchmark's results (suite.plan.keys): what decides a result is in its key (the
 config, the model's identity, the versions of the environment it runs in), what does not (where it writes) is not;
-a resume keeps a result recorded under its job's key now and sets aside one made under another."""
+a run folder's result recorded under its job's key now is a hit (store.find), one made under another is set aside
+and its job runs."""
 
 from __future__ import annotations
 
@@ -67,8 +68,10 @@ def test_job_key_covers_kvcheck_and_benchmark_once_the_checkpoint_is_known(plan)
     built = QuantizeResult(checkpoint=fp8.model_path, key=fp8.quantize.key, cache_hit=False, wall_s=1.0,
                            content_sha256="a" * 64)
     chk = store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built}))
-    assert chk == keys.kvcheck_key(fp8.kvcheck, f"{fp8.quantize.key}:{'a' * 64}")
+    assert chk == keys.kvcheck_key(fp8.kvcheck, f"checkpoint:{'a' * 64}")  # the checkpoint by its content
     assert store.job_key(fp8, BENCHMARK, SimpleNamespace(**{QUANTIZE: built})) is None  # kvcheck's choice not known
+    same = built.model_copy(update={"key": "another-checkpoint-key"})  # the same bytes built under another key
+    assert store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: same})) == chk  # (a quantizer upgrade): same model
     other = built.model_copy(update={"content_sha256": "b" * 64})  # a rebuild that differs: another model
     assert store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: other})) != chk
     base = keys.weights_fingerprint(bf16.model_path)
@@ -77,6 +80,20 @@ def test_job_key_covers_kvcheck_and_benchmark_once_the_checkpoint_is_known(plan)
 
 def benchmark_result(key: str | None) -> BenchmarkResult:
     return BenchmarkResult(points=[], server_start_s=1.0, wall_s=2.0, server_log="server.log", key=key)
+
+
+def look(p, vp, stage: str, done=None) -> store.Found:
+    """The job's one lookup in its run folder, as the job loop asks it (its key with ``done`` its prerequisites')."""
+    from suite.runtime.envs import stage_env
+
+    env, config = stage_env(p.env), vp.config(stage)
+    return store.find(stage, store.job_key(vp, stage, done, env), config,
+                      store.RunFolder(Path(p.run_dir) / "variants" / vp.variant.name),
+                      store.shared_store(stage, config, env, Path(p.run_dir).parent))
+
+
+def note(found: store.Found, vp, stage: str) -> str:
+    return f"{vp.variant.name}: its {stage} result{found.why}: it runs again"
 
 
 def test_a_resume_keeps_a_benchmark_made_under_its_key_and_redoes_one_made_under_another(plan, monkeypatch):
@@ -88,18 +105,35 @@ def test_a_resume_keeps_a_benchmark_made_under_its_key_and_redoes_one_made_under
 
     key = store.job_key(bf16, BENCHMARK, env=stage_env(p.env))
     benchmark_result(key).write(vdir / "benchmark.result.json")
-    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert kept[BENCHMARK, bf16.variant.name].key == key and not notes  # the same key: a hit
+    found = look(p, bf16, BENCHMARK)
+    assert found.where == "run" and found.result.key == key and found.earlier is None  # the same key: a hit
+    assert (BENCHMARK, bf16.variant.name) in rundir.expected_hits(p, Path(p.run_dir), Path(p.run_dir).parent)
 
     import suite.runtime.envs as envs
 
     real = envs.serve_versions
     monkeypatch.setattr(envs, "serve_versions", lambda: {**real(), "vllm": "99.0"})  # another vLLM now
-    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert (BENCHMARK, bf16.variant.name) not in kept
-    assert notes == [f"{bf16.variant.name}: its benchmark result's content key changed since the run began: it runs "
-                     "again"]
+    assert (BENCHMARK, bf16.variant.name) not in rundir.expected_hits(p, Path(p.run_dir), Path(p.run_dir).parent)
+    found = look(p, bf16, BENCHMARK)
+    assert found.result is None and found.earlier.key == key
+    assert note(found, bf16, BENCHMARK) == (f"{bf16.variant.name}: its benchmark result's content key changed since "
+                                            "the run began: it runs again")
     assert (vdir / "benchmark.result.stale-key.json").is_file() and not (vdir / "benchmark.result.json").exists()
+
+
+def checkpoint(vp, weights: str = "w") -> QuantizeResult:
+    """The variant's checkpoint built where the plan puts it, as the quantize stage leaves it: its weights, its result
+    (with the files' content hash) and the completeness mark."""
+    from suite.runtime import ckptfiles
+
+    folder = Path(vp.quantize.checkpoint_dir)
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_text(weights)
+    built = QuantizeResult(checkpoint=str(folder), key=vp.quantize.key, cache_hit=False, wall_s=1.0,
+                           content_sha256=ckptfiles.content_sha256(folder))
+    built.write(folder / ckptfiles.RESULT_FILE)
+    (folder / ckptfiles.COMPLETE_MARK).write_text(vp.quantize.key)
+    return built
 
 
 def test_a_resume_keeps_no_result_that_records_no_key(plan):
@@ -110,32 +144,32 @@ def test_a_resume_keeps_no_result_that_records_no_key(plan):
     vdir = Path(p.run_dir) / "variants" / bf16.variant.name
     vdir.mkdir(parents=True)
     benchmark_result(None).write(vdir / "benchmark.result.json")
-    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert (BENCHMARK, bf16.variant.name) not in kept and (vdir / "benchmark.result.no-key.json").is_file()
-    assert notes == [f"{bf16.variant.name}: its benchmark result records no content key (made before results "
-                     "recorded one): it runs again"]
+    found = look(p, bf16, BENCHMARK)
+    assert found.result is None and (vdir / "benchmark.result.no-key.json").is_file()
+    assert note(found, bf16, BENCHMARK) == (f"{bf16.variant.name}: its benchmark result records no content key (made "
+                                            "before results recorded one): it runs again")
 
 
 def test_a_kept_kvcheck_is_judged_by_its_key_once_its_checkpoint_result_is_kept_too(plan, monkeypatch):
     loaded, p = plan
     fp8 = variant(p, quantized=True)
     vdir = Path(p.run_dir) / "variants" / fp8.variant.name
-    Path(fp8.model_path).mkdir(parents=True)
-    (Path(fp8.model_path) / ".complete").write_text("k")
-    built = QuantizeResult(checkpoint=fp8.model_path, key=fp8.quantize.key, cache_hit=False, wall_s=1.0,
-                           content_sha256="a" * 64)
+    built = checkpoint(fp8)
     built.write(vdir / "quantize.result.json")
     made = KVCheckResult(kv_scales="unit", option="unit", options=["unit"], num_layers=2, num_texts=1, tokens=8,
                          rows=[], wall_s=1.0, key=store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built})))
     made.write(vdir / "kvcheck.result.json")
-    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert (KVCHECK, fp8.variant.name) in kept and not notes
+    run = Path(p.run_dir)
+    assert {(QUANTIZE, fp8.variant.name), (KVCHECK, fp8.variant.name)} <= set(rundir.expected_hits(p, run, run.parent))
+    assert look(p, fp8, QUANTIZE).where == "run"
+    assert look(p, fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built})).where == "run"
     import suite.plan.keys as k
 
     real = k.quantizer_versions
     monkeypatch.setattr(k, "quantizer_versions", lambda: {**real(), "torch": "0.0.1"})  # kvcheck's env changed
-    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert (KVCHECK, fp8.variant.name) not in kept and (vdir / "kvcheck.result.stale-key.json").is_file()
+    assert (KVCHECK, fp8.variant.name) not in rundir.expected_hits(p, run, run.parent)
+    assert look(p, fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built})).result is None
+    assert (vdir / "kvcheck.result.stale-key.json").is_file()
 
 
 def test_a_resume_redoes_the_evaluations_whose_task_data_changed_since(demo_recipe_copy, tmp_path, monkeypatch,
@@ -205,7 +239,7 @@ def test_the_run_folder_records_a_key_only_while_the_run_owns_the_folder(tmp_pat
     assert store.RunFolder(vdir).lookup(BENCHMARK, "k2") is None  # made under another key: a miss
     lock.release()  # the run no longer owns the folder: its result file is left as it is
     assert store.RunFolder(vdir, lock).put(BENCHMARK, "k2", benchmark_result(None)).key == "k2"
-    assert store.RunFolder(vdir).lookup(BENCHMARK, None).key == "k1"
+    assert store.RunFolder(vdir).result(BENCHMARK).key == "k1" and store.RunFolder(vdir).lookup(BENCHMARK, None) is None
 
 
 def test_on_vllm_cpu_a_benchmark_key_moves_with_the_instruction_set_caps_as_an_evaluations_does(plan, monkeypatch):
@@ -239,12 +273,12 @@ def test_a_resume_under_a_newly_set_isa_cap_redoes_a_cpu_benchmark(plan, monkeyp
     vdir = Path(p.run_dir) / "variants" / bf16.variant.name
     vdir.mkdir(parents=True)
     benchmark_result(store.job_key(bf16, BENCHMARK, env=envs.stage_env(p.env))).write(vdir / "benchmark.result.json")
-    assert (BENCHMARK, bf16.variant.name) in rundir.kept_results(loaded, p, p.run_dir, resume=True)[0]
+    assert look(p, bf16, BENCHMARK).where == "run"
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert (BENCHMARK, bf16.variant.name) not in kept and (vdir / "benchmark.result.stale-key.json").is_file()
-    assert notes == [f"{bf16.variant.name}: its benchmark result's content key changed since the run began: it runs "
-                     "again"]
+    found = look(p, bf16, BENCHMARK)
+    assert found.result is None and (vdir / "benchmark.result.stale-key.json").is_file()
+    assert note(found, bf16, BENCHMARK) == (f"{bf16.variant.name}: its benchmark result's content key changed since "
+                                            "the run began: it runs again")
 
 
 def test_a_result_whose_key_was_deleted_or_rewritten_is_still_judged_by_the_versions_it_records(plan, monkeypatch):
@@ -262,11 +296,11 @@ def test_a_result_whose_key_was_deleted_or_rewritten_is_still_judged_by_the_vers
     for key, tag in ((None, "no-key"), (store.job_key(bf16, BENCHMARK, env=envs.stage_env(p.env)), "stale-versions")):
         made = benchmark_result(key).model_copy(update={"versions": older})
         made.write(vdir / "benchmark.result.json")
-        kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-        assert (BENCHMARK, bf16.variant.name) not in kept
+        found = look(p, bf16, BENCHMARK)
+        assert found.result is None
         why = ("records no content key (made before results recorded one)" if key is None else "was made with other "
                f"versions than this environment's (vllm 0.0.1-other -> {now.get('vllm')})")
-        assert notes == [f"{bf16.variant.name}: its benchmark result {why}: it runs again"]
+        assert note(found, bf16, BENCHMARK) == f"{bf16.variant.name}: its benchmark result {why}: it runs again"
         assert (vdir / f"benchmark.result.{tag}.json").is_file()
 
 
@@ -279,15 +313,14 @@ def test_a_benchmark_copied_from_another_variants_folder_is_not_kept(demo_recipe
     from suite.runtime.envs import stage_env
 
     env = stage_env(p.env)
-    Path(fp8.model_path).mkdir(parents=True)
-    (Path(fp8.model_path) / ".complete").write_text("k")
     fdir = Path(p.run_dir) / "variants" / fp8.variant.name
-    QuantizeResult(checkpoint=fp8.model_path, key=fp8.quantize.key, cache_hit=False, wall_s=1.0,
-                   content_sha256="a" * 64).write(fdir / "quantize.result.json")
+    built = checkpoint(fp8)
+    done = {QUANTIZE: built}
     if fp8.kvcheck is not None:  # what kvcheck chose is known too
-        KVCheckResult(kv_scales="unit", option="unit", options=["unit"], num_layers=2, num_texts=1, tokens=8, rows=[],
-                      wall_s=1.0).write(fdir / "kvcheck.result.json")
+        done[KVCHECK] = KVCheckResult(kv_scales="unit", option="unit", options=["unit"], num_layers=2, num_texts=1,
+                                      tokens=8, rows=[], wall_s=1.0)
     benchmark_result(store.job_key(bf16, BENCHMARK, env=env)).write(fdir / "benchmark.result.json")
-    kept, notes = rundir.kept_results(loaded, p, p.run_dir, resume=True)
-    assert (BENCHMARK, fp8.variant.name) not in kept and (fdir / "benchmark.result.stale-key.json").is_file()
-    assert f"{fp8.variant.name}: its benchmark result's content key changed since the run began: it runs again" in notes
+    found = look(p, fp8, BENCHMARK, SimpleNamespace(**done))
+    assert found.result is None and (fdir / "benchmark.result.stale-key.json").is_file()
+    assert note(found, fp8, BENCHMARK) == (f"{fp8.variant.name}: its benchmark result's content key changed since the "
+                                           "run began: it runs again")

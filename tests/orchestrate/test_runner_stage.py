@@ -31,7 +31,9 @@ def fake_stage(tmp_path: Path, body: str) -> str:
     suite caches what it asks an interpreter (vLLM's engine-argument facts, ~15 s to ask on 2 cores) by the
     interpreter's path, and this interpreter answers those questions as this process's Python does, so a new
     path per test only asked the same question again. Written whole and renamed into place: a process that
-    starts while it is rewritten reads one version or the other."""
+    starts while it is rewritten reads one version or the other. A quantize result it writes has its checkpoint
+    made where the plan puts it (a weights file whose bytes are the result's ``content_sha256`` field, if any, the
+    result with the files' real content hash, the completeness mark), as the quantize stage does."""
     script = tmp_path.parent / "stage-python"
     staged = tmp_path / "stage-python"
     staged.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""
@@ -39,12 +41,30 @@ def fake_stage(tmp_path: Path, body: str) -> str:
         if sys.argv[1:2] == ["-c"]:  # the suite asking the interpreter about itself (versions, engine args)
             os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
         result_json, out = {result!r}, sys.argv[-1]
+        def as_checkpoint(text):  # a quantize result: its checkpoint made where the plan puts it, as the stage does
+            import json
+            sys.path.insert(0, {root!r})
+            from suite.runtime.ckptfiles import COMPLETE_MARK, RESULT_FILE, content_sha256
+            cfg, res = json.load(open(sys.argv[-2])), json.loads(text)
+            if "checkpoint" not in res or not cfg.get("checkpoint_dir"):
+                return text
+            folder = cfg["checkpoint_dir"]
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "model.safetensors"), "w") as f:  # the test's content_sha256 picks the bytes
+                f.write(res.get("content_sha256") or "weights")
+            res.update(checkpoint=folder, key=cfg["key"], content_sha256=content_sha256(folder))
+            with open(os.path.join(folder, RESULT_FILE), "w") as f:
+                f.write(json.dumps(res))
+            with open(os.path.join(folder, COMPLETE_MARK), "w") as f:
+                f.write(cfg["key"])
+            return json.dumps(res)
         def write_result():
+            text = as_checkpoint(result_json) if sys.argv[-3] == "quantize" else result_json
             with open(out + ".tmp", "w") as f:
-                f.write(result_json)
+                f.write(text)
             os.replace(out + ".tmp", out)
         print("lm-eval finished", flush=True)
-    """).format(result=RESULT.model_dump_json()) + textwrap.dedent(body))
+    """).format(result=RESULT.model_dump_json(), root=str(Path(__file__).resolve().parents[2])) + textwrap.dedent(body))
     staged.chmod(staged.stat().st_mode | stat.S_IEXEC)
     os.replace(staged, script)
     return str(script)
@@ -216,10 +236,11 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)
     monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
     first = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)), track=False)
-    assert first.variants[1].quantize.content_sha256 == "a" * 64
+    made = first.variants[1].quantize.content_sha256
+    assert made and Path(first.variants[1].quantize.checkpoint).is_dir()
     import shutil
 
-    shutil.rmtree(ckpt)  # the machine the run continues on has no checkpoints
+    shutil.rmtree(first.variants[1].quantize.checkpoint)  # the machine the run continues on has no checkpoints
     if not same:
         sha.write_text("b" * 64)  # e.g. another GPU's reductions
     calls.write_text("")
@@ -232,7 +253,7 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
     else:
         assert ran == ["quantize fp8-kv", "evaluate fp8-kv"]
         assert "differs" in warning and "redoing evaluate fp8-kv" in warning
-        assert resumed.variants[1].quantize.content_sha256 == "b" * 64
+        assert resumed.variants[1].quantize.content_sha256 not in (None, made)
 
 
 def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_path, monkeypatch):
@@ -278,10 +299,10 @@ def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_pat
 
 def test_resume_redoes_the_results_of_a_base_model_rewritten_between_the_attempts(demo_recipe_copy, tmp_path,
                                                                                      monkeypatch):
-    """The base model's folder is rewritten between the attempts (same names and sizes, other weights): the
-    baseline's results are not kept (renamed .stale-model) and run again, and a second resume keeps what the first
-    made. The quantized variant's checkpoint key follows the model's content, so it is built again too."""
-    import json
+    """The base model's folder is rewritten between the attempts (same names and sizes, other weights): its content is
+    in the baseline's keys, so its results are not hits (renamed .stale-key) and run again, and a second resume keeps
+    what the first made. The quantized variant's checkpoint key follows the model's content, so it is built again
+    too (the same bytes here: its evaluation stands)."""
     import shutil
 
     from suite.runtime.envs import QUANTIZE_PYTHON_ENV
@@ -304,15 +325,12 @@ def test_resume_redoes_the_results_of_a_base_model_rewritten_between_the_attempt
     first = execute(load_recipe(demo_recipe_copy(model__id=str(model), throughput=None,
                                                  gates__min_throughput_gain=None)), track=False)
     run_dir = Path(first.run_dir)
-    recorded = json.loads((run_dir / "plan.json").read_text())["base_fingerprints"]
-    assert set(recorded) == {"bf16"}
     (model / "model.safetensors").write_bytes(b"b" * 4096)
     calls.write_text("")
     resumed = execute(load_run_recipe(run_dir), track=False, resume=run_dir)
     assert calls.read_text().split("\n")[:-1] == ["quantize fp8-kv", "evaluate bf16"]
-    assert any(w.startswith(f"bf16: its model's content changed since the run began ({recorded['bf16'][:12]} -> ")
-               and w.endswith("evaluate run again") for w in resumed.warnings), resumed.warnings
-    assert (run_dir / "variants" / "bf16" / "evaluate.result.stale-model.json").is_file()
+    assert "bf16: its evaluate result's content key changed since the run began: it runs again" in resumed.warnings
+    assert (run_dir / "variants" / "bf16" / "evaluate.result.stale-key.json").is_file()
     calls.write_text("")
     execute(load_run_recipe(run_dir), track=False, resume=run_dir)  # what the resume made stands
     assert calls.read_text() == ""
@@ -343,3 +361,32 @@ def test_ray_not_installed_is_one_clear_error(demo_recipe_copy, monkeypatch):
     with pytest.raises(SuiteError, match="Ray is not installed"):
         execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None,
                                              executor={"kind": "ray"})), track=False)
+
+
+def test_a_second_run_finds_the_checkpoint_by_the_same_lookup_and_starts_no_quantize_process(
+        demo_recipe_copy, tmp_path, monkeypatch):
+    """The checkpoint folder is the checkpoints' store entry: a new run of the recipe in the same output folder finds
+    it before any process starts (event 'cached', its result filed and bound as this run's job), and builds it again
+    once its files no longer hash to what its result records."""
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+
+    calls, ckpt, sha = tmp_path / "calls.txt", tmp_path / "ckpt", tmp_path / "sha"
+    sha.write_text("a" * 64)
+    script = checkpointing_stage(tmp_path, calls, ckpt, sha)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    recipe = demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)
+    first = execute(load_recipe(recipe), track=False)
+    calls.write_text("")
+    events = []
+    second = execute(load_recipe(recipe), track=False, report=lambda *e: events.append(e))
+    assert "quantize fp8-kv" not in calls.read_text() and ("quantize", "fp8-kv", "cached") in events
+    made, found = first.variants[1].quantize, second.variants[1].quantize
+    assert found.cache_hit and found.content_sha256 == made.content_sha256 and found.job.variant == "fp8-kv"
+    assert Path(second.run_dir, "variants", "fp8-kv", "quantize.config.json").is_file()
+    (Path(made.checkpoint) / "model.safetensors").write_text("b" * 64)  # rewritten in place since
+    calls.write_text("")
+    execute(load_recipe(recipe), track=False)
+    assert calls.read_text().split("\n")[:-1][0] == "quantize fp8-kv"

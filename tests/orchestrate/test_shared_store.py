@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.orchestrate import eval_cache
-from suite.orchestrate.store import STORE_ENV, eval_cache_dir, store_root
+from suite.orchestrate.store import STORE_ENV, Store, eval_cache_dir, store_root
 from suite.plan import keys
 from suite.plan.planner import make_plan
 from suite.recipe import load_recipe
 from suite.runtime.envs import SERVE_PYTHON_ENV
+from suite.stages.registry import EVALUATE
 
 from test_eval_cache import VERSIONS, finished_evaluation
 from test_runner_stage import fake_stage
@@ -40,10 +40,10 @@ def test_each_key_part_changed_alone_misses_the_stored_baseline(demo_recipe_copy
     shutil.copytree(ROOT / "tasks" / "data", data)
     baseline = lambda **kw: make_plan(load_recipe(demo_recipe_copy(eval__data_dir=str(data), **kw)),  # noqa: E731
                                       tmp_path / "run").variants[0].evaluate
-    store = tmp_path / "store" / "eval-cache"
+    store = Store(tmp_path / "store" / "eval-cache")
     key = keys.cache_key(baseline(), "model-a", VERSIONS)
-    eval_cache.store(store, key, finished_evaluation(tmp_path / "earlier"))
-    assert eval_cache.lookup(store, keys.cache_key(baseline(), "model-a", VERSIONS)) is not None
+    store.put(EVALUATE, key, finished_evaluation(tmp_path / "earlier"))
+    assert store.lookup(EVALUATE, keys.cache_key(baseline(), "model-a", VERSIONS)) is not None
     changed = {
         "tasks": keys.cache_key(baseline(eval__tasks=[{"name": "suite_gsm8k", "limit": 8}]), "model-a", VERSIONS),
         "limit": keys.cache_key(baseline(eval__tasks__1__limit=4), "model-a", VERSIONS),
@@ -56,7 +56,7 @@ def test_each_key_part_changed_alone_misses_the_stored_baseline(demo_recipe_copy
     f.write_text(f.read_text().replace("0", "1", 1))  # one item's text, same size
     changed["data"] = keys.cache_key(baseline(), "model-a", VERSIONS)
     for part, other in changed.items():
-        assert other != key and eval_cache.lookup(store, other) is None, part
+        assert other != key and store.lookup(EVALUATE, other) is None, part
 
 
 def test_a_new_build_scores_only_the_build_and_the_run_says_the_baseline_was_reused(demo_recipe_copy, tmp_path,

@@ -70,18 +70,18 @@ def test_run_versions_are_those_the_stages_recorded():
         assert fresh["quantize.compressed-tensors"] != fresh.get("compressed-tensors")  # 0.19.0 vs vLLM's 0.17.0
 
 
-# The two tests below need the runner to take versions from the serve environment (suite/orchestrate/eval_cache.py:
-# `keys.cache_key(vp.evaluate, identity)` and suite/orchestrate/runner.py: `envs.run_versions(summary.variants, ...)`).
+# The two tests below need the runner to take versions from the serve environment (suite/orchestrate/store.py:
+# `job_key`, the evaluation's key, and suite/orchestrate/runner.py: `envs.run_versions(summary.variants, ...)`).
 
 def test_the_runner_keys_evaluations_by_the_serve_environments_versions(demo_recipe_copy, tmp_path, monkeypatch):
-    from suite.orchestrate import eval_cache
+    from suite.orchestrate.jobs import look_up
+    from suite.orchestrate.store import Store
     from suite.plan import keys
     from suite.plan.keys import weights_fingerprint
     from suite.plan.planner import make_plan
     from suite.recipe import load_recipe
     from suite.records.evaluate import EvaluateResult
     from suite.records.summary import VariantSummary
-    from suite.orchestrate.eval_cache import evaluate_cached
 
     other = ROOT / ".venv-quantize" / "bin" / "python"  # versions unlike this process's (no lm-eval, other transformers)
     if not other.exists():
@@ -97,11 +97,11 @@ def test_the_runner_keys_evaluations_by_the_serve_environments_versions(demo_rec
     assert key != keys.cache_key(vp.evaluate, weights_fingerprint(vp.model_path), environments.package_versions())
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "r.json").write_text("{}")
-    eval_cache.store(tmp_path / "cache", key, EvaluateResult(scores=[], results_file=str(tmp_path / "e" / "r.json"),
-                                                             wall_s=1, engine_load_s=1))
+    Store(tmp_path / "eval-cache").put("evaluate", key, EvaluateResult(
+        scores=[], results_file=str(tmp_path / "e" / "r.json"), wall_s=1, engine_load_s=1))
     vs = VariantSummary(name="bf16", is_baseline=True, model_path=vp.model_path)
-    result, error, _, _ = evaluate_cached(vp, vs, tmp_path / "cache", tmp_path / "v", {}, force=False)
-    assert error is None and result.cache_hit
+    found = look_up("evaluate", vp, vs, tmp_path / "run", tmp_path, {}, force=False)
+    assert found.where == "store" and found.result.cache_hit
 
 
 def test_run_summary_versions_are_the_stages_own(demo_recipe_copy, tmp_path, monkeypatch):

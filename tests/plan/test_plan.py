@@ -155,27 +155,29 @@ def test_the_stage_registry_names_each_stage_once_and_its_entry_exists():
         assert module.startswith("suite.stages.") and importlib.util.find_spec(module) is not None
 
 
-def test_a_resumed_run_planned_before_batch_limits_keeps_vllms_own(demo_recipe_copy, tmp_path):
-    """Its kept evaluations scored with vLLM's own batch limits: the ones still to run keep them, so they pair."""
-    import json
-
-    from suite.orchestrate.rundir import keep_batch_limits_of_older_runs, plan_json
+def test_an_evaluation_made_under_other_batch_limits_than_the_plans_is_not_a_hit(demo_recipe_copy, tmp_path):
+    """A run planned before ``EvaluateConfig.batch_limits`` existed scored with vLLM's own limits ('llm'); planned now,
+    the compiling baseline gets 'serve'. The limits are in the evaluation's key, so the older result is not a hit and
+    runs again under the plan's: every evaluation a resume keeps or runs pairs with the others under one setting."""
+    from suite.orchestrate import store
+    from suite.plan import keys
+    from suite.records.evaluate import EvaluateResult
+    from suite.runtime.envs import stage_env
 
     loaded = load_recipe(demo_recipe_copy(baseline__engine_args={}))  # a compiling baseline: planned 'serve'
-    run = tmp_path / "run"
-    run.mkdir()
-    plan = make_plan(loaded, run)
-    assert plan.variants[0].evaluate.batch_limits == "serve"
-    stored = json.loads(plan_json(plan))
-    (run / "plan.json").write_text(json.dumps(stored))
-    keep_batch_limits_of_older_runs(plan, run)  # a run made with this code: unchanged
-    assert plan.variants[0].evaluate.batch_limits == "serve"
-    for v in stored["variants"].values():  # the same run as an older suite wrote it
-        if v.get("evaluate"):
-            v["evaluate"].pop("batch_limits")
-    (run / "plan.json").write_text(json.dumps(stored))
-    keep_batch_limits_of_older_runs(plan, run)
-    assert {vp.evaluate.batch_limits for vp in plan.variants} == {"llm"}
+    plan = make_plan(loaded, tmp_path / "run")
+    vp = plan.variants[0]
+    assert vp.evaluate.batch_limits == "serve"
+    env = stage_env(plan.env)
+    identity = keys.weights_fingerprint(vp.model_path)
+    older = keys.evaluate_job_key(vp.evaluate.model_copy(update={"batch_limits": "llm"}), identity, env)
+    folder = store.RunFolder(tmp_path / "run" / "variants" / vp.variant.name)
+    made = EvaluateResult(scores=[], results_file="r.json", wall_s=1.0, engine_load_s=1.0)
+    folder.put("evaluate", older, made)
+    now = store.job_key(vp, "evaluate", None, env)
+    assert now != older and folder.lookup("evaluate", now) is None
+    folder.put("evaluate", now, made)
+    assert folder.lookup("evaluate", now).cache_key == now
 
 
 def test_the_hash_cache_sees_a_same_size_change_whose_old_mtime_was_put_back(tmp_path):

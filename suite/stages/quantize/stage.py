@@ -1,8 +1,9 @@
 """Quantize stage: llmcompressor ``oneshot`` + ``QuantizationModifier`` -> a compressed-tensors checkpoint.
 
 Runs in the quantize environment (``python -m suite.stages quantize``). The checkpoint folder is
-content-addressed (``QuantizeConfig.key``): a finished one is reused, and a checkpoint is written to a
-temporary folder and renamed only when complete and checked, so a half-written one is never reused.
+content-addressed (``QuantizeConfig.key``): a finished one is found by the run's lookup before this stage is
+started (``runtime.ckptfiles.lookup``, asked again here), and a checkpoint is written to a temporary folder and
+renamed only when complete and checked, so a half-written one is never found.
 After saving, the stage checks that what was asked for is really in the files: the scheme in
 ``config.json``, and k/v scales in the weights when an FP8 KV cache was calibrated (vLLM silently
 uses scale 1.0 when they are missing).
@@ -21,21 +22,22 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite.runtime import safeio
+from suite.runtime import ckptfiles, safeio
+from suite.runtime.ckptfiles import COMPLETE_MARK, RESULT_FILE, content_sha256, is_complete
 from suite.records.quantize import QuantizeConfig, QuantizeResult
 from suite.records.schemes import scheme_in_config
 
-COMPLETE_MARK = ".complete"
 log = logging.getLogger(__name__)
 KV_CACHE_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
 
 
 def run(config: QuantizeConfig) -> QuantizeResult:
     final = Path(config.checkpoint_dir)
-    if is_complete(final):
-        cached = QuantizeResult.read(final / "quantize_result.json")
+    if (found := ckptfiles.lookup(final, config.key)) is not None:  # the run's own lookup, asked again here
         log.info("checkpoint %s is complete: reused", final)
-        return cached.model_copy(update={"cache_hit": True, "wall_s": 0.0, "calibration_s": 0.0})
+        return found
+    if (aside := ckptfiles.set_aside(final)) is not None:  # complete, but not what its key says: built again
+        log.warning("checkpoint %s is not the one its key names: removed (%s), built again", final, aside)
 
     start = time.perf_counter()
     import torch
@@ -112,17 +114,17 @@ def _write_and_finalize(model, tokenizer, tmp: Path, final: Path, config: Quanti
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         quantization_config=qcfg, kv_cache_scales=kv_scales, ignored_modules=list(qcfg.get("ignore") or []),
         versions=package_versions(),
-        content_sha256=content_hash(tmp),
+        content_sha256=content_sha256(tmp),
     )
     result.wall_s = time.perf_counter() - start
     provenance = {**config.provenance, "key": config.key, "created": datetime.now(timezone.utc).isoformat(),
                   "versions": result.versions, "device": "cuda" if torch.cuda.is_available() else "cpu",
                   "config": config.model_dump()}
     (tmp / "provenance.json").write_text(json.dumps(provenance, indent=2))
-    result.write(tmp / "quantize_result.json")
+    result.write(tmp / RESULT_FILE)
     (tmp / COMPLETE_MARK).write_text(config.key)
     if not finalize(tmp, final):  # another process finished the same checkpoint first: use it
-        kept = QuantizeResult.read(final / "quantize_result.json")
+        kept = QuantizeResult.read(final / RESULT_FILE)
         log.info("checkpoint %s was finished by another process first: using it", final)
         return kept.model_copy(update={"cache_hit": True, "wall_s": result.wall_s, "calibration_s": calibration_s})
     log.info("checkpoint %s written in %.1f s", final, result.wall_s)
@@ -162,26 +164,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-NOT_CONTENT = {"provenance.json", "quantize_result.json", COMPLETE_MARK}  # they record when and how, not what
-
-
-def content_hash(folder: Path) -> str:
-    """SHA-256 over the checkpoint's files (relative path and bytes, in sorted order), leaving out the
-    files that say when and how it was made: what a reader loads, so two builds that would serve the
-    same weights hash the same."""
-    import hashlib
-
-    total = hashlib.sha256()
-    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name not in NOT_CONTENT):
-        digest = safeio.sha256(f, "weights")
-        total.update(f"{f.relative_to(folder).as_posix()}\0{digest}\n".encode())
-    return total.hexdigest()
-
-
-def is_complete(folder: Path) -> bool:
-    return (folder / COMPLETE_MARK).is_file()
 
 
 def finalize(tmp: Path, final: Path) -> bool:

@@ -59,14 +59,19 @@ def test_fp8_dynamic_and_cache(tmp_path):
     again, err, wall2 = quantize(tmp_path, "dyn", scheme="FP8_DYNAMIC")
     assert err is None and again.cache_hit and not res.cache_hit
     assert wall2 < wall
-    # the content hash covers what a reader loads, not when or how it was made
-    from suite.stages.quantize.stage import content_hash
+    from suite.orchestrate.store import CheckpointStore
 
-    assert res.content_sha256 == again.content_sha256 == content_hash(Path(res.checkpoint))
+    found = CheckpointStore(res.checkpoint).lookup("quantize", "dyn")  # the run's lookup finds it before any process
+    assert found.cache_hit and found.content_sha256 == res.content_sha256
+    assert CheckpointStore(res.checkpoint).lookup("quantize", "other") is None
+    # the content hash covers what a reader loads, not when or how it was made
+    from suite.runtime.ckptfiles import content_sha256
+
+    assert res.content_sha256 == again.content_sha256 == content_sha256(Path(res.checkpoint))
     (Path(res.checkpoint) / "provenance.json").write_text("{}")
-    assert content_hash(Path(res.checkpoint)) == res.content_sha256
+    assert content_sha256(Path(res.checkpoint)) == res.content_sha256
     (Path(res.checkpoint) / "config.json").write_text((Path(res.checkpoint) / "config.json").read_text() + " ")
-    assert content_hash(Path(res.checkpoint)) != res.content_sha256
+    assert content_sha256(Path(res.checkpoint)) != res.content_sha256
 
 
 # a weighted mix of a chat set and a user's own set YAML (calibration/examples/my-texts.yaml)
