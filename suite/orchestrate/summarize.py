@@ -51,10 +51,13 @@ def summarize(run_dir: Path) -> RunSummary:
     for v in summary.variants:
         vdir = run_dir / "variants" / v.name
         for stage in run_order():
-            result, bad = read_result(vdir, stage) if (vdir / f"{stage}.result.json").is_file() else (None, None)
+            path = vdir / f"{stage}.result.json"
+            result, bad = read_result(vdir, stage) if path.is_file() else (None, None)
             if result is not None:
                 jobs.record(v, stage, result, checks)  # an engine check's result goes under its label
                 totals[stage] = totals.get(stage, 0.0) + getattr(result, "wall_s", 0.0)
+            elif path.exists() or path.is_symlink():  # there but unreadable: a lost stage, never dropped in silence
+                v.errors.append(f"{stage} result {path} unreadable: {bad or 'not a regular file'}")
             elif (stage, v.name) in planned and earlier is None:
                 v.errors.append(f"{stage} not finished: " + (bad or f"no {stage}.result.json in the run folder"))
     versions = summary.versions

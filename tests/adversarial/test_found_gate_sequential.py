@@ -58,10 +58,6 @@ def test_sequential_stop_claimed_on_a_full_evaluation_is_refused(tmp_path, capsy
     assert code in (2, 3), out + err
 
 
-@pytest.mark.xfail(strict=True, reason="suite.runtime.sequential.boundaries raises 'Maximum allowed size exceeded' "
-                   "(numpy.arange over an unbounded first-look bound) for 14 or more looks, which eval.sequential "
-                   "accepts (le=20): the evaluate stage (stages/evaluate/looks.py) fails at its first look after `suite "
-                   "validate` said ok")
 @pytest.mark.parametrize("looks", [14, 20])
 def test_every_look_count_the_recipe_accepts_can_be_judged(looks):
     from suite.recipe.evalspec import SequentialSpec
