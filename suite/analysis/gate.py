@@ -38,8 +38,8 @@ be judged against it.
 Every figure judged is recomputed from the per-item records (``gates.recompute``); each variant's own stage result
 (``variants/<v>/evaluate.result.json``) must name the same samples files and hashes as the summary; the metric a task
 is judged on, the rows of its records and an early stop are the plan's (``gates.provenance``). No per-item records
-for a judged task (accuracy or perplexity): inconclusive when the run recorded ``samples_sha256`` (made since the field existed),
-judged on its aggregates as before when it did not (``gates.recompute``'s docstring).
+for a judged task (accuracy or perplexity): inconclusive when the run recorded ``samples_sha256`` (made since the
+field existed), judged on its aggregates as before when it did not (``gates.recompute``'s docstring).
 
 What it cannot see: a run folder edited consistently (samples, stage results, hashes and summary together) by
 someone who can write it; ``suite gate --verify`` checks the HMAC manifest (``suite.outputs.manifest``) for that.

@@ -240,7 +240,7 @@ def stage_records(s, folder: Path, bad) -> bool:
 
 
 def unrecomputable(v, base, tasks: list[str]) -> set[str]:
-    """The accuracy tasks among ``tasks`` that ``v`` or the baseline has no per-item records for."""
+    """The tasks among ``tasks`` that ``v`` or the baseline has no per-item records for."""
     return {t for t in tasks for w in (v, base)
             if w.evaluate is None or not w.evaluate.samples_files.get(t)}
 
