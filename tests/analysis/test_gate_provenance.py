@@ -51,3 +51,40 @@ def test_a_headline_metric_other_than_the_planned_one_names_both(tmp_path, capsy
             sc["metric"] = "acc_norm,none"
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 2 and "'acc_norm,none', but the run planned suite_gsm8k judged on 'acc,none'" in err, out + err
+
+
+def plan_sequential(tmp_path, s: dict, spec: dict, records: dict) -> dict:
+    """The run's plan and evaluate configs given eval.sequential ``spec`` (each job's config sha256 recorded again, as
+    the stage would have), and each variant's evaluate result and summary the sequential records ``records[name]``."""
+    import hashlib
+
+    run = tmp_path / "run"
+    plan = json.loads((run / "plan.json").read_text())
+    for v in s["variants"]:
+        vdir = run / "variants" / v["name"]
+        config = {**plan["variants"][v["name"]]["evaluate"], "sequential": spec}
+        plan["variants"][v["name"]]["evaluate"] = config
+        (vdir / "evaluate.config.json").write_text(json.dumps(config))
+        data = json.loads((vdir / "evaluate.result.json").read_text())
+        data["job"]["config_sha256"] = hashlib.sha256((vdir / "evaluate.config.json").read_bytes()).hexdigest()
+        data["sequential"] = v["evaluate"]["sequential"] = records[v["name"]]
+        (vdir / "evaluate.result.json").write_text(json.dumps(data))
+        v["evaluate"]["job"] = data["job"]
+    (run / "plan.json").write_text(json.dumps(plan))
+    return s
+
+
+def full_record(seed: int, margin) -> dict:
+    return {"metric": "acc,none", "margin": margin, "n_items": 300, "seed": seed, "looks_planned": 4,
+            "looks_scored": 4, "items_used": 300, "items_saved": 0, "decision": "unjudged", "looks": []}
+
+
+def test_a_sequential_record_is_held_to_the_planned_looks_and_seed(tmp_path, capsys):
+    s = build_gated_run(tmp_path, {"max_drop": {T1: 0.02}})
+    spec = {"looks": 4, "seed": 7, "margins": {}}
+    honest = plan_sequential(tmp_path, s, spec, {"bf16": {T1: full_record(7, None)}, "fp8": {T1: full_record(7, None)}})
+    code, out, err = run_gate(tmp_path, capsys, honest)
+    assert code == 0, out + err  # scored in full as planned: the fixed-size gates judge it
+    shopped = plan_sequential(tmp_path, s, spec, {"bf16": {T1: full_record(7, None)}, "fp8": {T1: full_record(8, None)}})
+    code, out, err = run_gate(tmp_path, capsys, shopped)
+    assert code == 2 and "fp8: evaluate.sequential.suite_gsm8k.seed: 8, but the run planned 7" in err, out + err
