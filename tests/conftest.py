@@ -316,6 +316,8 @@ def plan_run(run_dir, s: dict) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     tasks = [t["name"] for t in ((s.get("recipe") or {}).get("eval") or {}).get("tasks") or []] or list(s["tasks"])
     evaluated = any(isinstance(v.get(EVALUATE), dict) for v in s["variants"])  # the run evaluates every variant
+    headline = {sc["task"]: sc["metric"] for v in reversed(s["variants"]) if isinstance(v.get(EVALUATE), dict)
+                for sc in v[EVALUATE].get("scores") or [] if isinstance(sc, dict) and "task" in sc and "metric" in sc}
     plan = {"variants": {}}
     for v in s["variants"]:
         vdir = run_dir / "variants" / v["name"]
@@ -324,8 +326,8 @@ def plan_run(run_dir, s: dict) -> dict:
         served = v.get("model_path") if v.get("is_baseline") else f"{v.get('model_path')}/{v['name']}"  # its checkpoint
         for stage in [st for st in run_order() if isinstance(v.get(st), dict) or (st == EVALUATE and evaluated)]:
             config = {"engine": {"model": served}}
-            if stage == EVALUATE:
-                config["tasks"] = [{"name": t} for t in tasks]
+            if stage == EVALUATE:  # each task's headline as its recorded scores name it (eval.tasks[].metric)
+                config["tasks"] = [{"name": t, **({"metric": headline[t]} if t in headline else {})} for t in tasks]
             jobs[stage] = config
             (vdir / f"{stage}.config.json").write_text(json.dumps(config, indent=2))
             res = vdir / f"{stage}.result.json"

@@ -36,9 +36,10 @@ are listed in that failure, not reported as bad input. A baseline with errors is
 be judged against it.
 
 Every figure judged is recomputed from the per-item records (``gates.recompute``); each variant's own stage result
-(``variants/<v>/evaluate.result.json``) must name the same samples files and hashes as the summary. No per-item records
-for a judged accuracy task: inconclusive when the run recorded ``samples_sha256`` (made since the field existed),
-judged on its aggregates as before when it did not (``gates.recompute``'s docstring).
+(``variants/<v>/evaluate.result.json``) must name the same samples files and hashes as the summary; the metric a task
+is judged on, the rows of its records and an early stop are the plan's (``gates.provenance``). No per-item records
+for a judged task (accuracy or perplexity): inconclusive when the run recorded ``samples_sha256`` (made since the
+field existed), judged on its aggregates as before when it did not (``gates.recompute``'s docstring).
 
 What it cannot see: a run folder edited consistently (samples, stage results, hashes and summary together) by
 someone who can write it; ``suite gate --verify`` checks the HMAC manifest (``suite.outputs.manifest``) for that.
@@ -52,7 +53,7 @@ from pathlib import Path
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import GateSpec
-from suite.analysis.gates import binding, recompute
+from suite.analysis.gates import binding, provenance, recompute
 from suite.analysis.gates import policy as trusted
 from suite.analysis.gates.base import FIX_SUMMARY, GateCheck, GateResult
 from suite.analysis.gates.reader import Reader
@@ -204,6 +205,7 @@ def run(config: GateConfig) -> GateResult:
         return result
     folder = Path(config.source).parent if config.source else Path(s.run_dir)
     recorded_hashes = recompute.stage_records(s, folder, bad)
+    provenance.check(s, folder, bad)  # metric, per-item records and sequential stops: the plan's, not the result's
     if result.problems:
         return result
     recompute.verify(s, base, ppl_tasks, bad)
@@ -211,7 +213,6 @@ def run(config: GateConfig) -> GateResult:
     recompute.engine_checks(s, recipe, bad)
     if result.problems:
         return result
-    acc_tasks = [t for t in s.tasks if t not in ppl_tasks]
     said: set[str] = set()
     for v in s.variants:
         if v is base:
@@ -222,7 +223,7 @@ def run(config: GateConfig) -> GateResult:
         for g in list(GATES.values()):
             g.check(ctx)
         if recorded_hashes:  # a run that recorded per-item hashes is judged only on figures it can recompute
-            lacking = recompute.unrecomputable(v, base, acc_tasks)
+            lacking = recompute.unrecomputable(v, base, list(s.tasks))  # perplexity tasks too
             for c in ctx.checks:
                 if c.passed and any(t in c.gate.split() for t in lacking):
                     c.make_inconclusive(recompute.NO_RECORDS, "rerun the evaluation so that it writes its per-item "

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from suite.runtime import safeio
+from suite.runtime.tokenizer import tokenizer_json
 from suite.analysis.paired import N_BOOT, PPL_METRICS, bootstrap_ci, is_perplexity_metric
 
 Counter = Callable[[list[str]], list[int]]  # texts -> token counts
@@ -87,21 +88,17 @@ def doc_scores(samples_file: str | Path) -> tuple[dict[str, DocScore], list[str]
 def token_counter(model_path: str) -> Counter | None:
     """Token counts with the tokenizer.json of ``model_path`` (a folder, or a hub id in the local Hugging Face
     cache), no special tokens; None when there is none that can be read."""
-    path: Path | None = Path(model_path) / "tokenizer.json"
-    if not path.is_file():
-        try:
-            from huggingface_hub import try_to_load_from_cache
+    path = tokenizer_json(model_path)
+    return token_counter_file(path) if path is not None else None
 
-            cached = try_to_load_from_cache(model_path, "tokenizer.json")
-            path = Path(cached) if isinstance(cached, str) else None
-        except Exception:  # noqa: BLE001 - not a hub id, or no cache: no tokenizer
-            path = None
-    if path is None or not path.is_file():
-        return None
+
+def token_counter_file(path: str | Path) -> Counter | None:
+    """Token counts with the tokenizer.json at ``path`` (read within the safe reader's cap), no special tokens; None
+    when it cannot be read."""
     try:
         from tokenizers import Tokenizer
 
-        tok = Tokenizer.from_file(str(path))
+        tok = Tokenizer.from_str(safeio.read_bytes(path, "run_file").decode("utf-8"))
     except Exception:  # noqa: BLE001 - an unreadable tokenizer counts nothing (the summary warns)
         return None
     seen: dict[str, int] = {}  # the baseline's texts are counted once for every variant

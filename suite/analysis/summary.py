@@ -255,10 +255,10 @@ def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
     if not tasks:
         return []
     nothing = "no paired perplexity delta (`suite gate` refuses max_perplexity_increase on this run)"
-    count = ppl.token_counter(base.model_path)
+    count = ppl.token_counter_file(kept) if (kept := base.evaluate.tokenizer_file) else ppl.token_counter(base.model_path)
     if count is None:
-        return [f"{', '.join(tasks)}: {nothing}: no readable tokenizer.json for the baseline's model "
-                f"{base.model_path} to count tokens with"]
+        return [f"{', '.join(tasks)}: {nothing}: no readable tokenizer.json ({kept or base.model_path}) for the "
+                "baseline's model to count tokens with"]
     warnings = []
     for v in variants:
         if v.is_baseline:

@@ -192,7 +192,8 @@ def copy_files(stage: str, result: Record, into: Path, named: Path) -> Record:
     update = {}
     for name in STAGES[stage].result_files:
         value = getattr(result, name)
-        update[name] = {k: copy(f) for k, f in value.items()} if isinstance(value, dict) else copy(value)
+        if value is not None:  # an optional file (tokenizer_file) the result names none of
+            update[name] = {k: copy(f) for k, f in value.items()} if isinstance(value, dict) else copy(value)
     return result.model_copy(update=update)
 
 

@@ -51,12 +51,15 @@ def summarize(run_dir: Path) -> RunSummary:
     for v in summary.variants:
         vdir = run_dir / "variants" / v.name
         for stage in run_order():
-            result, bad = read_result(vdir, stage) if (vdir / f"{stage}.result.json").is_file() else (None, None)
+            path = vdir / f"{stage}.result.json"
+            result, bad = read_result(vdir, stage) if path.is_file() else (None, None)
             if result is not None:
                 jobs.record(v, stage, result, checks)  # an engine check's result goes under its label
                 totals[stage] = totals.get(stage, 0.0) + getattr(result, "wall_s", 0.0)
-            elif (stage, v.name) in planned and earlier is None:
-                v.errors.append(f"{stage} not finished: " + (bad or f"no {stage}.result.json in the run folder"))
+            elif (there := path.exists() or path.is_symlink()) or ((stage, v.name) in planned and earlier is None):
+                # a result there but unreadable is a lost stage (with or without an earlier summary): never dropped
+                why = f"{path} is not a regular file" if there else f"no {stage}.result.json in the run folder"
+                v.errors.append(f"{stage} not finished: {bad or why}")
     versions = summary.versions
     warnings = [w for w in summary.warnings if not w.startswith(ARCHIVED)]  # said again below if still so
     summary.warnings = []

@@ -20,6 +20,34 @@ def is_perplexity(info) -> bool:
     return (info.primary_metric or "").split(",")[0] in PERPLEXITY_METRICS
 
 
+def headline_metric(task: str, metric: str | None = None) -> str | None:
+    """The 'metric,filter' the evaluate stage scores ``task`` on: the recipe's ``metric``, else the task's declared
+    headline (tasks/: metadata.suite_primary_metric; a standard lm-eval name: its table); None: neither, and the
+    stage takes the first metric lm-eval reports (suite.stages.evaluate.stage.task_score)."""
+    from suite.stages.evaluate import tasks  # local: a small YAML registry
+
+    return tasks.primary_metric(task, metric)
+
+
+def task_leaves(task: str) -> set[str] | None:
+    """The names a task's per-item records may carry in their ``task`` field: the task itself and, for a group of
+    tasks/, every subtask down to the leaves (the evaluate stage writes a group's rows under their leaf's name);
+    None: not a task of tasks/ (a standard lm-eval name, or one of eval.include_path), its subtasks unknown here."""
+    from suite.stages.evaluate import tasks  # local: a small YAML registry
+
+    known = tasks.available()
+    if task not in known:
+        return None
+    out, todo = {task}, [task]
+    while todo:
+        info = known.get(todo.pop())
+        for sub in info.subtasks if info is not None else ():
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return out
+
+
 def check_references(loaded: LoadedRecipe, serving: bool = True) -> list[Problem]:
     """Checks that need the file system: model folder, data dir, calibration sets, task names."""
     problems = model_folder_problems(loaded)

@@ -137,6 +137,11 @@ class EvaluateResult(Record):
     samples_sha256: dict[str, str] = Field(
         default_factory=dict, description="task -> sha256 of its samples file as the stage wrote it (`suite gate` "
         "checks it before recomputing from the file; empty: a result written before the field existed)")
+    tokenizer_file: Optional[FileName] = Field(
+        None, description="a perplexity task's token counts: the copy of the model's tokenizer.json the stage kept in "
+        "the run folder (the baseline's is what `suite gate` and the summary count tokens with, so a run folder gates "
+        "without the model); None: no perplexity task, no tokenizer.json found, or a result from before it was kept")
+    tokenizer_sha256: Optional[str] = Field(None, description="sha256 of tokenizer_file as the stage wrote it")
     wall_s: float
     engine_load_s: float
     engine_start: Optional[EngineStart] = Field(None, description="where the engine start went (None: no engine "

@@ -70,7 +70,7 @@ FileName = Annotated[str, AfterValidator(_resolved), PlainSerializer(_stored, re
 
 def resolved_names(data: dict, root: Path) -> dict:
     """A record's raw data (as json.loads gives it, upgraded) with its file names (``results_file``,
-    ``samples_files``) resolved against ``root``, for a reader that checks the data before typing it; a name that
+    ``samples_files``, ``tokenizer_file``) resolved against ``root``, for a reader that checks the data before typing it; a name that
     leaves ``root`` is kept as written (the typed read refuses it)."""
 
     def one(name):
@@ -84,6 +84,8 @@ def resolved_names(data: dict, root: Path) -> dict:
         out["results_file"] = one(out["results_file"])
     if isinstance(out.get("samples_files"), dict):
         out["samples_files"] = {k: one(v) for k, v in out["samples_files"].items()}
+    if "tokenizer_file" in out:
+        out["tokenizer_file"] = one(out["tokenizer_file"])
     return out
 
 

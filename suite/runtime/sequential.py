@@ -52,8 +52,8 @@ _GRID_LOW = -12.0  # below this the process has no mass worth counting (Phi(-12)
 
 def spent(t, alpha: float = ALPHA):
     """Lan-DeMets O'Brien-Fleming-like spending: the alpha spent by information fraction ``t`` (0 < t <= 1)."""
-    t = np.asarray(t, dtype=float)
-    return 2.0 * (1.0 - stats.norm.cdf(stats.norm.ppf(1.0 - alpha / 2.0) / np.sqrt(t)))
+    t = np.asarray(t, dtype=float)  # the upper tail itself: 1 - cdf rounds to 0 below ~1e-16 (an early look of 14+)
+    return 2.0 * stats.norm.sf(stats.norm.isf(alpha / 2.0) / np.sqrt(t))
 
 
 def _check_fractions(fractions) -> tuple[float, ...]:

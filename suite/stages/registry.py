@@ -88,7 +88,8 @@ class StageSpec:
 
 _BUILDERS = "suite.plan.configs"  # the built-in stages' config builders
 _KEYS = "suite.plan.keys"  # and their content keys
-_EVALUATION = {"content_key": f"{_KEYS}:evaluate_job_key", "result_files": ("results_file", "samples_files")}
+_EVALUATION = {"content_key": f"{_KEYS}:evaluate_job_key",
+               "result_files": ("results_file", "samples_files", "tokenizer_file")}
 STAGES: Registry[StageSpec] = Registry("stage", "suite.stages", base=StageSpec, name_of=lambda s: s.name)
 for _spec in (
     StageSpec(QUANTIZE, QuantizeConfig, QuantizeResult, QUANTIZE_ENV, "suite.stages.quantize.stage:run",

@@ -52,8 +52,6 @@ def swap_headline(tmp_path, s: dict, metric: str = "acc_norm,none") -> dict:
     return s
 
 
-@pytest.mark.xfail(strict=True, reason="the gate judges the metric the stage result names (scores[].metric); nothing "
-                   "ties it to the task's headline metric (the task YAML's metric_list / filter), so FAIL turns PASS")
 def test_headline_metric_swapped_in_results_is_refused(tmp_path, capsys):
     s = two_metric_run(tmp_path)
     assert run_gate(tmp_path, capsys, copy.deepcopy(s))[0] == 1  # honest: fp8 fails max_drop on acc
@@ -62,8 +60,6 @@ def test_headline_metric_swapped_in_results_is_refused(tmp_path, capsys):
     assert code in (1, 2), out + err
 
 
-@pytest.mark.xfail(strict=True, reason="the team's --recipe does not name a task's headline metric either: the swap "
-                   "passes under the trusted recipe too")
 def test_headline_metric_swapped_is_refused_with_team_recipe(tmp_path, capsys):
     s = two_metric_run(tmp_path)
     team = tmp_path / "team-recipe.yaml"

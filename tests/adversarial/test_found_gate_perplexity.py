@@ -40,8 +40,6 @@ def char_tokenizer(folder):
     return folder
 
 
-@pytest.mark.xfail(strict=True, reason="the gate counts tokens with the tokenizer at summary.json's baseline "
-                   "model_path, which is never checked against plan.json: FAIL turns PASS")
 def test_baseline_tokenizer_swapped_through_the_summary_is_refused(tmp_path, model_dir, capsys):
     s = run_with(tmp_path, model_dir, FAILING, gates={"max_perplexity_increase": 0.2})
     assert run_gate(tmp_path, capsys, s)[0] == 1  # honest: fails, CI high +0.43
@@ -62,9 +60,6 @@ def test_baseline_tokenizer_swapped_through_the_summary_is_refused(tmp_path, mod
 SMALL = [0.02, 0.05, -0.03, 0.04, 0.01, 0.03, 0.0, 0.02]  # a small rise: passes 0.2
 
 
-@pytest.mark.xfail(strict=True, reason="docs/11 says the absolute paths the stage configs name (the model among them) "
-                   "are no verdict input, but the perplexity gate needs the baseline's tokenizer.json at that path: a "
-                   "CI gate job that received only the run folder gives no verdict")
 def test_perplexity_gate_needs_nothing_outside_the_run_folder(tmp_path, model_dir, capsys):
     s = run_with(tmp_path, model_dir, SMALL, gates={"max_perplexity_increase": 0.2})
     assert run_gate(tmp_path, capsys, s)[0] == 0
@@ -74,9 +69,6 @@ def test_perplexity_gate_needs_nothing_outside_the_run_folder(tmp_path, model_di
     assert code == 0, out + err
 
 
-@pytest.mark.xfail(strict=True, reason="gates.recompute._perplexity returns when one side has no per-item records and "
-                   "gate.run's 'judged only on figures it can recompute' covers accuracy tasks only: the perplexity "
-                   "record the summary claims is judged, FAIL turns PASS")
 def test_perplexity_without_the_variants_records_is_inconclusive_not_judged(tmp_path, model_dir, capsys):
     import hashlib
     from pathlib import Path

@@ -46,9 +46,6 @@ def claim_stop(tmp_path, s: dict, seed: int) -> dict:
     return s
 
 
-@pytest.mark.xfail(strict=True, reason="gates.sequential.stopped_tasks trusts items_used < n_items from the result; "
-                   "neither the plan's config (no eval.sequential) nor the items actually scored (all 300) is checked, "
-                   "and the seed and looks are the writer's: INCONCLUSIVE turns PASS")
 def test_sequential_stop_claimed_on_a_full_evaluation_is_refused(tmp_path, capsys):
     s = build_gated_run(tmp_path, {"max_drop": {T1: MARGIN}}, wrong={T1: [1, 2, 4]})
     assert run_gate(tmp_path, capsys, copy.deepcopy(s))[0] == 3  # honest: the interval straddles 0.02
@@ -58,10 +55,6 @@ def test_sequential_stop_claimed_on_a_full_evaluation_is_refused(tmp_path, capsy
     assert code in (2, 3), out + err
 
 
-@pytest.mark.xfail(strict=True, reason="suite.runtime.sequential.boundaries raises 'Maximum allowed size exceeded' "
-                   "(numpy.arange over an unbounded first-look bound) for 14 or more looks, which eval.sequential "
-                   "accepts (le=20): the evaluate stage (stages/evaluate/looks.py) fails at its first look after `suite "
-                   "validate` said ok")
 @pytest.mark.parametrize("looks", [14, 20])
 def test_every_look_count_the_recipe_accepts_can_be_judged(looks):
     from suite.recipe.evalspec import SequentialSpec

@@ -34,8 +34,6 @@ def point_task_at_other(tmp_path, s: dict) -> dict:
     return s
 
 
-@pytest.mark.xfail(strict=True, reason="gates.recompute judges a task on any samples file its result names: rows of "
-                   "another task (their task field) are not refused, FAIL turns PASS")
 def test_a_task_judged_on_another_tasks_records_is_refused(tmp_path, capsys):
     s = build_gated_run(tmp_path, {"default_max_drop": 0.02}, wrong={T1: range(1, 300, 3)}, tasks=(T1, T2))
     assert run_gate(tmp_path, capsys, copy.deepcopy(s))[0] == 1  # honest: fp8 fails GSM8K

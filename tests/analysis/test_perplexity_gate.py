@@ -28,6 +28,7 @@ from suite.records.summary import VariantSummary
 from suite.analysis.summary import add_deltas, add_paired, add_perplexity, variant_metrics
 from suite.recipe import GateSpec, Recipe
 from suite.records.evaluate import EvaluateResult, TaskScore
+from suite.runtime import tokenizer
 
 TASK = "suite_longppl"
 DOCS = [json.loads(line) for line in (ROOT / "tasks/data/longtext/docs.jsonl").read_text().splitlines()]
@@ -105,6 +106,10 @@ def built(tmp_path, model_dir, base_ev, var_ev, gates=None, tasks=(TASK,)):
     """A summary made as `suite run` makes one (variant_metrics, add_deltas, add_paired, add_perplexity)."""
     s = make_summary({"bf16": {}, "fp8": {}}, tasks=tasks, gates=gates, run_dir=str(tmp_path / "run"))
     s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
+    vdir = tmp_path / "run" / "variants" / "bf16"  # the baseline's tokenizer kept as its evaluate stage keeps it
+    vdir.mkdir(parents=True, exist_ok=True)
+    kept, sha = tokenizer.keep(str(model_dir), [sc.metric for sc in base_ev.scores], vdir)
+    base_ev = base_ev.model_copy(update={"tokenizer_file": kept, "tokenizer_sha256": sha})
     s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path=str(model_dir), evaluate=base_ev),
                   VariantSummary(name="fp8", is_baseline=False, model_path="/elsewhere", evaluate=var_ev)]
     for v in s.variants:
@@ -426,3 +431,12 @@ def test_perplexity_reaches_mlflow_with_the_other_metrics(tmp_path, model_dir):
     assert client.dicts["perplexity/paired.json"]["comparisons"] == v.perplexity and v.perplexity[0]["n"] == 8
     track._tables(client := Client(), "r", s.variants[0])  # the baseline has no comparison
     assert client.dicts == {}
+
+
+def test_the_kept_tokenizer_changed_after_the_evaluation_is_refused(tmp_path, model_dir, capsys):
+    s = run_with(tmp_path, model_dir, SMALL, gates={"max_perplexity_increase": 0.2})
+    assert run_gate(tmp_path, capsys, s)[0] == 0
+    kept = tmp_path / "run" / "variants" / "bf16" / "tokenizer.json"
+    kept.write_text(kept.read_text().replace('"[UNK]"', '"[unk]"'))
+    code, out, err = run_gate(tmp_path, capsys, s)
+    assert code == 2 and "tokenizer.json was changed after the evaluation" in err, out + err

@@ -27,6 +27,7 @@ from pathlib import Path
 from suite.runtime import safeio
 from suite.analysis import paired as pairing
 from suite.analysis import perplexity
+from suite.analysis.gates import provenance
 from suite.analysis.gates.base import FIX_SUMMARY
 from suite.analysis.summary import metric_name
 from suite.records import bench_argv, migrate
@@ -120,10 +121,8 @@ def _perplexity(s, v, base, ppl_tasks, seed: int, bad) -> None:
         return
     if not any(base.evaluate.samples_files.get(t) and v.evaluate.samples_files.get(t) for t in ppl_tasks):
         return  # no per-item records on one side: nothing to recompute from (as for accuracy, ``_scores``)
-    count = perplexity.token_counter(base.model_path)
+    count = provenance.counter(s, base, bad)  # the tokenizer the run kept, never one the summary points at
     if count is None:
-        bad(f"{base.name}: model_path", f"no tokenizer.json at {base.model_path} to recompute the perplexity delta",
-            "keep the baseline's model where the run read it")
         return
     found = {c.task: c for c in perplexity.compare_variant(base.evaluate, v.evaluate, count, seed=seed)}
     if seed and any(isinstance(r, dict) and r.get("task") in found and not _close(r.get("ci_low"), found[r["task"]].ci_low)
@@ -241,7 +240,7 @@ def stage_records(s, folder: Path, bad) -> bool:
 
 
 def unrecomputable(v, base, tasks: list[str]) -> set[str]:
-    """The accuracy tasks among ``tasks`` that ``v`` or the baseline has no per-item records for."""
+    """The tasks among ``tasks`` that ``v`` or the baseline has no per-item records for."""
     return {t for t in tasks for w in (v, base)
             if w.evaluate is None or not w.evaluate.samples_files.get(t)}
 

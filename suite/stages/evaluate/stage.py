@@ -20,7 +20,7 @@ import time
 from itertools import groupby
 from pathlib import Path
 
-from suite.runtime import safeio
+from suite.runtime import safeio, tokenizer
 from suite.runtime.engine import compilecache
 from suite.runtime.envs import package_versions
 from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
@@ -150,11 +150,12 @@ def run(config: EvaluateConfig) -> EvaluateResult:
                     fh.write(json.dumps({"task": sub, **s}, default=handle_non_serializable, ensure_ascii=False) + "\n")
         samples_files[t.name] = str(path)
     samples_sha256 = {t: safeio.sha256(f, "samples") for t, f in samples_files.items()}
+    kept, kept_sha = tokenizer.keep(config.engine.model, [s.metric for s in scores], out_dir)  # perplexity's counts
     end = time.perf_counter()
     time_split_s = {"setup": t_engine - start, "engine": t_lm_eval - t_engine, **lm_eval_split, "write": end - t_write}
     return EvaluateResult(
         scores=scores, results_file=str(results_file), samples_files=samples_files, samples_sha256=samples_sha256,
-        wall_s=end - start, engine_load_s=engine_load_s, engine_start=engine_start,
+        tokenizer_file=kept, tokenizer_sha256=kept_sha, wall_s=end - start, engine_load_s=engine_load_s, engine_start=engine_start,
         time_split_s={k: round(v, 3) for k, v in time_split_s.items()},
         backend=config.backend, versions=(versions := package_versions()), cpu_kernels=_cpu_kernels(config, versions),
         config_hash={"task_hashes": merged.get("task_hashes", {}),
