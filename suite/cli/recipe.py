@@ -6,13 +6,24 @@ import json
 import sys
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_OK
+from suite.cli import overrides
+from suite.cli.render import print_dag
+from suite.orchestrate.executors import job_use
+from suite.orchestrate.rundir import plan_json
+from suite.orchestrate.store import STORE_ENV, Store, eval_cache_dir, job_key, store_root
+from suite.outputs.tracking_target import target
+from suite.plan.planner import make_plan
+from suite.plan.starts import planned_starts, starts_line
+from suite.recipe import LoadedRecipe, Recipe, load_yaml, read_text, validation_problems
+from suite.recipe.checks import include_path_tasks
+from suite.recipe.executor import ExecutorSpec
+from suite.runtime.envs import engine_args_facts, serve_python, stage_env, vllm_distribution, vllm_platform
+from suite.runtime.errors import EXIT_OK, Problem, SuiteError
+from suite.stages.evaluate import tasks
+from suite.stages.registry import EVALUATE, STAGES
 
 
 def cmd_validate(args) -> int:
-    from suite.cli import overrides
-    from suite.plan.planner import make_plan
-
     loaded = overrides.load(args.recipe, getattr(args, "set", None))
     r = loaded.recipe
     out = loaded.resolve(r.output_dir)
@@ -22,8 +33,6 @@ def cmd_validate(args) -> int:
     print(f"{args.recipe}{sets}: ok — {r.name}: {len(r.variants) + 1} variants "
           f"({', '.join(v.name for v in r.all_variants())}), tasks {', '.join(t.name for t in r.eval.tasks)}")
     if any(v.engine_args for v in r.all_variants()) or r.eval.engine_args:
-        from suite.runtime.envs import engine_args_facts, serve_python, vllm_distribution, vllm_platform
-
         dist = vllm_distribution()
         name = f"{dist[0]} {dist[1]}" if dist else f"vLLM {engine_args_facts()['vllm']}"
         print(f"engine arguments checked against {name}'s EngineArgs ({serve_python()})")
@@ -36,11 +45,6 @@ def cmd_validate(args) -> int:
 
 def _starts_line(loaded, plan, out_root: Path) -> str:
     """``engine starts: N (...)``: the vLLM engines a run of the plan starts, none for an evaluation its store holds."""
-    from suite.orchestrate.store import STORE_ENV, Store, eval_cache_dir, job_key, store_root
-    from suite.plan.starts import planned_starts, starts_line
-    from suite.runtime.envs import stage_env
-    from suite.stages.registry import EVALUATE, STAGES
-
     env = stage_env(plan.env) | {STORE_ENV: str(store_root(loaded, out_root))}
     cache = Store(eval_cache_dir(env, out_root))
 
@@ -55,17 +59,11 @@ def _starts_line(loaded, plan, out_root: Path) -> str:
 
 def _tracking_line(loaded, out_root: Path) -> str:
     """Where a run of the recipe would be logged (recipe, then MLflow's environment, then the local default)."""
-    from suite.outputs.tracking_target import target
-
     return target(loaded.recipe, out_root).describe()
 
 
 
 def cmd_plan(args) -> int:
-    from suite.cli import overrides
-    from suite.plan.planner import make_plan
-    from suite.orchestrate.rundir import plan_json
-
     loaded = overrides.load(args.recipe, getattr(args, "set", None))
     if getattr(args, "executor", None):
         loaded = with_executor(loaded, args.executor)
@@ -74,9 +72,6 @@ def cmd_plan(args) -> int:
     print(_tracking_line(loaded, out), file=sys.stderr)  # stdout stays the plan's JSON (or the DAG)
     print(_starts_line(loaded, plan, out), file=sys.stderr)
     if getattr(args, "jobs", False):
-        from suite.cli.render import print_dag
-        from suite.orchestrate.executors import job_use
-
         print_dag(plan, use=job_use(plan.executor))
         return EXIT_OK
     print(plan_json(plan))
@@ -86,9 +81,6 @@ def cmd_plan(args) -> int:
 def with_executor(loaded, value: str):
     """The recipe with ``--executor`` in place of its executor section: 'local', 'ray' (a Ray instance for
     the run) or 'ray://HOST:PORT' / 'auto' / 'HOST:PORT' (an existing Ray cluster)."""
-    from suite.runtime.errors import Problem, SuiteError
-    from suite.recipe.executor import ExecutorSpec
-
     current = loaded.recipe.executor.model_dump(exclude_unset=True)
     if value == "local":
         fields = {k: v for k, v in current.items() if k != "address"} | {"kind": "local"}
@@ -106,8 +98,6 @@ def with_executor(loaded, value: str):
 
 
 def cmd_schema(args) -> int:
-    from suite.recipe import Recipe
-
     print(json.dumps(Recipe.model_json_schema(), indent=2))
     return EXIT_OK
 
@@ -116,8 +106,6 @@ def cmd_schema(args) -> int:
 def cmd_tasks(args) -> int:
     """The suite's own tasks (tasks/), and with RECIPE those of its eval.include_path folders too, each folder's
     under its own heading; a task the recipe evaluates is marked '*'."""
-    from suite.stages.evaluate import tasks
-
     if not getattr(args, "recipe", None):
         _print_tasks(tasks.available())
         return EXIT_OK
@@ -135,9 +123,6 @@ def _include_folders(recipe: str):
     """The recipe (schema-checked only: its tasks may be what is being written) and its include_path folders as
     (field, absolute folder); a folder that is missing or holds no task is bad input, as `suite validate` says."""
     from pydantic import ValidationError
-
-    from suite.recipe import LoadedRecipe, Problem, Recipe, SuiteError, load_yaml, read_text, validation_problems
-    from suite.recipe.checks import include_path_tasks
 
     path = Path(recipe)
     text = read_text(path)
