@@ -1,6 +1,7 @@
 """The run lock: ``<run folder>/run.lock`` names the live ``suite run`` that owns a folder (see suite.runtime.procs).
 
-Only the standard library at import: every stage process imports this module (``result_allowed``).
+Light at import (the standard library, safeio, procs, errors): every stage process imports this module
+(``result_allowed``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     # lazy: `suite --help` imports every command module; the work loads when it runs
-    from suite.cli.recipe import cmd_schema
+    from suite.cli.tasks import cmd_schema
 
     return cmd_schema(args)

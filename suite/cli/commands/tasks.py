@@ -16,6 +16,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     # lazy: `suite --help` imports every command module; the work loads when it runs
-    from suite.cli.recipe import cmd_tasks
+    from suite.cli.tasks import cmd_tasks
 
     return cmd_tasks(args)
