@@ -156,13 +156,13 @@ def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
                     (p.throughput, p.accuracy, tip))
                 errors[tip], names[tip] = (p.x_interval, p.y_interval), p.name + (" (baseline)" if p.is_baseline else "")
             chart = plots.scatter_svg({k: v for k, v in series.items() if v}, x_label(x, runs), y_label(key, runs),
-                                line=False, errors=errors, labels=names, min_y_span=MIN_ACCURACY_SPAN,
-                                notes=bar_notes(runs, key, x))
+                                      line=False, errors=errors, labels=names, min_y_span=MIN_ACCURACY_SPAN,
+                                      notes=bar_notes(runs, key, x))
             charts.append({"key": key, "title": f"{key} against {'cost' if cost else 'throughput'}", "chart": chart,
                            "points": pts, "front": front, "x_head": unit, "x_fmt": "{:,.4f}" if cost else "{:,.1f}"})
     page = plots.render("frontier.html.j2", throughput=config.throughput, charts=charts, prices=price_notes(runs),
-                  left_out=left_out(runs, config.accuracy, config.throughput),
-                  mixed_currencies=any(r.cost for r in runs) and cost_currency(runs) is None)
+                        left_out=left_out(runs, config.accuracy, config.throughput),
+                        mixed_currencies=any(r.cost for r in runs) and cost_currency(runs) is None)
     config.out_html.parent.mkdir(parents=True, exist_ok=True)
     config.out_html.write_text(page, encoding="utf-8")
     return config.out_html

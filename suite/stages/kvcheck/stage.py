@@ -101,7 +101,6 @@ def run(config: KVCheckConfig) -> KVCheckResult:
     """Check the variant's scale option against the checkpoint, measure each recipe option's KL against BF16 and the
     per-layer report, choose the scales (``kv_scales: auto``), then the layers kept in BF16."""
     start = time.perf_counter()
-
     texts = read_texts(config.texts_file, config.num_texts)
     calibrated = kc.read_kv_scales(config.model)
     auto = config.kv_scales == "auto"
