@@ -116,22 +116,27 @@ def runner_imports(root: Path) -> list[str]:
     return sorted(found)
 
 
-def stage_literals(root: Path) -> dict[str, int]:
+def _count_outside(root: Path, skip: tuple[str, ...], count) -> dict[str, int]:
+    """suite/-relative module -> ``count(tree)``, for each module not under ``skip`` whose count is not 0."""
     out: dict[str, int] = {}
     for p in modules(root):
         rel = p.relative_to(root / "suite").as_posix()
-        if rel.startswith("stages/"):
-            continue
-        tree = ast.parse(p.read_text())
-        # the argument of Environment("quantize") is an environment's name, not a stage's (tests/test_architecture.py)
-        environments = {id(c.args[0]) for c in ast.walk(tree) if isinstance(c, ast.Call)
-                        and isinstance(c.func, ast.Name) and c.func.id == "Environment"
-                        and len(c.args) == 1 and not c.keywords}
-        n = sum(isinstance(x, ast.Constant) and x.value in STAGE_NAMES and id(x) not in environments
-                for x in ast.walk(tree))
-        if n:
+        if not rel.startswith(skip) and (n := count(ast.parse(p.read_text(), str(p)))):
             out[rel] = n
     return out
+
+
+def _stage_literal_count(tree: ast.AST) -> int:
+    # the argument of Environment("quantize") is an environment's name, not a stage's (tests/test_architecture.py)
+    environments = {id(c.args[0]) for c in ast.walk(tree) if isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Name) and c.func.id == "Environment"
+                    and len(c.args) == 1 and not c.keywords}
+    return sum(isinstance(x, ast.Constant) and x.value in STAGE_NAMES and id(x) not in environments
+               for x in ast.walk(tree))
+
+
+def stage_literals(root: Path) -> dict[str, int]:
+    return _count_outside(root, ("stages/",), _stage_literal_count)
 
 
 def suite_lines(root: Path) -> int:
@@ -178,9 +183,7 @@ def _top_level_graph(root: Path) -> dict[str, set[str]]:
                 todo += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
                          *(n for h in getattr(node, "handlers", []) for n in h.body)]
             elif (module := _imported(node)) is not None:
-                found |= _executed(module, names)
-                if isinstance(node, ast.ImportFrom):
-                    found |= {m for a in node.names for m in _executed(f"{module}.{a.name}", names)}
+                found |= _runs(node, module, names)
         graph[_module_name(root, p)] = found
     return graph
 
@@ -189,6 +192,14 @@ def _executed(dotted: str, names: set[str]) -> set[str]:
     """The suite modules importing ``dotted`` runs: it and its packages."""
     parts = dotted.split(".")
     return {m for i in range(1, len(parts) + 1) if (m := ".".join(parts[:i])) in names}
+
+
+def _runs(node: ast.AST, module: str, names: set[str]) -> set[str]:
+    """The suite modules an import statement of ``module`` runs (``from a import b``: b too, when b is a module)."""
+    found = _executed(module, names)
+    if isinstance(node, ast.ImportFrom):
+        found |= {m for a in node.names for m in _executed(f"{module}.{a.name}", names)}
+    return found
 
 
 def _reaches(graph: dict[str, set[str]], start: set[str], goal: str) -> bool:
@@ -218,10 +229,8 @@ def local_imports(root: Path) -> list[dict]:
             for node in ast.walk(fn):
                 if (module := _imported(node)) and node.lineno not in seen:
                     seen.add(node.lineno)
-                    targets = _executed(module, names) | ({m for a in node.names for m in _executed(
-                        f"{module}.{a.name}", names)} if isinstance(node, ast.ImportFrom) else set())
                     out.append({"at": f"{rel}:{node.lineno}", "module": module, "why": _reason(lines, node.lineno),
-                                "circular": _reaches(graph, targets, _module_name(root, p))})
+                                "circular": _reaches(graph, _runs(node, module, names), _module_name(root, p))})
     return out
 
 
@@ -282,15 +291,8 @@ def package_interfaces(root: Path) -> list[str]:
 
 def stage_attribute_reads(root: Path) -> dict[str, int]:
     """``x.quantize``, ``vs.evaluate``...: reads of one stage's result by attribute, outside stages/ and records/."""
-    out: dict[str, int] = {}
-    for p in modules(root):
-        rel = p.relative_to(root / "suite").as_posix()
-        if rel.startswith(("stages/", "records/")):
-            continue
-        n = sum(isinstance(x, ast.Attribute) and x.attr in STAGE_NAMES for x in ast.walk(ast.parse(p.read_text())))
-        if n:
-            out[rel] = n
-    return out
+    return _count_outside(root, ("stages/", "records/"), lambda tree: sum(
+        isinstance(x, ast.Attribute) and x.attr in STAGE_NAMES for x in ast.walk(tree)))
 
 
 def files_a_new_stage_touches(root: Path) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from suite.analysis.paired import compare_variant
 from suite.records.summary import RunSummary
 
 
@@ -55,8 +56,6 @@ class CompareResult:
 
 
 def _accuracy(name: str, ea, eb, seed: int) -> list[Change]:
-    from suite.analysis.paired import compare_variant
-
     out = []
     paired = {c.task: c for c in compare_variant(ea, eb, seed=seed)}
     b_scores = {s.task: s for s in eb.scores}

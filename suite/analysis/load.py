@@ -12,6 +12,7 @@ from pathlib import Path
 
 from suite.records import migrate
 from suite.records.paths import ROOT, recorded_run_dir
+from suite.records.summary import RunSummary
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 
@@ -56,8 +57,6 @@ def with_tracking(summary, run_dir: Path):
 
 
 def load_summary(path: str):
-    from suite.records.summary import RunSummary
-
     from pydantic import ValidationError
 
     p = Path(path)

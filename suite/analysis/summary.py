@@ -53,11 +53,17 @@ from __future__ import annotations
 
 import re
 
-from suite.analysis.paired import is_perplexity_metric
+from suite.analysis import ledger, perplexity as ppl, tput_spread
+from suite.analysis.engine_spread import add_engine_spread
+from suite.analysis.paired import compare_variant, is_perplexity_metric
 from suite.plan.keys import brought_sha256
-from suite.records.summary import CostBasis, RunSummary, VariantSummary
+from suite.recipe.checkpoint import label as ck_label
+from suite.recipe.kv import effective_kv_scales
 from suite.records.benchmark import BenchmarkResult, LoadPoint
-from suite.analysis import ledger, tput_spread
+from suite.records.summary import CostBasis, RunSummary, VariantSummary
+from suite.runtime.engine.parallel import parallel_size
+from suite.stages.benchmark.labels import shown_label
+from suite.version import __version__
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -196,8 +202,6 @@ def add_cost(summary: RunSummary, price) -> None:
     engine's, tensor_parallel_size x pipeline_parallel_size of the variant's engine_args (a variant on 2 GPUs
     costs twice per hour; data parallelism is not counted). What the figure includes: ``COST_SCOPE`` —
     GPU time only, at the measured rate; no idle time, no CPU/host cost. ``.ratio``: variant / baseline."""
-    from suite.runtime.engine.parallel import parallel_size
-
     summary.cost = None
     if price is None:
         return
@@ -225,8 +229,6 @@ def cost_per_1m(gpu_hour: float, gpus: int, output_tok_s: float) -> float:
 
 def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
     """Item-by-item comparison of each variant with the baseline (suite.analysis.paired), as metrics too."""
-    from suite.analysis.paired import compare_variant
-
     base = next(v for v in variants if v.is_baseline)
     if not base.evaluate:
         return
@@ -248,8 +250,6 @@ def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
 def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
     """Document-by-document perplexity of each variant against the baseline (suite.analysis.perplexity), as
     metrics too. Returns the warnings: documents that did not pair, no tokenizer to count tokens with."""
-    from suite.analysis import perplexity as ppl
-
     base = next(v for v in variants if v.is_baseline)
     tasks = [s.task for s in base.evaluate.scores if is_perplexity_metric(s.metric)] if base.evaluate else []
     if not tasks:
@@ -298,8 +298,6 @@ def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlie
     """The run's summary before any stage ran: one ``VariantSummary`` per planned variant (``plan``: a
     ``Plan``), from its recipe section. ``earlier``: the summary of the run a resume continues (it keeps
     where and with what its stages ran: the kept results came from there)."""
-    from suite.version import __version__
-
     r = loaded.recipe
     return RunSummary(
         suite_version=__version__, recipe_name=r.name, recipe_path=str(loaded.path), recipe_sha256=loaded.sha256,
@@ -314,9 +312,6 @@ def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlie
 def variant_summary(vp) -> VariantSummary:
     """A planned variant (``VariantPlan``) as the summary records it, before its stages ran."""
     v, q = vp.variant, vp.variant.quantization
-    from suite.recipe.checkpoint import label as ck_label
-    from suite.recipe.kv import effective_kv_scales
-
     skip = v.kv_skip_layers
     ck = getattr(vp, "checkpoint", None) or {}  # variants[].model: the scheme its config.json names
     return VariantSummary(name=v.name, is_baseline=vp.is_baseline, scheme=q.scheme if q else ck_label(ck),
@@ -348,7 +343,6 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         add_deltas(summary.variants, headline_rule(recipe))
         add_paired(summary.variants, seed=recipe.eval.seed)
         summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
-    from suite.analysis.engine_spread import add_engine_spread
 
     summary.warnings += add_engine_spread(summary.variants, metric_name)  # eval.engine_check: each variant against itself
     summary.stage_wall_s, summary.warnings = stage_wall_s, summary.warnings + ledger.add_ledger(summary)  # engine starts
@@ -358,8 +352,6 @@ def point_bounds(v: VariantSummary) -> list[tuple[str, str]]:
     """Each load point's bound and its reason, in the points' order, by the current rule with the label recorded when
     the point ran beside it when they differ ("engine-cpu (as run: seq-cap)": suite.stages.benchmark.labels). For the
     summary's table and the report: a resumed run keeps results labelled under an older rule."""
-    from suite.stages.benchmark.labels import shown_label
-
     return [shown_label(p, v.engine_args) for p in v.benchmark.points] if v.benchmark is not None else []
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from suite.records.benchmark import LoadPoint
 from suite.records.summary import VariantSummary
+from suite.runtime import spread
+from suite.runtime.spread import ratio_interval, rep_values
 
 
 def point_spread(p: LoadPoint) -> dict:
     """A point's interval fields (suite.runtime.spread) as recorded, or derived from its repetition rows for
     a point recorded before intervals were kept."""
-    from suite.runtime import spread
-
     return p.model_dump(include=set(spread.point_update(p))) if p.output_tok_s_reps is not None else spread.point_update(p)
 
 
@@ -50,8 +50,6 @@ def goodput_metrics(p: LoadPoint) -> dict[str, float]:
 def add_goodput_ratio(v: VariantSummary, base: VariantSummary, headline) -> None:
     """tput.goodput_req_s.ratio (variant / baseline at each one's headline point) and its interval over both sides'
     repetitions (suite.runtime.spread.ratio_interval); none where either side has no goodput or the baseline's is 0."""
-    from suite.runtime.spread import rep_values, ratio_interval
-
     if v is base or v.benchmark is None or base.benchmark is None:
         return
     pv, pb = headline(v.benchmark), headline(base.benchmark)
@@ -67,8 +65,6 @@ def add_ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> None:
     """The headline ratio's interval (best against best: each variant's headline point) and the ratio at equal
     rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any;
     and the goodput ratio (``add_goodput_ratio``)."""
-    from suite.runtime.spread import rep_values, ratio_interval
-
     add_goodput_ratio(v, base, headline)
     if v is base or v.benchmark is None or base.benchmark is None:
         return

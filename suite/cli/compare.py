@@ -6,15 +6,14 @@ import json
 import sys
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_OK
-from suite.cli.render import _wide_console
+from suite.analysis import compare
 from suite.analysis.load import load_summary
+from suite.cli.render import _wide_console
+from suite.runtime.errors import EXIT_OK
 
 
 def cmd_compare(args) -> int:
     from rich.table import Table
-
-    from suite.analysis import compare
 
     a, b = load_summary(args.run_a), load_summary(args.run_b)
     if a.recipe_name != b.recipe_name:

@@ -7,10 +7,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_BAD_INPUT, Problem
 from suite import api
 from suite.cli.render import _wide_console
-from suite.outputs import gate_report
+from suite.outputs import gate_report, manifest
+from suite.outputs.mlflow_registry import record_gate
+from suite.runtime.errors import EXIT_BAD_INPUT, Problem
 
 SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yellow]INCONCLUSIVE[/]"}
 
@@ -77,8 +78,6 @@ def report_bad_input(args, problems: list[Problem]) -> None:
 def _verify(folder: Path, held: Path) -> None:
     """``--verify``: every file of the run folder is as its manifest signed it (a SuiteError otherwise); the bytes
     verified are written into ``held``, which the gate then judges."""
-    from suite.outputs import manifest
-
     count = manifest.verify(folder, into=held)
     print(f"verified: {count} file(s) as signed in {folder / manifest.NAME}", file=sys.stderr)
 
@@ -99,8 +98,6 @@ def _print_table(summary, result, policy_label: str) -> None:
 def _record(summary, result, policy: str, policy_sha: str | None, looser: list[str]) -> list[str]:
     """The verdict on the run's MLflow runs (and, when every gate passed, the checkpoints registered); a warning
     when MLflow fails: the verdict stands. Returns what it said of each variant's registration."""
-    from suite.outputs.mlflow_registry import record_gate
-
     said: list[str] = []
     if not summary.tracking:
         if result.passed:  # a pass registers: say why this one did not

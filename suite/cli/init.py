@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from suite.recipe.checkpoint import is_local_model
+from suite.runtime.envs import vllm_platform
 from suite.runtime.errors import EXIT_OK, Problem, SuiteError
 
 _NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -86,8 +88,6 @@ def starter_name(model: str) -> str:
 def starter(model: str, out: Path, device: str = "cuda") -> str:
     """The starter recipe's text for ``model`` (a hub id org/name, or a folder) written at ``out``, its FP8 build one
     that ``device``'s vLLM serves (cuda or cpu)."""
-    from suite.recipe.loaded import is_local_model
-
     folder = Path(model).expanduser()
     if folder.is_dir():
         ref = os.path.relpath(os.path.abspath(folder), os.path.abspath(out.parent))  # links kept as the user named them
@@ -110,8 +110,6 @@ def cmd_init(args) -> int:
         raise SuiteError(Problem(str(out), "", "exists already", "give another --out, or --force to replace it"))
     device = args.device
     if device == "auto":  # what this machine's serve environment is: the recipe is validated against it
-        from suite.runtime.envs import vllm_platform
-
         device = "cpu" if vllm_platform() == "cpu" else "cuda"
     text = starter(args.model, out, device)
     try:

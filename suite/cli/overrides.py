@@ -79,6 +79,7 @@ def _args(annotation) -> list:
 
 def check_path(path: str, steps: list) -> None:
     """Each step must be a field of the schema at that place (a list index into a list, any key into a mapping)."""
+    # lazy: `suite --help` imports this module; the recipe schema loads when a command runs
     from suite.recipe import Recipe
 
     kinds: list = [Recipe]
@@ -147,6 +148,7 @@ def apply(data: dict, path: str, steps: list, value) -> None:
 def recipe_text(path: str | Path, items: list[str] | None) -> str | None:
     """The recipe's text with the ``--set`` overrides applied (None: there are none), headed by a comment naming them;
     every problem a SuiteError (exit 2)."""
+    # lazy: `suite --help` imports this module; the recipe schema loads when a command runs
     from suite.recipe.load import load_yaml, read_text
 
     sets = parse(items)
@@ -166,6 +168,7 @@ def recipe_text(path: str | Path, items: list[str] | None) -> str | None:
 
 def load(path: str | Path, items: list[str] | None, serving: bool = True):
     """The recipe at ``path`` with the ``--set`` overrides applied, loaded and checked (``load_recipe``)."""
+    # lazy: `suite --help` imports this module; the recipe schema loads when a command runs
     from suite.recipe import load_recipe
 
     text = recipe_text(path, items)

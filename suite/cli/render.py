@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from suite.analysis.summary import point_bounds
+from suite.analysis.tput_spread import point_spread
+
 
 
 
@@ -75,9 +78,6 @@ def print_load_points(summary) -> None:
     bounded the point (suite.stages.benchmark.bottleneck: by the current rule, the label as run beside it when the
     rule has changed since)."""
     from rich.table import Table
-
-    from suite.analysis.summary import point_bounds
-    from suite.analysis.tput_spread import point_spread
 
     table = Table(title="load points (median of repetitions; 95% CI: t interval over >= 3 repetitions, none with 2; unstable: "
                         "max/min > 1.25 or CI beyond ±10%; bound = what limited the point)")

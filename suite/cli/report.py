@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 from suite import api
 from suite.analysis.load import load_summary
+from suite.outputs import frontier
+from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 
 
 def cmd_report(args) -> int:
@@ -21,8 +22,6 @@ UNCHECKED = ("SLO rate's steadiness was not checked (it may be a burst's; set th
 
 
 def cmd_frontier(args) -> int:
-    from suite.outputs import frontier
-
     runs = [load_summary(r) for r in args.runs]
     out = Path(args.out)
     key = "tput.output_tok_s" if args.throughput == "saturation" else "tput.sustainable_output_tok_s"

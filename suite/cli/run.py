@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
+import suite.api
+from suite.cli import overrides
+from suite.cli.recipe import with_executor
 from suite.cli.render import _console, print_summary
+from suite.cli.talk import LiveDisplay, gate_line
+from suite.orchestrate.rundir import load_run_recipe
+from suite.orchestrate.runner import RunInterrupted
+from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-C ended
@@ -17,8 +23,6 @@ def cmd_run(args) -> int:
     import signal
     import sys
     import threading
-
-    from suite.orchestrate.runner import RunInterrupted
 
     if threading.current_thread() is threading.main_thread():
         # SIGINT means "stop the run" even where this process inherited it ignored (a shell starts a background
@@ -36,9 +40,6 @@ def cmd_run(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    import suite.api
-    from suite.cli.talk import LiveDisplay
-
     resume, loaded = _what_to_run(args)
     console = _console()
     display = LiveDisplay(console, loaded.recipe, track=not args.no_track)
@@ -54,8 +55,6 @@ def _what_to_run(args):
     """(the run folder to resume or None, the loaded recipe): RECIPE checked, or --resume's recorded recipe; with
     ``--executor`` laid over it."""
     if args.resume:
-        from suite.orchestrate.rundir import load_run_recipe
-
         resume = Path(args.resume)
         if args.recipe or getattr(args, "set", None):
             raise SuiteError(Problem(args.recipe or "--set", "", "--resume continues a run with the recipe it was "
@@ -64,8 +63,6 @@ def _what_to_run(args):
     elif args.recipe:
         import sys
 
-        from suite.cli import overrides
-
         # before the first line of the run: the checks ask the serve environment's vLLM (seconds, once per environment)
         print(f"checking {args.recipe} (files, tasks, what the serve environment's vLLM takes) ...", file=sys.stderr,
               flush=True)
@@ -73,8 +70,6 @@ def _what_to_run(args):
     else:
         raise SuiteError(Problem("suite run", "RECIPE", "no recipe given", "suite run recipes/demo-cpu.yaml"))
     if args.executor:
-        from suite.cli.recipe import with_executor
-
         loaded = with_executor(loaded, args.executor)
     return resume, loaded
 
@@ -82,8 +77,6 @@ def _what_to_run(args):
 def _print_outcome(console, result) -> int:
     """The summary table, warnings, each failed variant's cause, where the run's outputs are; the exit code."""
     from rich.markup import escape
-
-    from suite.cli.talk import gate_line
 
     summary = result.summary
     print_summary(summary)

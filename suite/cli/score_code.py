@@ -6,6 +6,7 @@ import json
 import math
 
 from suite.runtime.errors import EXIT_OK, Problem, SuiteError
+from suite.stages.evaluate.sandbox.score import score_file
 
 MAX_TIMEOUT_S = 3600.0
 
@@ -39,8 +40,6 @@ def _workers(value) -> int | None:
 
 
 def cmd_score_code(args) -> int:
-    from suite.stages.evaluate.sandbox.score import score_file
-
     timeout, ks, workers = _timeout(args.timeout), _ks(args.k), _workers(args.workers)
     result = score_file(args.samples, args.problems, allow=args.allow_code_execution, mode=args.sandbox,
                         timeout_s=timeout, ks=ks, workers=workers)

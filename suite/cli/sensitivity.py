@@ -6,16 +6,21 @@ import sys
 import time
 from pathlib import Path
 
-from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 from suite.cli.render import _console, _wide_console
+from suite.orchestrate.jobs import run_stage
+from suite.plan.configs import absolute_calibration, kvcheck_config
+from suite.plan.planner import make_plan
+from suite.recipe import kv, load_recipe
+from suite.records.quantize import SensitivityConfig
+from suite.records.schemes import SCHEMES
+from suite.runtime.envs import stage_env
+from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
+from suite.stages.quantize import calibration
 from suite.stages.registry import KVCHECK
 
 
 def first_calibration_set(loaded, calib) -> str:
     """The sweep draws its held-out texts from one set: the variant's (the first of a mix)."""
-    from suite.stages.quantize import calibration
-    from suite.plan.configs import absolute_calibration
-
     calib = absolute_calibration(loaded, calib)
     return calibration.mix_parts(calib)[0][0] if calib else "chat-demo"
 
@@ -24,9 +29,6 @@ def first_calibration_set(loaded, calib) -> str:
 def _run(what: str, stage: str, cfg, out: Path, r):
     """One stage process in the quantize environment, under a status line: (result, wall s), or (None, wall)
     after printing the stage's error line."""
-    from suite.runtime.envs import stage_env
-    from suite.orchestrate.jobs import run_stage
-
     with _console().status(what):
         res, error, wall, note = run_stage(stage, cfg, out, stage_env(dict(r.runtime.env)))
     if note:
@@ -40,9 +42,6 @@ def _run(what: str, stage: str, cfg, out: Path, r):
 def cmd_sensitivity(args) -> int:
     from rich.table import Table
 
-    from suite.recipe import load_recipe
-    from suite.records.quantize import SensitivityConfig
-
     loaded = load_recipe(args.recipe, serving=False)  # nothing is served: FP8 schemes are fine on CPU here
     r = loaded.recipe
     by_name = {v.name: v for v in r.variants}
@@ -52,7 +51,6 @@ def cmd_sensitivity(args) -> int:
     if getattr(args, "kv", False):
         return cmd_sensitivity_kv(args, loaded, by_name[args.variant])
     q = by_name[args.variant].quantization
-    from suite.records.schemes import SCHEMES
 
     sweepable = [name for name, s in SCHEMES.items() if s.sensitivity]
     if q is None or q.scheme not in sweepable:
@@ -91,10 +89,6 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
     """``--kv``: one layer's KV in FP8 at a time (the variant's scale option), ranked by KL, and the greedy
     kv_skip_layers: auto choice (the kvcheck stage, run by itself in the quantize environment)."""
     from rich.table import Table
-
-    from suite.plan.configs import kvcheck_config
-    from suite.plan.planner import make_plan
-    from suite.recipe import kv
 
     r, f = loaded.recipe, str(loaded.path)
     if not kv.fp8_kv(variant):

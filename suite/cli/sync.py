@@ -5,15 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from suite.analysis.load import load_summary
+from suite.outputs.mlflow import track_summary
+from suite.outputs.tracking_target import check_uris
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 from suite.runtime.secrets import redact
-from suite.analysis.load import load_summary
-from suite.outputs.tracking_target import check_uris
 
 
 def cmd_sync(args) -> int:
-    from suite.outputs.mlflow import track_summary
-
     check_uris(args.uri)  # before the run folder is read: --uri and MLflow's environment hold no credential
     summary = load_summary(args.run)
     if summary.tracking and not summary.tracking_pending and not args.uri:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from suite.cli.render import job_table
+from suite.orchestrate.executors import job_use
+from suite.outputs.tracking_target import target
 from suite.runtime import safeio
 
 LOG_EVERY_S = 30.0
@@ -29,8 +32,6 @@ def start_lines(run_dir: Path, recipe, track: bool) -> list[str]:
         lines += ["logs (tail -f to follow):", *logs]
     if track and recipe is not None:
         # the runs are created next (RUNNING); a ("run", "", "tracking", URL) event then prints the parent run's URL
-        from suite.outputs.tracking_target import target
-
         lines.append("mlflow: " + target(recipe, run_dir.parent).describe().removeprefix("tracking: "))
     return lines
 
@@ -109,11 +110,7 @@ class LiveDisplay:
             if self.console.is_terminal else nullcontext()
 
     def watch(self, running: list, queued: list) -> None:
-        from suite.cli.render import job_table
-
         if queued and self._job_use is None:
-            from suite.orchestrate.executors import job_use
-
             self._job_use = job_use(self.recipe.executor)
         self.table = job_table(running, queued, self._job_use) if running or queued else None
 

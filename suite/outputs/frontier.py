@@ -23,6 +23,7 @@ from pathlib import Path
 from suite.analysis.frontier import (COST_OF, FrontierConfig, FrontierResult, bar_notes, collect, cost_currency,
                                      left_out, lower_is_better, pareto_front)
 from suite.analysis.summary import metric_name
+from suite.outputs import plots
 from suite.outputs.plots import MIN_ACCURACY_SPAN
 from suite.records.summary import RunSummary
 
@@ -131,8 +132,6 @@ def price_notes(runs: list[RunSummary]) -> list[str]:
 def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
     """Per accuracy metric (mean, then each task) a chart against throughput and, with prices, one against
     cost; hover for figures; the tables of points (``templates/frontier.html.j2``)."""
-    from suite.outputs.plots import render, scatter_svg
-
     keys = ["acc.mean"] + sorted({k for r in runs for v in r.variants for k in v.metrics
                                   if k.startswith("acc.") and k.count(".") == 1 and k != "acc.mean"})
     xs = [config.throughput] + [c for c in [COST_OF.get(config.throughput)] if c]
@@ -156,14 +155,14 @@ def write_html(config: FrontierConfig, runs: list[RunSummary]) -> Path:
                 series[f"baseline, {'on' if p.name in front else 'off'} the front" if p.is_baseline else group].append(
                     (p.throughput, p.accuracy, tip))
                 errors[tip], names[tip] = (p.x_interval, p.y_interval), p.name + (" (baseline)" if p.is_baseline else "")
-            chart = scatter_svg({k: v for k, v in series.items() if v}, x_label(x, runs), y_label(key, runs),
-                                line=False, errors=errors, labels=names, min_y_span=MIN_ACCURACY_SPAN,
-                                notes=bar_notes(runs, key, x))
+            chart = plots.scatter_svg({k: v for k, v in series.items() if v}, x_label(x, runs), y_label(key, runs),
+                                      line=False, errors=errors, labels=names, min_y_span=MIN_ACCURACY_SPAN,
+                                      notes=bar_notes(runs, key, x))
             charts.append({"key": key, "title": f"{key} against {'cost' if cost else 'throughput'}", "chart": chart,
                            "points": pts, "front": front, "x_head": unit, "x_fmt": "{:,.4f}" if cost else "{:,.1f}"})
-    page = render("frontier.html.j2", throughput=config.throughput, charts=charts, prices=price_notes(runs),
-                  left_out=left_out(runs, config.accuracy, config.throughput),
-                  mixed_currencies=any(r.cost for r in runs) and cost_currency(runs) is None)
+    page = plots.render("frontier.html.j2", throughput=config.throughput, charts=charts, prices=price_notes(runs),
+                        left_out=left_out(runs, config.accuracy, config.throughput),
+                        mixed_currencies=any(r.cost for r in runs) and cost_currency(runs) is None)
     config.out_html.parent.mkdir(parents=True, exist_ok=True)
     config.out_html.write_text(page, encoding="utf-8")
     return config.out_html

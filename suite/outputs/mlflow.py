@@ -31,13 +31,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.records.summary import RunSummary, TrackingInfo, VariantSummary
+from suite.analysis.load import write_tracking
 from suite.analysis.summary import metric_name
+from suite.outputs import tracking_target
 from suite.outputs.gpu_series import gpu_series, monitor_files
 from suite.outputs.mlflow_files import OUTPUT_PNGS, variant_artifacts
-from suite.analysis.load import write_tracking
-from suite.outputs import tracking_target
 from suite.outputs.mlflow_http import bound_http_calls, refusal_status, unreachable
+from suite.recipe import Recipe
+from suite.records.summary import RunSummary, TrackingInfo, VariantSummary
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
@@ -369,8 +370,6 @@ def track_config(summary: RunSummary, summary_path: Path, out_root: Path, uri: s
                  resumed: bool = False, end_times: dict[str, int] | None = None) -> TrackConfig:
     """Where and as what a run is logged (``suite.outputs.tracking_target``: ``uri``, the recipe's tracking section,
     MLflow's environment, then the run root's own store)."""
-    from suite.recipe import Recipe
-
     t = tracking_target.target(Recipe.model_validate(summary.recipe), out_root, uri)
     uri = t.uri
     return TrackConfig(summary, summary_path, uri, t.experiment,

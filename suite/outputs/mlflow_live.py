@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from suite.analysis.summary import headline_rule, variant_metrics
+from suite.outputs import mlflow
 from suite.outputs.mlflow_http import unreachable
 
 ENDS = ("ok", "cached", "failed")
@@ -55,8 +56,6 @@ class LiveTracking:
                                          "or kept for `suite sync`")
 
     def _open(self, run_dir: Path, out_root: Path, datasets: list[tuple[str, str, str]]) -> None:
-        from suite.outputs import mlflow
-
         config = mlflow.track_config(self.summary, run_dir / "summary.json", out_root)
         why = unreachable(config.uri)
         if why:
@@ -82,8 +81,6 @@ class LiveTracking:
         return reporter
 
     def _event(self, stage: str, variant: str, event: str) -> None:
-        from suite.outputs import mlflow
-
         now = time.time()
         run_id = self.run_ids[variant]
         if event == "start":

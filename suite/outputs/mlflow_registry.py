@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite.analysis.summary import metric_name
+from suite.outputs import mlflow
 from suite.plan.keys import weights_fingerprint
-from suite.recipe.loaded import is_local_model
+from suite.recipe.checkpoint import is_local_model
 from suite.records.summary import RunSummary
 
 REGISTER_MAX_MB_ENV = "SUITE_REGISTER_MAX_MB"
@@ -196,10 +197,8 @@ def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: s
     (once per checkpoint identity) with the alias ``alias``. Every variant that is not registered has its one line in
     ``GateRecord.not_registered``. Nothing is written unless every MLflow run named carries this run's identity
     (``check_identity``; ``NotThisRun`` otherwise)."""
-    from suite.outputs.mlflow import client_for
-
     info = summary.tracking
-    client = client_for(info.uri)
+    client = mlflow.client_for(info.uri)
     check_identity(client, summary)  # before any tag: tracking.json is not signed
     verdict = result.outcome if result.outcome in ("pass", "fail", "inconclusive") else "fail"
     record = GateRecord([], [], [], [])

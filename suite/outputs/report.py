@@ -18,9 +18,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.runtime import safeio
-from suite.records.summary import RunSummary
+from suite.analysis.frontier import collect
+from suite.analysis.summary import metric_name, point_bounds
+from suite.analysis.tput_spread import ceiling_note, point_spread
 from suite.outputs.plots import MIN_ACCURACY_SPAN, render, scatter_svg
+from suite.recipe import Recipe
+from suite.records.summary import RunSummary
+from suite.runtime import safeio
+from suite.runtime.errors import Problem
 
 
 @dataclass
@@ -45,8 +50,6 @@ def frontier_chart(s: RunSummary):
     of accuracy) and stays within 0 to 1, its range written under the chart; the x axis spans the points (not from
     0: the variants' differences are what it shows). The report draws the frontier once, this chart; frontier.png
     stays a file of the run folder."""
-    from suite.analysis.frontier import collect
-
     series, errors = {}, {}
     for p in collect([s], "acc.mean", "tput.output_tok_s"):
         tip = f"{p.name}: {p.throughput:.0f} tok/s, acc {p.accuracy:.4f}"
@@ -102,15 +105,11 @@ def throughput_chart(s: RunSummary):
 def perplexity_rows(s: RunSummary, gate) -> list[dict]:
     """One row per variant and perplexity task: corpus token perplexity, the paired delta [CI] against the
     baseline, documents, and the max_perplexity_increase gate's threshold and verdict (None: not gated)."""
-    from suite.analysis.summary import metric_name
-
     records = {(v.name, p["task"]): p for v in s.variants for p in v.perplexity}
     tasks = [t for t in s.tasks if any(metric_name("ppl", t) in v.metrics or (v.name, t) in records for v in s.variants)]
     checks = {(c.variant, c.gate.removeprefix("max perplexity increase ").split(" ")[0]): c
               for c in getattr(gate, "checks", []) if c.gate.startswith("max perplexity increase ")}
     try:
-        from suite.recipe import Recipe
-
         threshold = Recipe.model_validate(s.recipe).gates.max_perplexity_increase
     except Exception:  # noqa: BLE001 - a recipe copy that does not validate: the gate section says so
         threshold = None
@@ -174,12 +173,8 @@ def context(s: RunSummary, gate) -> dict:
     # eval.sequential: per variant and task, the looks scored, the items used and saved, the test's decision
     sequential = [[v.name, t, f"{q.looks_scored} of {q.looks_planned}", f"{q.items_used} of {q.n_items}", q.items_saved,
                    q.decision] for v in s.variants if v.evaluate is not None for t, q in v.evaluate.sequential.items()]
-    from suite.analysis.summary import point_bounds
-
     # each load point's bound by the current rule (the label as run beside it when they differ), in the points' order
     bounds = {v.name: point_bounds(v) for v in s.variants if v.benchmark}
-    from suite.analysis.tput_spread import ceiling_note, point_spread
-
     spreads = {v.name: [point_spread(p) for p in v.benchmark.points] for v in s.variants if v.benchmark}
     ceiling_notes = {v.name: ceiling_note(v.benchmark) for v in s.variants if v.benchmark}
     return {"s": s, "gate": gate, "bounds": bounds, "spreads": spreads, "ceiling_notes": ceiling_notes, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
@@ -207,10 +202,9 @@ def recipe_verdict(summary: RunSummary, run_dir: str | Path | None = None):
     the one trust rule of `suite gate`: the run folder's recipe.yaml under its recorded sha256, never the summary's
     own gates. When no trusted policy can be had the verdict is "no verdict: <why>" (a GateResult whose problems say
     it)."""
-    from suite.analysis import gate
-    from suite.runtime.errors import Problem
+    from suite.analysis.gate import verdict  # lazy: scipy, an extra that `suite run` checks for before it starts
 
-    judged = gate.verdict(summary, Path(run_dir) if run_dir is not None else Path(summary.run_dir))
+    judged = verdict(summary, Path(run_dir) if run_dir is not None else Path(summary.run_dir))
     if judged.label:
         return judged.result
     judged.result.problems = [Problem(p.file, p.field, f"no verdict: {p.message}", p.fix)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from suite.analysis.load import write_tracking
-from suite.outputs import timeline
+from suite.analysis.load import with_tracking, write_tracking
+from suite.outputs import frontier, manifest, mlflow, report as reporting, timeline
 from suite.records.registry import Registry
 
 
@@ -51,8 +51,6 @@ def write_timeline(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str
 
 
 def write_frontier(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
-    from suite.outputs import frontier  # lazy: it loads the summary records (pydantic set-up)
-
     front = frontier.run(frontier.FrontierConfig(summary, run_dir / "frontier.png"))
     made = {"frontier_png": front.png, "frontier_cost_png": getattr(front, "cost_png", None)}
     return {name: str(path) for name, path in made.items() if path}
@@ -65,8 +63,6 @@ TRACKING_NEXT = ("logged once this page is written (tracking on); where, or why 
 
 
 def write_report(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
-    from suite.outputs import report as reporting  # lazy: it loads the summary records (pydantic set-up)
-
     tracked = summary.tracking is None and ctx.track  # this page is written before the MLflow sink logs the run
     page = reporting.run(reporting.ReportConfig(
         summary, run_dir / "report.html", gate=reporting.recipe_verdict(summary, run_dir),
@@ -77,9 +73,6 @@ def write_report(summary, run_dir: Path, ctx: PublishContext) -> dict[str, str]:
 def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
     """MLflow (offline-first: a server that is down leaves the run pending for ``suite sync``): its state, and how long
     logging took, go to tracking.json beside summary.json, never into the summary."""
-    from suite.analysis.load import with_tracking
-    from suite.outputs import mlflow  # lazy: it loads the summary records (pydantic set-up)
-
     ctx.report("track", "mlflow", "start")
     t0 = time.perf_counter()
     error = mlflow.track_summary(summary, ctx.summary_path, ctx.out_root, resumed=ctx.resumed,
@@ -91,8 +84,6 @@ def write_mlflow(summary, run_dir: Path, ctx: PublishContext) -> None:
 
 
 def write_manifest(summary, run_dir: Path, ctx: PublishContext) -> None:
-    from suite.outputs import manifest  # lazy: it loads the stage records (pydantic set-up)
-
     manifest.write_sink(summary, run_dir, ctx)
 
 

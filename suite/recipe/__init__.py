@@ -13,7 +13,8 @@ from suite.recipe.checks import check_references, output_dir_problems, serving_p
 from suite.recipe.evalspec import EvalSpec, TaskSpec
 from suite.recipe.gatespec import DEFAULTS, PER_TASK, GateSpec
 from suite.recipe.load import load_recipe, load_yaml, read_text, validation_problems
-from suite.recipe.loaded import LoadedRecipe, is_local_model
+from suite.recipe.checkpoint import is_local_model
+from suite.recipe.loaded import LoadedRecipe
 from suite.recipe.schema import (SCHEMES, SCHEMES_NEEDING_DATA, CalibrationMix, ModelSpec, QuantizationSpec, Recipe,
                                  RuntimeSpec, TrackingSpec, VariantSpec)
 from suite.records.benchmark import SloSpec

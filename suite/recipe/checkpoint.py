@@ -83,11 +83,14 @@ def label(q: dict) -> str | None:
     return q.get("scheme") or re.sub(r"\s+", "-", q["quant_method"])
 
 
+def is_local_model(model_id: str) -> bool:
+    """A model id that names a folder by its form (a path), not a hub repository (org/name)."""
+    return model_id.startswith((".", "/", "~")) or not re.fullmatch(r"[\w.-]+/[\w.-]+", model_id)
+
+
 def model_path(loaded, spec) -> str:
     """A variant's ``model`` (CheckpointSpec) as the engine is given it: an absolute folder for a local checkpoint
     (a path by its form, or an org/name that is a folder beside the recipe, as for the recipe's model), else the
     hub id."""
-    from suite.recipe.loaded import is_local_model
-
     local = is_local_model(spec.id) or loaded.resolve(spec.id).is_dir()
     return str(loaded.resolve(spec.id)) if local else spec.id

@@ -6,10 +6,17 @@ import math
 import tempfile
 from pathlib import Path
 
-from suite.records import bench_argv
-from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import checkpoint, consent, guards, kv
+from suite.recipe.gatespec import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
 from suite.recipe.loaded import LoadedRecipe
+from suite.records import bench_argv
+from suite.runtime import envs
+from suite.runtime.engine.args import check_engine_args
+from suite.runtime.engine.determinism import platform_problem
+from suite.runtime.errors import Problem, SuiteError
+from suite.stages.benchmark.workload import dataset_rows
+from suite.stages.evaluate import tasks
+from suite.stages.quantize import calibration
 
 
 PERPLEXITY_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")  # = suite.analysis.paired.PPL_METRICS
@@ -83,8 +90,6 @@ def model_folder_problems(loaded: LoadedRecipe) -> list[Problem]:
 
 def calibration_problems(loaded: LoadedRecipe) -> list[Problem]:
     """Each variant's calibration sets: a set YAML path whose data files exist, or a set name under calibration/."""
-    from suite.stages.quantize import calibration  # local: a small YAML registry
-
     r, f = loaded.recipe, str(loaded.path)
     problems: list[Problem] = []
     known_sets = calibration.available()
@@ -143,10 +148,9 @@ def _hub_task_names(loaded: LoadedRecipe, local: dict) -> tuple[set | None, list
     then, or when they could not be listed: the problems say why)."""
     if all(t.name in local for t in loaded.recipe.eval.tasks):
         return None, []
-    from suite.runtime.envs import lm_eval_task_names
 
     try:
-        return lm_eval_task_names(), []
+        return envs.lm_eval_task_names(), []
     except SuiteError as e:
         return None, [Problem(str(loaded.path), "eval.tasks", f"standard lm-eval task names could not be listed: "
                               f"{p.message}", p.fix) for p in e.problems]
@@ -154,8 +158,6 @@ def _hub_task_names(loaded: LoadedRecipe, local: dict) -> tuple[set | None, list
 
 def _one_task_problems(loaded: LoadedRecipe, i: int, name: str, local: dict, hub_names, data_dir) -> list[Problem]:
     """``eval.tasks[i]``: a local or standard lm-eval task, with a usable metric, its data files, code execution."""
-    from suite.stages.evaluate import tasks  # local: a small YAML registry
-
     f, fld, problems = str(loaded.path), f"eval.tasks[{i}].name", []
     standard = (name in tasks.STANDARD_PRIMARY_METRIC) if hub_names is None else name in hub_names
     if name not in local and not standard:
@@ -180,8 +182,6 @@ def _one_task_problems(loaded: LoadedRecipe, i: int, name: str, local: dict, hub
 def gate_problems(loaded: LoadedRecipe) -> list[Problem]:
     """The gates: a per-task gate names an evaluated task, an accuracy gate has tasks to judge, thresholds are
     finite."""
-    from suite.recipe.gatespec import DEFAULTS, PER_TASK  # the gate's own lists: `suite gate` refuses the same
-
     r, f = loaded.recipe, str(loaded.path)
     problems: list[Problem] = []
     evaluated = {t.name for t in r.eval.tasks}
@@ -207,8 +207,6 @@ def served_problems(loaded: LoadedRecipe) -> list[Problem]:
     """``eval.engine: served`` scores the tasks on the benchmark stage's vllm serve: it needs a throughput
     section, and greedy tasks (sampling pairs no item with the offline backend; a standard lm-eval task's
     settings are only known at run time, where the served model refuses one that samples)."""
-    from suite.stages.evaluate import tasks
-
     r, f = loaded.recipe, str(loaded.path)
     if r.eval.engine != "served" or not r.eval.tasks:
         return []
@@ -235,9 +233,7 @@ def output_folder_problems(out: Path, f: str, fld: str) -> list[Problem]:
     """Where run folders go (a recipe's output_dir, `suite run --out`, ``suite.run(output_dir=...)``) must be a folder
     this user can write in, or creatable as one, and not one ``guards.output_dir_refusal`` refuses (nothing is
     created here: a probe file is made and removed in the folder, or in its nearest existing parent)."""
-    from suite.runtime.envs import REPO_ROOT
-
-    if (why := guards.output_dir_refusal(out, REPO_ROOT)) is not None:
+    if (why := guards.output_dir_refusal(out, envs.REPO_ROOT)) is not None:
         return [Problem(f, fld, f"{out} {why}: run folders may not go there",
                         "point it at a folder of your own (e.g. ../runs beside the recipes)")]
     existing = out
@@ -260,26 +256,20 @@ def output_folder_problems(out: Path, f: str, fld: str) -> list[Problem]:
 def serving_problems(loaded: LoadedRecipe) -> list[Problem]:
     """Variants the serve environment's vLLM build cannot serve (suite.runtime.envs.platform_problems), and
     engine arguments its ``EngineArgs`` does not take (name, type, choices), as Problems."""
-    from suite.runtime.engine.args import check_engine_args
-    from suite.runtime.envs import engine_args_facts, platform_problems
-
     f = str(loaded.path)
-    problems = [Problem(f, fld, msg, fix) for fld, msg, fix in platform_problems(loaded.recipe)]
+    problems = [Problem(f, fld, msg, fix) for fld, msg, fix in envs.platform_problems(loaded.recipe)]
     r = loaded.recipe
-    from suite.runtime.envs import vllm_platform
-    from suite.runtime.engine.determinism import platform_problem
-
-    if r.eval.deterministic and (why := platform_problem(vllm_platform())):
+    if r.eval.deterministic and (why := platform_problem(envs.vllm_platform())):
         problems.append(Problem(f, "eval.deterministic", *why))
     try:
-        problems += kv.serving_problems(loaded, engine_args_facts, vllm_platform())
+        problems += kv.serving_problems(loaded, envs.engine_args_facts, envs.vllm_platform())
     except SuiteError as e:
         problems += [Problem(f, "kv_scales", f"cannot check the KV-cache options: {p.message}", p.fix)
                      for p in e.problems]
     sections = [("baseline", r.baseline)] + [(f"variants[{i}]", v) for i, v in enumerate(r.variants)] + [("eval", r.eval)]
     if any(v.engine_args for _, v in sections):
         try:
-            facts = engine_args_facts()
+            facts = envs.engine_args_facts()
         except SuiteError as e:
             return problems + [Problem(f, "engine_args", f"cannot check engine arguments: {p.message}", p.fix)
                                for p in e.problems]
@@ -309,10 +299,8 @@ def checkpoint_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Prob
         if q.get("quant_method"):
             methods[where] = q["quant_method"]
     if methods and serving:
-        from suite.runtime.envs import vllm_quant_methods
-
         try:
-            known = vllm_quant_methods()
+            known = envs.vllm_quant_methods()
         except SuiteError as e:
             return problems + [Problem(f, "model", f"cannot ask vLLM which quantizations it loads: {p.message}", p.fix)
                                for p in e.problems]
@@ -328,8 +316,6 @@ def include_path_tasks(loaded: LoadedRecipe) -> tuple[dict, list[Problem]]:
     """The task registry the recipe's tasks are looked up in: tasks/, with the tasks of every eval.include_path
     folder (read as lm-eval's TaskManager indexes a folder: every YAML's task or group name), and a Problem for
     each folder that is missing or holds no task."""
-    from suite.stages.evaluate import tasks
-
     r, f = loaded.recipe, str(loaded.path)
     ip = r.eval.include_path
     local, problems = dict(tasks.available()), []
@@ -352,8 +338,6 @@ def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
     """throughput.dataset: the file exists, parses, has a usable row, and every row's output length leaves room
     for a prompt in max_model_len; throughput.bench_args (``serving``): each read as the serve environment's
     ``vllm bench serve`` parser reads it (asked once, cached; suite.records.bench_argv.parser_problems)."""
-    from suite.stages.benchmark.workload import dataset_rows
-
     r, f, t = loaded.recipe, str(loaded.path), loaded.recipe.throughput
     if t is None:
         return []
@@ -377,10 +361,8 @@ def traffic_problems(loaded: LoadedRecipe, serving: bool = True) -> list[Problem
                                     f"{too_long[0] + 1}): vLLM refuses them", "shorten output_len there or raise "
                                     "model.max_model_len"))
     if t.bench_args and serving:
-        from suite.runtime.envs import bench_serve_options
-
         try:
-            options = bench_serve_options()
+            options = envs.bench_serve_options()
         except SuiteError as e:
             return problems + [Problem(f, "throughput.bench_args", f"cannot ask vllm bench serve for its options: "
                                        f"{p.message}", p.fix) for p in e.problems]

@@ -8,10 +8,12 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from suite._data import folder
+from suite.recipe.checks import check_references
+from suite.recipe.loaded import LoadedRecipe
+from suite.recipe.schema import GateSpec, Recipe
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
-from suite.recipe.schema import GateSpec, Recipe
-from suite.recipe.loaded import LoadedRecipe
 
 
 def _strip(t):
@@ -214,7 +216,6 @@ def _packaged_data_dir_by_default(loaded: LoadedRecipe) -> None:
     ev = loaded.recipe.eval
     if "data_dir" in ev.model_fields_set or loaded.resolve(ev.data_dir).is_dir():
         return
-    from suite._data import folder
 
     packaged = folder("tasks") / "data"
     if packaged.is_dir():
@@ -242,8 +243,6 @@ def load_recipe(path: str | Path, serving: bool = True, text: str | None = None)
         raise SuiteError(validation_problems(str(path), e)) from None
     loaded = LoadedRecipe(recipe=recipe, path=path.resolve(), text=text)
     _packaged_data_dir_by_default(loaded)
-    from suite.recipe.checks import check_references  # checks imports this module
-
     problems = check_references(loaded, serving)
     if problems:
         raise SuiteError(problems)

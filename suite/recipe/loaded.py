@@ -4,11 +4,11 @@ load calls) both import it one way (no circle)."""
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from suite.recipe.checkpoint import is_local_model
 from suite.recipe.schema import Recipe
 
 
@@ -39,10 +39,6 @@ class LoadedRecipe(BaseModel):
         """Local folder (absolute) for a local model; the hub id unchanged otherwise."""
         m = self.recipe.model.id
         return str(self.resolve(m)) if self.model_is_local() else m
-
-
-def is_local_model(model_id: str) -> bool:
-    return model_id.startswith((".", "/", "~")) or not re.fullmatch(r"[\w.-]+/[\w.-]+", model_id)
 
 
 def fields_that_differ(a, b, where: str = "") -> list[str]:

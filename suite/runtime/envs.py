@@ -30,8 +30,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NewType
 
-from suite.runtime import safeio
 from suite.records.schemes import SCHEMES
+from suite.runtime import safeio
+from suite.runtime.engine.args import _bench_serve_answer, _engine_args_answer, _quant_methods_answer
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
 
@@ -49,7 +50,7 @@ SERVE_PYTHON_ENV = "SUITE_SERVE_PYTHON"
 def _settings():
     """``SUITE_*`` as the environment has them now (imported here: stage processes import this module for
     ``package_versions``, and the quantize environment has no pydantic-settings)."""
-    from suite.runtime.settings import Settings
+    from suite.runtime.settings import Settings  # lazy: the quantize environment has no pydantic-settings
 
     return Settings()
 
@@ -302,12 +303,8 @@ def _probe_main(kind: str, out: str) -> None:
     if kind == "versions":
         answer: object = package_versions()
     elif kind == "engine-args":
-        from suite.runtime.engine.args import _engine_args_answer
-
         answer = _engine_args_answer()
     elif kind in ("quant-methods", "bench-serve-args"):
-        from suite.runtime.engine.args import _bench_serve_answer, _quant_methods_answer
-
         answer = _quant_methods_answer() if kind == "quant-methods" else _bench_serve_answer()
     elif kind == "lm-eval-tasks":
         try:

@@ -1,6 +1,7 @@
 """The run lock: ``<run folder>/run.lock`` names the live ``suite run`` that owns a folder (see suite.runtime.procs).
 
-Only the standard library at import: every stage process imports this module (``result_allowed``).
+Light at import (the standard library, safeio, procs, errors): every stage process imports this module
+(``result_allowed``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 from suite.runtime import safeio
+from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.procs import alive, create_time, describe
 
 RUN_TOKEN_ENV = "SUITE_RUN_TOKEN"
@@ -163,8 +165,6 @@ def refuse_live(run_dir: Path, what: str) -> None:
     report, a load) would read a run still being written, and a write would overwrite the live run's own files. A
     lock of a run that has ended (or of another machine, where it cannot be checked: as ``acquire`` judges it) is
     no refusal."""
-    from suite.runtime.errors import Problem, SuiteError  # here: the module imports only the standard library
-
     path = Path(run_dir) / LOCK_NAME
     held = RunLock.read(path) if path.is_file() else None
     who = RunLock.holder_alive(held) if held else None

@@ -23,6 +23,7 @@ def add_arguments(cmp_) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.compare import cmd_compare
 
     return cmd_compare(args)

@@ -19,6 +19,7 @@ def add_arguments(dt) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.data import cmd_data
 
     return cmd_data(args)

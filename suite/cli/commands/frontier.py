@@ -23,6 +23,7 @@ def add_arguments(fr) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.report import cmd_frontier
 
     return cmd_frontier(args)

@@ -23,6 +23,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.init import cmd_init
 
     return cmd_init(args)

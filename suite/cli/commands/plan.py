@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from suite.cli.overrides import add_argument
+
 NAME = "plan"
 HELP = "print the stage jobs a recipe would run (JSON), without running them"
 DESCRIPTION = None
@@ -12,8 +14,6 @@ EXAMPLES = (
 
 
 def add_arguments(plan) -> None:
-    from suite.cli.overrides import add_argument
-
     plan.add_argument("recipe")
     plan.add_argument("--out", help="parent folder for run folders")
     plan.add_argument("--jobs", action="store_true",
@@ -24,6 +24,7 @@ def add_arguments(plan) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.recipe import cmd_plan
 
     return cmd_plan(args)

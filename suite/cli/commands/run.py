@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from suite.cli.overrides import add_argument
+
 NAME = "run"
 HELP = "run a recipe end to end: quantize, evaluate, benchmark, track"
 DESCRIPTION = ("Run every stage of a recipe and log the results to MLflow. "
@@ -19,8 +21,6 @@ EXAMPLES = (
 
 
 def add_arguments(run) -> None:
-    from suite.cli.overrides import add_argument
-
     run.add_argument("recipe", nargs="?", help="recipe YAML file (e.g. recipes/demo-cpu.yaml)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run that stopped or failed part-way: keep the "
                      "stage results in RUN_DIR, run the missing stages, then write its summary, report and MLflow "
@@ -39,6 +39,6 @@ def add_arguments(run) -> None:
 
 
 def run(args) -> int:
-    from suite.cli.run import cmd_run
+    from suite.cli.run import cmd_run  # lazy: `suite --help` imports every command module; the work loads when it runs
 
     return cmd_run(args)

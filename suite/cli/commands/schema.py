@@ -13,6 +13,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from suite.cli.recipe import cmd_schema
+    # lazy: `suite --help` imports every command module; the work loads when it runs
+    from suite.cli.tasks import cmd_schema
 
     return cmd_schema(args)

@@ -37,6 +37,7 @@ def add_arguments(sc) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.score_code import cmd_score_code
 
     return cmd_score_code(args)

@@ -29,6 +29,7 @@ def add_arguments(sn) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.sensitivity import cmd_sensitivity
 
     return cmd_sensitivity(args)

@@ -19,6 +19,7 @@ def add_arguments(sync) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.sync import cmd_sync
 
     return cmd_sync(args)

@@ -15,6 +15,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from suite.cli.recipe import cmd_tasks
+    # lazy: `suite --help` imports every command module; the work loads when it runs
+    from suite.cli.tasks import cmd_tasks
 
     return cmd_tasks(args)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from suite.cli.overrides import add_argument
+
 NAME = "validate"
 HELP = "check a recipe without loading any model"
 DESCRIPTION = ("Validate a recipe: schema, files, calibration sets, task names, "
@@ -11,13 +13,12 @@ EXAMPLES = ("suite validate recipes/demo-cpu.yaml",
 
 
 def add_arguments(val) -> None:
-    from suite.cli.overrides import add_argument
-
     val.add_argument("recipe")
     add_argument(val)
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.recipe import cmd_validate
 
     return cmd_validate(args)

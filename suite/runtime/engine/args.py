@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from suite.runtime.vllm_alias import install_vllm_version_alias
+
 
 def _enum_field(t) -> bool:
     """Whether annotation ``t`` is an Enum, or an Optional/Union of one (vLLM upper-cases a name it is given)."""
@@ -88,8 +90,6 @@ def _parses_json(parse) -> bool:
 def _engine_args_answer() -> dict:
     import dataclasses
     import typing
-
-    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     from vllm.engine.arg_utils import EngineArgs

@@ -18,8 +18,8 @@ from itertools import groupby
 from pathlib import Path
 
 from suite.records.evaluate import EvaluateConfig, EvaluateResult, SequentialTask, TaskRun, TaskScore
-from suite.runtime import safeio
-from suite.runtime import sequential as seq
+from suite.runtime import safeio, sequential as seq
+from suite.stages.evaluate import tasks as task_registry
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +144,7 @@ def score_in_looks(config: EvaluateConfig, lm, task_manager, evaluate) -> tuple[
     """The looks, each one ``evaluate(tasks=..., samples=..., num_fewshot=...)`` call per n-shot (lm-eval's
     simple_evaluate with the stage's other arguments bound). Returns lm-eval's merged output (samples per leaf,
     a group's leaves in group_subtasks), a score per task, and the sequential records."""
-    from suite.stages.evaluate.tasks import primary_metric
-
-    metrics = {t.name: primary_metric(t.name, t.metric) for t in config.tasks}
+    metrics = {t.name: task_registry.primary_metric(t.name, t.metric) for t in config.tasks}
     if none := [t for t, m in metrics.items() if m is None]:
         raise ValueError(f"eval.sequential: {none[0]} has no known headline metric (fix: set its metric in eval.tasks)")
     looks = Looks(config, task_manager, metrics)

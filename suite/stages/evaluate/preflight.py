@@ -14,6 +14,7 @@ import hashlib
 from pathlib import Path
 
 from suite.runtime import safeio
+from suite.runtime.kvbias import preflight_kv
 
 
 def tokenizer_facts(model_path: str) -> dict:
@@ -71,6 +72,4 @@ def preflight_tokenizers(variants) -> list[str]:
 def run(variants) -> list[str]:
     """The whole pre-flight, once every checkpoint exists and before any evaluation: tokenizers against
     the baseline's, then FP8 KV caches on models whose k/v biases stand out (suite.runtime.kvbias)."""
-    from suite.runtime.kvbias import preflight_kv
-
     return preflight_tokenizers(variants) + preflight_kv(variants)

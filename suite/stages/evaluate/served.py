@@ -42,6 +42,8 @@ from lm_eval.models.utils import (
     postprocess_generated_text,
 )
 
+from suite.runtime.engine.batching import serve_max_num_seqs
+
 # vllm.SamplingParams' defaults for what a server would otherwise take from generation_config.json
 # (vllm/entrypoints/openai/completion/protocol.py, CompletionRequest._DEFAULT_SAMPLING_PARAMS)
 NEUTRAL_SAMPLING = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "top_p": 1.0,
@@ -144,8 +146,6 @@ def auto_concurrency(engine) -> int:
     changes its greedy text; with an FP8 KV cache far more than in BF16 (full GSM8K offline at 64 sequences against
     1,024: under a quarter of FP8 KV generations identical, most of BF16's; docs/06-gate-and-statistics.md), so the
     served scoring runs at the offline engine's batch, not at a fixed 64."""
-    from suite.runtime.engine.batching import serve_max_num_seqs
-
     seqs = serve_max_num_seqs(engine.engine_args)
     return seqs if seqs else FALLBACK_CONCURRENCY
 

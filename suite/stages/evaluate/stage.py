@@ -20,14 +20,18 @@ import time
 from itertools import groupby
 from pathlib import Path
 
+from suite.records.evaluate import EngineConfig, EvaluateConfig, EvaluateResult, SAMPLER_ENV, TaskRun, TaskScore
 from suite.runtime import safeio, tokenizer
-from suite.runtime.engine import compilecache
-from suite.runtime.envs import package_versions
-from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
+from suite.runtime.engine import compilecache, cpukernels, determinism
 from suite.runtime.engine.batching import serve_batch_limits
-from suite.runtime.engine import determinism
-from suite.records.evaluate import SAMPLER_ENV, EngineConfig
-from suite.records.evaluate import EvaluateConfig, EvaluateResult, TaskRun, TaskScore
+from suite.runtime.engine.gpushare import shared_engine_args
+from suite.runtime.engine.startlog import StdoutWindow, parse_engine_start
+from suite.runtime.envs import package_versions
+from suite.runtime.vllm_alias import install_vllm_version_alias
+from suite.stages.evaluate import sandbox, tasks as task_registry
+from suite.stages.evaluate.tasks import primary_metric
+from suite.stages.evaluate.templates import compile_templates_once
+from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval, time_requests
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +60,11 @@ def prepare(config: EvaluateConfig):
         os.environ["SUITE_ALLOW_CODE_EXECUTION"] = "1"
         os.environ["HF_ALLOW_CODE_EVAL"] = "1"
         os.environ["SUITE_CODE_SANDBOX"] = config.code_sandbox
-        from suite.stages.evaluate import sandbox
-        from suite.stages.evaluate import tasks as code_tasks
-
-        if any(code_tasks.needs_code_execution(t.name) for t in config.tasks):
+        if any(task_registry.needs_code_execution(t.name) for t in config.tasks):
             sandbox.ensure_available(config.code_sandbox)
-
-    from suite.runtime.vllm_alias import install_vllm_version_alias
 
     install_vllm_version_alias()
     from lm_eval.tasks import TaskManager
-
-    from suite.stages.evaluate import tasks as task_registry
-    from suite.stages.evaluate.templates import compile_templates_once
 
     compile_templates_once()  # lm-eval compiles every template on every render: minutes of CPU a variant
 
@@ -90,8 +86,6 @@ def score_tasks(config: EvaluateConfig, lm, task_manager) -> tuple[dict, list[Ta
 
     import lm_eval
 
-    from suite.stages.evaluate.timing import lm_eval_phases, split_lm_eval, time_requests
-
     in_requests = time_requests(lm)
     merged: dict = {"results": {}, "samples": {}, "n-samples": {}, "configs": {}, "group_subtasks": {},
                     "task_hashes": {}, "versions": {}}
@@ -106,6 +100,7 @@ def score_tasks(config: EvaluateConfig, lm, task_manager) -> tuple[dict, list[Ta
     start, looked = time.perf_counter(), {}
     with lm_eval_phases(task_manager) as phases:
         if config.sequential is not None:  # one engine (this lm) for every look
+            # lazy: scipy (the sequential test), for eval.sequential only
             from suite.stages.evaluate.looks import score_in_looks
 
             merged, scores, looked = score_in_looks(config, lm, task_manager, evaluate)
@@ -190,11 +185,12 @@ def build_lm(config: EvaluateConfig):
     """(lm-eval model, engine load seconds, EngineStart, batch limits added): lm-eval's in-process vLLM engine,
     or the served model on ``config.base_url`` (no engine starts here: 0 s and no breakdown)."""
     if config.backend == "served":
-        from suite.stages.evaluate.served import served_lm
+        from suite.stages.evaluate.served import served_lm  # lazy: lm-eval's API model, for the served backend only
 
         lm = served_lm(config)
         return lm, 0.0, None, {"requests_in_flight": lm.requests_in_flight}
     if config.loglikelihood == "grouped":
+        # lazy: lm-eval's vLLM model and vLLM, for loglikelihood: grouped only
         from suite.stages.evaluate.grouped import GroupedVLLM as VLLM
     else:
         from lm_eval.models.vllm_causallms import VLLM
@@ -210,8 +206,6 @@ def build_lm(config: EvaluateConfig):
         if config.batch_limits == "serve" else {}
     args.update(limits)
     if config.engine.gpu_share:  # a GPU shared with other jobs: a KV cache of fixed size (suite.runtime.engine.gpushare)
-        from suite.runtime.engine.gpushare import shared_engine_args
-
         args.update(shared_engine_args(config.engine))
     lm = VLLM(**args)
     engine_load_s = time.perf_counter() - t_load
@@ -229,14 +223,10 @@ def _cpu_kernels(config: EvaluateConfig, versions: dict[str, str]) -> dict:
         return {}
     import torch
 
-    from suite.runtime.engine import cpukernels
-
     return {**cpukernels.identity(dict(os.environ)), "threads": torch.get_num_threads()}
 
 
 def _code_sandbox() -> str | None:
-    import sys
-
     mod = sys.modules.get("suite.stages.evaluate.sandbox")  # imported only if code ran (or was allowed)
     modes = mod.used_modes() if mod is not None else []
     return ",".join(modes) or None
@@ -263,8 +253,6 @@ def leaf_tasks(name: str, group_subtasks: dict) -> list[str]:
 
 def task_score(task: TaskRun, res: dict) -> TaskScore:
     """The headline metric of one task (or group) from lm-eval's results, plus every other metric."""
-    from suite.stages.evaluate.tasks import primary_metric
-
     row = res["results"].get(task.name)
     if row is None:
         raise RuntimeError(f"lm-eval returned no results for {task.name!r}")

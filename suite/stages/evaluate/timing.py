@@ -12,6 +12,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from suite.runtime import progress
+
 REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
 
 
@@ -51,8 +53,6 @@ def time_requests(lm) -> dict[str, float]:
 def _counter(counts: dict[str, list[int]], kind: str, method: Callable, depth: list[int]) -> Callable:
     """``method``, saying how many requests of ``kind`` are done of those asked for so far (suite.runtime.progress:
     ``lm-eval generate_until 640/1319``), before and after each outermost call."""
-    from suite.runtime import progress
-
     def call(requests, *args, **kwargs):
         outer = depth[0] <= 1  # the timer around this one has already counted its own call
         done_total = counts.setdefault(kind, [0, 0])

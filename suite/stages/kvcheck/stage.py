@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 import time
 
-from suite.runtime import safeio
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
+from suite.runtime import safeio
+from suite.runtime.envs import package_versions
+from suite.stages.kvcheck import measure as kc
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +72,6 @@ def _kl_row(r) -> dict[str, float]:
 
 def sweep(model, model_dir: str, texts, option: str, num_layers: int, reference, max_tokens: int) -> list[dict]:
     """One layer's KV in FP8 at a time (every other layer BF16): {layer, kl, ppl, ppl_delta}, most harmful first."""
-    from suite.stages.kvcheck import measure as kc
-
     rows = []
     for layer in range(num_layers):
         others = [i for i in range(num_layers) if i != layer]
@@ -85,8 +85,6 @@ def greedy_skip(model, model_dir: str, texts, option: str, ranked: list[dict], k
                 max_layers: int, reference, max_tokens: int) -> tuple[list[int], float]:
     """The fewest top-ranked layers whose KV kept in BF16 brings the all-layer KL to ``target`` or below
     (at most ``max_layers``; the best reached when the target is not). Each step's KL is written into its row."""
-    from suite.stages.kvcheck import measure as kc
-
     kept: list[int] = []
     kl = kl_all
     for row in ranked[:max_layers]:
@@ -103,9 +101,6 @@ def run(config: KVCheckConfig) -> KVCheckResult:
     """Check the variant's scale option against the checkpoint, measure each recipe option's KL against BF16 and the
     per-layer report, choose the scales (``kv_scales: auto``), then the layers kept in BF16."""
     start = time.perf_counter()
-    from suite.runtime.envs import package_versions
-    from suite.stages.kvcheck import measure as kc
-
     texts = read_texts(config.texts_file, config.num_texts)
     calibrated = kc.read_kv_scales(config.model)
     auto = config.kv_scales == "auto"
@@ -178,8 +173,6 @@ def _skip_layers(config: KVCheckConfig, model, texts, in_use: str, num_layers: i
                  scales: str) -> tuple[list[int], list[dict], float | None, float | None]:
     """(the layers kept in BF16, the layers ranked by their one-layer KL, the KL target, the KL with those layers
     kept): ``kv_skip_layers: auto`` chooses them greedily (``greedy_skip``); given layers are measured as given."""
-    from suite.stages.kvcheck import measure as kc
-
     skip = sorted(set(config.skip_layers))
     ranked: list[dict] = []
     target = kl_with_skip = None

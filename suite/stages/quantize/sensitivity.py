@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from statistics import median
 
 from suite.records.quantize import SensitivityConfig, SensitivityResult
+from suite.stages.quantize import calibration
+from suite.stages.quantize.stage import load_base_model
 
 
 def _minmax(t, reduce_dims):
@@ -119,9 +121,6 @@ def run(config: SensitivityConfig) -> SensitivityResult:
     import torch
     from compressed_tensors.quantization import preset_name_to_scheme
     from transformers import AutoTokenizer
-
-    from suite.stages.quantize import calibration
-    from suite.stages.quantize.stage import load_base_model
 
     torch.manual_seed(0)
     model = load_base_model(config.model, config.revision, config.random_weights)

@@ -22,10 +22,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite.runtime import ckptfiles, safeio
 from suite.runtime.ckptfiles import COMPLETE_MARK, RESULT_FILE, content_sha256, is_complete
 from suite.records.quantize import QuantizeConfig, QuantizeResult
 from suite.records.schemes import scheme_in_config
+from suite.runtime import ckptfiles, progress, safeio
+from suite.runtime.envs import package_versions
+from suite.stages.quantize import calibration
 
 log = logging.getLogger(__name__)
 KV_CACHE_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
@@ -44,8 +46,6 @@ def run(config: QuantizeConfig) -> QuantizeResult:
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import QuantizationModifier
     from transformers import AutoTokenizer
-
-    from suite.stages.quantize import calibration
 
     torch.manual_seed(0)
     model = load_model(config)
@@ -95,8 +95,6 @@ def _write_and_finalize(model, tokenizer, tmp: Path, final: Path, config: Quanti
                         calibration_s: float) -> QuantizeResult:
     """Save the quantized model to ``tmp``, check it, record how it was made and rename it to ``final``."""
     import torch
-
-    from suite.runtime.envs import package_versions
 
     model.save_pretrained(tmp, save_compressed=True)
     tokenizer.save_pretrained(tmp)
@@ -294,8 +292,6 @@ def count_passes(model, samples: int) -> list:
     2026-12-05). Returns the hooks (``.remove()`` them after); none when the model has no ``layers`` list. A traced
     pass (proxies, not tensors) is not counted."""
     import torch
-
-    from suite.runtime import progress
 
     layers = next((m for name, m in model.named_modules()
                    if name.split(".")[-1] == "layers" and isinstance(m, torch.nn.ModuleList)), None)
