@@ -22,9 +22,13 @@ def cmd_gate(args) -> int:
     exactly those bytes (a private copy), never the folder again, which may change after it was verified."""
     if not args.no_record:  # where the verdict may go: no credential in the URI, no local store in a system folder
         check_uris(getattr(args, "uri", None))
+    problems = [p for flag in ("junit", "json") if getattr(args, flag, None)
+                and (p := gate_report.place_problem(getattr(args, flag), f"--{flag}", _folder(args.run))) is not None]
+    if problems:  # before anything is judged or recorded
+        raise SuiteError(problems)
     if not getattr(args, "verify", False):
         return _judge(args, args.run)
-    folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+    folder = _folder(args.run)
     with tempfile.TemporaryDirectory(prefix="suite-verified-") as held:  # before anything is read or judged
         copy = Path(held) / folder.resolve().name  # the run folder's own name, as the table shows it
         _verify(folder, copy)
@@ -45,7 +49,7 @@ def _judge(args, shown: str) -> int:
         for problem in result.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"gate: NO VERDICT ({len(result.problems)} problem(s) with the run or the policy)", file=sys.stderr)
-        _reports(args, gate_report.bad_input(shown, result.problems, summary.recipe_name, policy_label))
+        _reports(args, gate_report.bad_input(shown, result.problems, summary.recipe_name, policy_label), shown)
         return EXIT_BAD_INPUT
     for line in looser:  # a --policy replaces the recipe's gates: say what it lets through that they did not
         print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
@@ -55,7 +59,7 @@ def _judge(args, shown: str) -> int:
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
         _reports(args, gate_report.bad_input(shown, [Problem(shown, "gates", "the gate policy checks nothing",
                                                                  "set a gate (`suite schema` lists them)")],
-                                             summary.recipe_name, policy_label))
+                                             summary.recipe_name, policy_label), shown)
         return EXIT_BAD_INPUT
     registered: list[str] = []
     if not args.no_record:
@@ -65,13 +69,20 @@ def _judge(args, shown: str) -> int:
                              _named_uris(args))
     _print_verdict(result)
     _reports(args, gate_report.GateReport(shown, result.outcome, result.exit_code, result.checks,
-                                          recipe=summary.recipe_name, policy=policy_label, registration=registered))
+                                          recipe=summary.recipe_name, policy=policy_label, registration=registered),
+             shown)
     return result.exit_code
 
 
-def _reports(args, report: gate_report.GateReport) -> None:
-    """``--junit FILE`` / ``--json FILE``: the verdict for a CI system (``suite.outputs.gate_report``)."""
-    gate_report.write(report, getattr(args, "junit", None), getattr(args, "json", None))
+def _folder(run: str) -> Path:
+    """The run folder ``run`` names (the folder, or the folder of its summary.json), as given."""
+    return Path(run) if Path(run).is_dir() else Path(run).parent
+
+
+def _reports(args, report: gate_report.GateReport, run: str | None = None) -> None:
+    """``--junit FILE`` / ``--json FILE``: the verdict for a CI system (``suite.outputs.gate_report``), never written
+    into the run folder judged (``run`` as the user gave it, not a verified copy; default ``args.run``)."""
+    gate_report.write(report, getattr(args, "junit", None), getattr(args, "json", None), _folder(run or args.run))
 
 
 def report_bad_input(args, problems: list[Problem]) -> None:

@@ -298,8 +298,18 @@ def output_dir_refusal(out: Path, repo_root: Path) -> str | None:
     if root in out.parents and not (out == runs or runs in out.parents):
         return (f"is inside the project's checkout ({root}; run folders, checkpoints and caches would mix with "
                 "the code): only its runs/ folder, which git ignores, may hold run folders")
+    return system_folder(out)
+
+
+def system_folder(path: Path) -> str | None:
+    """Why nothing of the suite's may go at ``path`` (resolved): '/', or in a system folder (SYSTEM_DIRS, but
+    /var/tmp), else None."""
+    path = Path(path).resolve()
+    if path == Path("/"):
+        return "is the root folder"
     for d in SYSTEM_DIRS:
-        if (out == Path(d) or Path(d) in out.parents) and not (out == Path("/var/tmp") or Path("/var/tmp") in out.parents):
+        if (path == Path(d) or Path(d) in path.parents) and not (path == Path("/var/tmp")
+                                                                  or Path("/var/tmp") in path.parents):
             return f"is a system folder ({d})"
     return None
 
