@@ -163,7 +163,10 @@ def place_problem(path: str, flag: str, run_dir: Path | None = None) -> Problem 
         what = ("a link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else "a FIFO" if
                 stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
         return Problem(path, flag, f"is {what}, not a regular file: the report would replace it", fix)
-    where = p.resolve()
+    try:
+        where = p.resolve()
+    except (OSError, RuntimeError) as e:  # a link loop in its folders
+        return Problem(path, flag, f"cannot be resolved: {e}", fix)
     if run_dir is not None and (where == Path(run_dir).resolve() or Path(run_dir).resolve() in where.parents):
         return Problem(path, flag, f"is inside the run folder being judged ({run_dir}): the report would replace "
                        "what the gate reads", fix)

@@ -343,6 +343,9 @@ def tracking_uri_refusal(uri: str, repo_root: Path) -> str | None:
     not '/', a system folder or the suite's checkout outside its runs/; a relative path is where MLflow would put it,
     under the current folder), else None. A server's URI is not a place on this machine: None."""
     for path in local_store_paths(uri) or []:
-        if (why := output_dir_refusal(path, repo_root)) is not None:
-            return f"{path.resolve()}: it {why}"
+        try:
+            if (why := output_dir_refusal(path, repo_root)) is not None:
+                return f"{path.resolve()}: it {why}"
+        except (OSError, RuntimeError) as e:  # a link loop on the way
+            return f"{path} cannot be resolved ({e})"
     return None
