@@ -11,7 +11,10 @@ from suite import api
 from suite.cli.render import _wide_console
 from suite.outputs import gate_report, manifest
 from suite.outputs.mlflow_registry import record_gate
-from suite.runtime.errors import EXIT_BAD_INPUT, Problem
+from suite.outputs.tracking_target import check_uris, gate_uri
+from suite.recipe import Recipe, load_yaml, read_text
+from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError
+from suite.runtime.secrets import redact
 
 SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yellow]INCONCLUSIVE[/]"}
 
@@ -19,9 +22,15 @@ SHOWN = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "inconclusive": "[yel
 def cmd_gate(args) -> int:
     """``--verify``: the run folder's files are read once, checked against its signed manifest, and the gate judges
     exactly those bytes (a private copy), never the folder again, which may change after it was verified."""
+    if not args.no_record:  # where the verdict may go: no credential in the URI, no local store in a system folder
+        check_uris(getattr(args, "uri", None))
+    problems = [p for flag in ("junit", "json") if getattr(args, flag, None)
+                and (p := gate_report.place_problem(getattr(args, flag), f"--{flag}", _folder(args.run))) is not None]
+    if problems:  # before anything is judged or recorded
+        raise SuiteError(problems)
     if not getattr(args, "verify", False):
         return _judge(args, args.run)
-    folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+    folder = _folder(args.run)
     with tempfile.TemporaryDirectory(prefix="suite-verified-") as held:  # before anything is read or judged
         copy = Path(held) / folder.resolve().name  # the run folder's own name, as the table shows it
         _verify(folder, copy)
@@ -42,7 +51,7 @@ def _judge(args, shown: str) -> int:
         for problem in result.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"gate: NO VERDICT ({len(result.problems)} problem(s) with the run or the policy)", file=sys.stderr)
-        _reports(args, gate_report.bad_input(shown, result.problems, summary.recipe_name, policy_label))
+        _reports(args, gate_report.bad_input(shown, result.problems, summary.recipe_name, policy_label), shown)
         return EXIT_BAD_INPUT
     for line in looser:  # a --policy replaces the recipe's gates: say what it lets through that they did not
         print(f"warning: the policy loosens the recipe's gate {line}", file=sys.stderr)
@@ -52,22 +61,30 @@ def _judge(args, shown: str) -> int:
               "non_inferiority_margin, min_throughput_gain, ...)", file=sys.stderr)
         _reports(args, gate_report.bad_input(shown, [Problem(shown, "gates", "the gate policy checks nothing",
                                                                  "set a gate (`suite schema` lists them)")],
-                                             summary.recipe_name, policy_label))
+                                             summary.recipe_name, policy_label), shown)
         return EXIT_BAD_INPUT
     registered: list[str] = []
     if not args.no_record:
         where = Path(shown) if Path(shown).is_dir() else Path(shown).parent  # the folder gated, not a verified copy
         gated = summary.model_copy(update={"run_dir": str(where.absolute())})
-        registered = _record(gated, result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha, looser)
+        registered = _record(gated, result, args.policy or getattr(args, "recipe", None) or "recipe", policy_sha, looser,
+                             _named_uris(args))
     _print_verdict(result)
     _reports(args, gate_report.GateReport(shown, result.outcome, result.exit_code, result.checks,
-                                          recipe=summary.recipe_name, policy=policy_label, registration=registered))
+                                          recipe=summary.recipe_name, policy=policy_label, registration=registered),
+             shown)
     return result.exit_code
 
 
-def _reports(args, report: gate_report.GateReport) -> None:
-    """``--junit FILE`` / ``--json FILE``: the verdict for a CI system (``suite.outputs.gate_report``)."""
-    gate_report.write(report, getattr(args, "junit", None), getattr(args, "json", None))
+def _folder(run: str) -> Path:
+    """The run folder ``run`` names (the folder, or the folder of its summary.json), as given."""
+    return Path(run) if Path(run).is_dir() else Path(run).parent
+
+
+def _reports(args, report: gate_report.GateReport, run: str | None = None) -> None:
+    """``--junit FILE`` / ``--json FILE``: the verdict for a CI system (``suite.outputs.gate_report``), never written
+    into the run folder judged (``run`` as the user gave it, not a verified copy; default ``args.run``)."""
+    gate_report.write(report, getattr(args, "junit", None), getattr(args, "json", None), _folder(run or args.run))
 
 
 def report_bad_input(args, problems: list[Problem]) -> None:
@@ -95,9 +112,20 @@ def _print_table(summary, result, policy_label: str) -> None:
     _wide_console().print(table)
 
 
-def _record(summary, result, policy: str, policy_sha: str | None, looser: list[str]) -> list[str]:
-    """The verdict on the run's MLflow runs (and, when every gate passed, the checkpoints registered); a warning
-    when MLflow fails: the verdict stands. Returns what it said of each variant's registration."""
+def _named_uris(args) -> tuple[str | None, str | None]:
+    """The tracking URIs the caller gave: ``--uri`` and the ``--recipe``'s ``tracking.uri`` (its own copy, checked
+    against the run's recorded sha256 by the verdict)."""
+    recipe_uri = None
+    if getattr(args, "recipe", None):
+        recipe_uri = Recipe.model_validate(load_yaml(read_text(Path(args.recipe)), args.recipe)).tracking.uri
+    return getattr(args, "uri", None), recipe_uri
+
+
+def _record(summary, result, policy: str, policy_sha: str | None, looser: list[str],
+            named: tuple[str | None, str | None] = (None, None)) -> list[str]:
+    """The verdict on the run's MLflow runs (and, when every gate passed, the checkpoints registered) on the server
+    the caller names (``named``: --uri, the --recipe's; ``tracking_target.gate_uri``); a warning when MLflow fails
+    or nothing names where to record: the verdict stands. Returns what it said of each variant's registration."""
     said: list[str] = []
     if not summary.tracking:
         if result.passed:  # a pass registers: say why this one did not
@@ -106,11 +134,19 @@ def _record(summary, result, policy: str, policy_sha: str | None, looser: list[s
             print(said[-1], file=sys.stderr)
         return said
     try:
-        rec = record_gate(summary, result, policy=policy, policy_sha256=policy_sha, looser=looser)
+        uri, why = gate_uri(summary.tracking.uri, *named)
+    except SuiteError as e:  # the --recipe's tracking.uri refused (`suite validate` refuses it too)
+        uri, why = None, str(e.problems[0])
+    if uri is None:
+        said.append(f"gate verdict not recorded in MLflow: {why}")
+        print(f"warning: {said[-1]}", file=sys.stderr)
+        return said
+    try:
+        rec = record_gate(summary, result, policy=policy, policy_sha256=policy_sha, looser=looser, uri=uri)
         for name, version in rec.registered:
             again = (name, version) in (rec.reused or [])  # the same checkpoint key: no new version
             said.append(f"{'already registered' if again else 'registered'} {name} version {version} as "
-                        f"'candidate' ({summary.tracking.uri})")
+                        f"'candidate' ({redact(uri)})")
             print(said[-1])
         for line in rec.not_registered:
             said.append(line)

@@ -28,6 +28,7 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
+from suite.orchestrate import store_seal
 from suite.orchestrate.stageproc import read_result
 from suite.plan import keys
 from suite.records.base import JobStamp, Record
@@ -76,6 +77,8 @@ class Store:
         path = self.root / key / result_file(stage)
         if not path.is_file():
             return None
+        if store_seal.refusal(self.root / key, stage, key) is not None:  # with SUITE_MANIFEST_KEY: sealed, or not used
+            return None
         result = STAGES[stage].result.read(path, root=self.root / key)  # its files' names are the entry's
         if not holds(result, key) or other_versions(stage, result):  # as a run folder's result is judged
             return None
@@ -93,6 +96,7 @@ class Store:
         if (field := next((f for f in KEY_FIELDS if f in type(result).model_fields), None)) is not None:
             stored = stored.model_copy(update={field: key})  # the entry records the key it is stored under
         stored.write(tmp / result_file(stage), root=final)
+        store_seal.seal(tmp, stage, key)  # with SUITE_MANIFEST_KEY: what lookup checks before reuse
         shutil.rmtree(final, ignore_errors=True)
         try:
             tmp.rename(final)

@@ -17,18 +17,29 @@ How each outcome is written in JUnit, and why:
 
 The JSON report carries the same cases with ``outcome`` spelled out (``pass``, ``fail``, ``inconclusive``, ``error``)
 and the run's ``outcome`` and ``exit_code``; its ``format`` field names this layout (``suite.gate-report/1``).
+
+Where a report may go (``place_problem``, checked before the gate judges anything, and again when it writes): a new
+file or an existing regular file (not a FIFO, a device, a folder or a link, which a rename would replace), outside
+the run folder being judged (its summary, records and samples are what the gate reads), and not in '/' or a system
+folder (``suite.recipe.guards.system_folder``: missing folders are made, but never there). It is written to a new
+temporary file in the same folder (``tempfile.mkstemp``: O_EXCL, a name no one could have placed a link at) and then
+renamed over the path.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from suite.recipe.guards import system_folder
 from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError
 
 FORMAT = "suite.gate-report/1"
@@ -127,25 +138,60 @@ def as_junit(report: GateReport) -> ET.Element:
     return root
 
 
-def write(report: GateReport, junit: str | None, json_file: str | None) -> None:
-    """Write the reports asked for; a file that cannot be written is bad input (SuiteError)."""
+def write(report: GateReport, junit: str | None, json_file: str | None, run_dir: Path | None = None) -> None:
+    """Write the reports asked for; a path ``place_problem`` refuses (``run_dir``: the run folder judged), or a file
+    that cannot be written, is bad input (SuiteError)."""
     if junit:
         tree = ET.ElementTree(as_junit(report))
         ET.indent(tree)
-        _write(junit, "--junit", lambda f: tree.write(f, encoding="utf-8", xml_declaration=True))
+        _write(junit, "--junit", lambda f: tree.write(f, encoding="utf-8", xml_declaration=True), run_dir)
     if json_file:
         text = json.dumps(as_json(report), indent=2, allow_nan=False) + "\n"
-        _write(json_file, "--json", lambda f: f.write(text.encode()))
+        _write(json_file, "--json", lambda f: f.write(text.encode()), run_dir)
 
 
-def _write(path: str, flag: str, fill) -> None:
+def place_problem(path: str, flag: str, run_dir: Path | None = None) -> Problem | None:
+    """Why the report may not be written at ``path`` (see the module's docstring), or None."""
     p = Path(path)
     try:
+        mode = os.lstat(p).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError:  # a parent that is a file, a folder that cannot be read: the write says why
+        mode = None
+    fix = "give a new file, or a regular file, outside the run folder and the system's folders"
+    if mode is not None and not stat.S_ISREG(mode):
+        what = ("a link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else "a FIFO" if
+                stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+        return Problem(path, flag, f"is {what}, not a regular file: the report would replace it", fix)
+    try:
+        where = p.resolve()
+    except (OSError, RuntimeError) as e:  # a link loop in its folders
+        return Problem(path, flag, f"cannot be resolved: {e}", fix)
+    if run_dir is not None and (where == Path(run_dir).resolve() or Path(run_dir).resolve() in where.parents):
+        return Problem(path, flag, f"is inside the run folder being judged ({run_dir}): the report would replace "
+                       "what the gate reads", fix)
+    if (why := system_folder(where)) is not None:
+        return Problem(path, flag, f"{where} {why}: the gate report may not go there", fix)
+    return None
+
+
+def _write(path: str, flag: str, fill, run_dir: Path | None = None) -> None:
+    if (problem := place_problem(path, flag, run_dir)) is not None:
+        raise SuiteError(problem)
+    p = Path(path)
+    tmp = None
+    try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        with open(tmp, "wb") as f:
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")  # O_EXCL: a new file
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)  # readable like any report (mkstemp makes it 0600)
             fill(f)
-        tmp.replace(p)
+        os.replace(tmp, p)
+        tmp = None
     except OSError as e:
         raise SuiteError(Problem(path, flag, f"cannot write the gate report: {e.strerror or e}",
                                  "give a path in a writable folder")) from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -189,16 +189,18 @@ def check_identity(client, summary: RunSummary) -> None:
 
 
 def record_gate(summary: RunSummary, result, alias: str = "candidate", policy: str = "recipe",
-                policy_sha256: str | None = None, looser: list[str] | None = None) -> GateRecord:
+                policy_sha256: str | None = None, looser: list[str] | None = None,
+                uri: str | None = None) -> GateRecord:
     """Write a gate verdict to the run's MLflow runs: tags ``gate.result`` (pass, fail or inconclusive: the data
     cannot decide) / ``gate.failed`` / ``gate.inconclusive`` (the reasons) on the parent and each variant run; when
     every gate passed (never on an inconclusive verdict), each variant's checkpoint (built by the quantize stage, or
     brought: ``variants[].model``, see ``Target``) becomes a version of the registered model ``<recipe>-<variant>``
     (once per checkpoint identity) with the alias ``alias``. Every variant that is not registered has its one line in
     ``GateRecord.not_registered``. Nothing is written unless every MLflow run named carries this run's identity
-    (``check_identity``; ``NotThisRun`` otherwise)."""
+    (``check_identity``; ``NotThisRun`` otherwise). ``uri``: the server to record on (`suite gate` passes the one its
+    caller names, ``tracking_target.gate_uri``); tracking.json's own URI only when not given."""
     info = summary.tracking
-    client = mlflow.client_for(info.uri)
+    client = mlflow.client_for(uri or info.uri)
     check_identity(client, summary)  # before any tag: tracking.json is not signed
     verdict = result.outcome if result.outcome in ("pass", "fail", "inconclusive") else "fail"
     record = GateRecord([], [], [], [])

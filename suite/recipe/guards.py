@@ -14,6 +14,8 @@ import difflib
 import re
 import struct
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
+from urllib.request import url2pathname
 
 from suite.runtime import safeio
 from suite.runtime.errors import Problem
@@ -296,7 +298,54 @@ def output_dir_refusal(out: Path, repo_root: Path) -> str | None:
     if root in out.parents and not (out == runs or runs in out.parents):
         return (f"is inside the project's checkout ({root}; run folders, checkpoints and caches would mix with "
                 "the code): only its runs/ folder, which git ignores, may hold run folders")
+    return system_folder(out)
+
+
+def system_folder(path: Path) -> str | None:
+    """Why nothing of the suite's may go at ``path`` (resolved): '/', or in a system folder (SYSTEM_DIRS, but
+    /var/tmp), else None."""
+    path = Path(path).resolve()
+    if path == Path("/"):
+        return "is the root folder"
     for d in SYSTEM_DIRS:
-        if (out == Path(d) or Path(d) in out.parents) and not (out == Path("/var/tmp") or Path("/var/tmp") in out.parents):
+        if (path == Path(d) or Path(d) in path.parents) and not (path == Path("/var/tmp")
+                                                                  or Path("/var/tmp") in path.parents):
             return f"is a system folder ({d})"
+    return None
+
+
+# tracking URIs that name a service, not a path, though they have no "scheme://" (MLflow's own names)
+_NAMED_SERVICES = ("databricks", "databricks-uc", "uc")
+
+
+def local_store_paths(uri: str) -> list[Path] | None:
+    """The file or folder a local MLflow store URI writes, as MLflow reads it: a SQLite database (``sqlite:///rel``,
+    ``sqlite:////abs``, a dialect+driver such as ``sqlite+pysqlite:``), a file store (``file:///abs``, a bare path);
+    both the path as written and percent-decoded, since MLflow and SQLAlchemy decode it. ``[]``: SQLite in memory;
+    None: a server or a database elsewhere (nothing written on this machine)."""
+    uri = uri.strip()
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme.startswith("sqlite"):
+        raw = uri.split("://", 1)[1] if "://" in uri else ""
+        raw = raw.split("?", 1)[0]
+        raw = raw[1:] if raw.startswith("/") else raw  # sqlite:///x.db is x.db, sqlite:////x.db is /x.db
+        return [] if raw in ("", ":memory:") else [Path(p) for p in dict.fromkeys((raw, unquote(raw)))]
+    if scheme == "file":
+        return [Path(p) for p in dict.fromkeys((parts.path, url2pathname(parts.path)))]
+    if scheme == "" and uri not in _NAMED_SERVICES:
+        return [Path(p) for p in dict.fromkeys((uri, url2pathname(uri)))]
+    return None
+
+
+def tracking_uri_refusal(uri: str, repo_root: Path) -> str | None:
+    """Why MLflow may not keep its store where ``uri`` says (a local store held to ``output_dir_refusal``'s rules:
+    not '/', a system folder or the suite's checkout outside its runs/; a relative path is where MLflow would put it,
+    under the current folder), else None. A server's URI is not a place on this machine: None."""
+    for path in local_store_paths(uri) or []:
+        try:
+            if (why := output_dir_refusal(path, repo_root)) is not None:
+                return f"{path.resolve()}: it {why}"
+        except (OSError, RuntimeError) as e:  # a link loop on the way
+            return f"{path} cannot be resolved ({e})"
     return None

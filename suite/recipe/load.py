@@ -13,6 +13,7 @@ from suite.recipe.checks import check_references
 from suite.recipe.loaded import LoadedRecipe
 from suite.recipe.schema import GateSpec, Recipe
 from suite.runtime import safeio
+from suite.runtime.yaml_aliases import alias_problem
 from suite.runtime.errors import Problem, SuiteError
 
 
@@ -185,6 +186,8 @@ def load_yaml(text: str, file: str):
     try:
         if (problem := _nesting_depth_problem(text, file)) is not None:
             raise SuiteError(problem)
+        if (aliases := alias_problem(text, _UniqueKeyLoader)) is not None:  # what the aliases expand to, capped
+            raise SuiteError(Problem(file, f"line {aliases[0]}", aliases[1], aliases[2]))
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)

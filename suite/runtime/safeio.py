@@ -7,7 +7,8 @@ needs a timeout. Where the caller names ``roots``, the file's real path (links f
 Each kind of file has a size cap, enforced by a bounded read (never an unbounded ``.read()``), a per-line cap for
 line files, the same cap on what a ``.gz`` holds once decompressed, and a nesting cap: JSON is scanned for its
 bracket depth before it is parsed (``json`` recurses: 200,000 levels end in RecursionError), YAML's event stream is
-walked before it is composed (PyYAML's composer recurses too). A folder walk has a cap on entries and depth.
+walked before it is composed (PyYAML's composer recurses too), and what its aliases expand to is capped
+(``suite.runtime.yaml_aliases``). A folder walk has a cap on entries and depth.
 
 A refusal raises ``UnsafeRead``, a ``SuiteError`` (exit 2, one line naming the file). A missing file still raises
 ``FileNotFoundError`` and a decoding error still raises ``ValueError`` (json.JSONDecodeError, yaml.YAMLError), as the
@@ -32,6 +33,7 @@ from typing import Iterator, Sequence
 import yaml
 
 from suite.runtime.errors import Problem, SuiteError
+from suite.runtime.yaml_aliases import alias_problem
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -260,9 +262,12 @@ def yaml_depth_problem(text: str, path, kind: str, loader=yaml.SafeLoader) -> Un
 
 
 def loads_yaml(text: str, path, kind: str, loader=yaml.SafeLoader):
-    """YAML text read elsewhere, loaded with ``loader`` (a SafeLoader or a subclass) after the nesting check."""
+    """YAML text read elsewhere, loaded with ``loader`` (a SafeLoader or a subclass) after the nesting check and the
+    check of what its aliases expand to (``suite.runtime.yaml_aliases``)."""
     if (refusal := yaml_depth_problem(text, path, kind, loader)) is not None:
         raise refusal
+    if (aliases := alias_problem(text, loader)) is not None:
+        raise UnsafeRead(path, f"line {aliases[0]}: {aliases[1]}", aliases[2])
     return yaml.load(text, Loader=loader)  # noqa: S506 (a SafeLoader or a subclass of it)
 
 

@@ -53,8 +53,6 @@ def test_an_honest_entry_is_found(tmp_path):
     assert Store(stored_baseline(tmp_path).root).lookup("evaluate", KEY) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="store entries carry no signature: with SUITE_MANIFEST_KEY set (CI), a "
-                   "rewritten baseline in the shared store is still a hit, and the run then signs it")
 def test_a_store_entry_rewritten_after_it_was_stored_is_not_used_when_ci_signs(tmp_path, monkeypatch):
     monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
     store = stored_baseline(tmp_path)
@@ -62,3 +60,46 @@ def test_a_store_entry_rewritten_after_it_was_stored_is_not_used_when_ci_signs(t
     hit = Store(store.root).lookup("evaluate", KEY)
     # expected: a miss (the job runs again) or a refusal naming the entry, not the forged scores
     assert hit is None or hit.scores[0].value != 0.0
+
+
+# The rule as it is kept (orchestrate/store_seal.py): with the key set, an entry is reused only when its seal verifies;
+# one that does not is a miss with one line, and the job's new result replaces it; without the key nothing is checked.
+def test_an_honest_sealed_entry_is_reused_when_ci_signs(tmp_path, monkeypatch):
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    store = stored_baseline(tmp_path)
+    assert (store.root / KEY / "seal.json").is_file()
+    hit = Store(store.root).lookup("evaluate", KEY)
+    assert hit is not None and hit.scores[0].value == 200 / 300 and hit.cache_hit
+
+
+@pytest.mark.parametrize("case", ["stored without the key", "sealed with another key", "a file added",
+                                  "the seal removed"])
+def test_an_entry_whose_seal_does_not_verify_is_a_miss_with_one_line(tmp_path, monkeypatch, caplog, case):
+    if case != "stored without the key":
+        monkeypatch.setenv(manifest.KEY_ENV, "other-key" if case == "sealed with another key" else "k" * 32)
+    store = stored_baseline(tmp_path)
+    if case == "a file added":
+        (store.root / KEY / "extra.jsonl").write_text("{}\n")
+    if case == "the seal removed":
+        (store.root / KEY / "seal.json").unlink()
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    assert Store(store.root).lookup("evaluate", KEY) is None
+    said = [r.getMessage() for r in caplog.records if "not reused" in r.getMessage()]
+    assert len(said) == 1 and str(store.root / KEY) in said[0], said
+    assert ("no seal" if case in ("stored without the key", "the seal removed") else "does not match") in said[0]
+
+
+def test_the_jobs_new_result_replaces_a_refused_entry(tmp_path, monkeypatch):
+    store = stored_baseline(tmp_path)  # without the key: no seal
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    assert Store(store.root).lookup("evaluate", KEY) is None
+    (tmp_path / "again").mkdir()
+    fresh = stored_baseline(tmp_path / "again")  # the job ran again: its result put under the same key
+    Store(store.root).put("evaluate", KEY, fresh.lookup("evaluate", KEY))
+    assert Store(store.root).lookup("evaluate", KEY) is not None
+
+
+def test_without_the_key_the_store_is_trusted_like_the_output_folder(tmp_path):
+    store = stored_baseline(tmp_path)
+    forge(store)
+    assert Store(store.root).lookup("evaluate", KEY).scores[0].value == 0.0  # docs/07 says so

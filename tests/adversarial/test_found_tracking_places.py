@@ -11,8 +11,6 @@ from conftest import ROOT
 from test_recipe_adversary import validate
 
 
-@pytest.mark.xfail(strict=True, reason="TrackingSpec.uri is checked only by uri_credential: a local store's path is "
-                   "never held to output_dir's rules (recipe/guards.py)")
 @pytest.mark.parametrize("uri", ["sqlite:////etc/suite-probe/mlflow.db", "file:///usr/lib/suite-probe",
                                  "sqlite:////tmp/../etc/mlflow.db", f"sqlite:///{ROOT}/suite/mlflow.db"])
 def test_tracking_uri_into_a_system_folder_or_the_checkout_is_refused(tmp_path, uri):
@@ -20,8 +18,6 @@ def test_tracking_uri_into_a_system_folder_or_the_checkout_is_refused(tmp_path, 
     assert code == 2 and "tracking.uri" in err, err
 
 
-@pytest.mark.xfail(strict=True, reason="suite sync --uri is checked for credentials only: MLflow's sqlite database is "
-                   "created wherever the URI says (as root: /etc too), exit 0")
 def test_sync_uri_into_the_checkout_is_refused(tmp_path, capsys, monkeypatch):
     import json
 

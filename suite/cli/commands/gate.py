@@ -29,6 +29,9 @@ def add_arguments(gate) -> None:
                       "(HMAC-SHA256 keyed by SUITE_MANIFEST_KEY, written by `suite run` when that variable is set): "
                       "a missing key or manifest, a changed, added or removed file or a bad HMAC is exit 2")
     gate.add_argument("--no-record", action="store_true", help="do not tag the MLflow runs or register anything")
+    gate.add_argument("--uri", help="the MLflow server to record the verdict on (default: the --recipe's tracking.uri, "
+                      "then MLFLOW_TRACKING_URI; the run folder's tracking.json is used only when it names a local "
+                      "store: its credentials go only to a server you name)")
     gate.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML for a CI test report: one "
                       "test case per variant x gate (fail = <failure>, inconclusive = <skipped>, bad input = one "
                       "<error> case; written on exit 2 too)")

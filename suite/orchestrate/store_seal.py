@@ -1,0 +1,74 @@
+"""The seal of a store entry (suite.orchestrate.store): with ``SUITE_MANIFEST_KEY`` set, each entry the store writes
+carries ``seal.json``, an HMAC-SHA256 (keyed by that secret, as the run folder's manifest is:
+suite.outputs.manifest) over the stage, the key and the sha256 of every file in the entry; an entry is reused only
+when its seal verifies. A shared store (``SUITE_STORE``, ``store:``: a CI cache, a team folder) can be written by
+others than the job that reads it, and a hit is filed into the run folder as that job's result and signed with it:
+without the seal, an entry rewritten consistently (its samples, their sha256 in its result, its scores) would be
+judged by ``suite gate --verify`` as genuine. An entry without a seal, or whose seal does not match (changed since it
+was stored, or sealed with another key), is not reused: one line says so, the job runs again and its result replaces
+the entry. Without the key nothing is sealed or checked: the store is then trusted like the output folder
+(docs/07-reliability-and-threat-model.md).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+from itertools import islice
+from pathlib import Path
+
+from suite.outputs.manifest import KEY_ENV, sign
+from suite.runtime import safeio
+from suite.runtime.errors import SuiteError
+
+SEAL = "seal.json"
+FORMAT = "suite.store-seal/1"  # in the signed body: a seal is never a manifest, nor a manifest a seal
+MAX_FILES = 10_000  # files an entry may hold (an evaluation's: its result, lm-eval's results, a samples file a task)
+
+log = logging.getLogger(__name__)
+
+
+def _body(entry: Path, stage: str, key: str) -> dict:
+    """What the seal signs: the stage, the key and each file of the entry but the seal (a folder in the entry, which
+    the store never writes, is named so that it changes the seal)."""
+    files = {}
+    names = list(islice(Path(entry).iterdir(), MAX_FILES + 1))
+    if len(names) > MAX_FILES:  # the store writes a result and its few files: this is no entry of its own
+        return {"format": FORMAT, "stage": stage, "key": key, "files": f"more than {MAX_FILES} files"}
+    for p in sorted(names):
+        if p.name != SEAL:
+            files[p.name] = safeio.sha256(p, "run_file") if p.is_file() and not p.is_symlink() else "not a file"
+    return {"format": FORMAT, "stage": stage, "key": key, "files": files}
+
+
+def seal(entry: Path, stage: str, key: str) -> None:
+    """Write the entry's seal (the folder as it will be stored, before its rename), when the key is set."""
+    secret = os.environ.get(KEY_ENV)
+    if secret:
+        body = _body(entry, stage, key)
+        (Path(entry) / SEAL).write_text(json.dumps({**body, "hmac": sign(body, secret)}, sort_keys=True) + "\n")
+
+
+def refusal(entry: Path, stage: str, key: str) -> str | None:
+    """Why the entry may not be reused (a line naming it, also logged), or None: its seal verifies, or no key is set."""
+    secret = os.environ.get(KEY_ENV)
+    if not secret:
+        return None
+    why = None
+    try:
+        data = safeio.read_json(Path(entry) / SEAL, "manifest")
+        expected = sign(_body(entry, stage, key), secret)
+        if not (isinstance(data, dict) and isinstance(data.get("hmac"), str)
+                and hmac.compare_digest(data["hmac"], expected)):
+            why = "its seal does not match: the entry changed since it was stored, or was sealed with another key"
+    except FileNotFoundError:
+        why = f"it carries no seal ({SEAL}): it was stored without {KEY_ENV}"
+    except (OSError, ValueError, RecursionError, SuiteError) as e:
+        why = f"its seal cannot be read ({e.problems[0].message if isinstance(e, SuiteError) else e})"
+    if why is None:
+        return None
+    line = f"store entry {entry} not reused: {why}; the job runs again and its result replaces the entry"
+    log.warning(line)
+    return line
