@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -54,6 +55,7 @@ def test_ray_overlaps_two_variants_and_matches_the_local_executor(demo_recipe_co
     local = execute(load_recipe(demo_recipe_copy(**COMMON, variants=variants)), track=False)
     stages.unlink()
     (stages.parent / "meet").touch()
+    shutil.rmtree(Path(local.run_dir).parent / "checkpoints")  # a checkpoint in its folder is a hit: built again here
     ray_run = execute(load_recipe(demo_recipe_copy(**COMMON, variants=variants,
                                                    executor={"kind": "ray", "gpus": [0, 1]})), track=False,
                       force=True)  # not the evaluation cache's copies of the local run's results
