@@ -8,7 +8,7 @@ from pathlib import Path
 
 from suite.runtime.errors import EXIT_OK
 from suite.cli.render import _wide_console
-from suite.analysis.load import load_summary
+from suite import api
 
 
 def cmd_compare(args) -> int:
@@ -16,7 +16,7 @@ def cmd_compare(args) -> int:
 
     from suite.analysis import compare
 
-    a, b = load_summary(args.run_a), load_summary(args.run_b)
+    a, b = (api.load_run(r, who="`suite compare`").summary for r in (args.run_a, args.run_b))
     if a.recipe_name != b.recipe_name:
         print(f"note: different recipes ({a.recipe_name} vs {b.recipe_name}); comparing variants by name",
               file=sys.stderr)

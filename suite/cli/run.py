@@ -54,7 +54,7 @@ def _what_to_run(args):
     """(the run folder to resume or None, the loaded recipe): RECIPE checked, or --resume's recorded recipe; with
     ``--executor`` laid over it."""
     if args.resume:
-        from suite.orchestrate.rundir import load_run_recipe
+        from suite.recipe.load import load_run_recipe
 
         resume = Path(args.resume)
         if args.recipe or getattr(args, "set", None):

@@ -104,7 +104,7 @@ class RunFolder:
         self.lock = lock  # the run's suite.runtime.lock.RunLock: ``put`` writes only while the run owns the folder
 
     def lookup(self, stage: str, key: str | None) -> Record | None:
-        from suite.orchestrate.stageproc import read_result
+        from suite.plan.results import read_result
 
         result = read_result(self.vdir, stage)[0]
         return result if result is not None and holds(result, key) else None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from suite.orchestrate.summarize import summarize
+from suite.analysis.derive import summarize
 from suite.runtime.errors import SuiteError
 
 PLAN_ONLY = "not a run folder (no recipe.yaml)"  # a planned study (plan.json only), or a folder of notes beside runs
