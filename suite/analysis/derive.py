@@ -43,6 +43,8 @@ ITEMS_FILE = "items.jsonl.gz"  # an archived evaluate folder's per-item scores (
 ARCHIVED = "archived run folder: the paired comparisons read"  # the start of the warning that says so
 JOBS = "jobs.json"
 CACHE = "summary.json"
+# what publish and tracking add to a summary, and timings: not figures of the run's records
+_NOT_FIGURES = {"artifacts", "tracking", "tracking_pending", "run_dir", "stage_wall_s", "stage_elapsed_s"}
 # said by `suite gate` when summary.json (a cache of ``summarize``, written by publish) is not what the folder gives
 CACHE_DIFFERS = ("summary.json is not what the run folder's records give: judged on the records; `suite summarize "
                  "{run}` rewrites it")
@@ -82,6 +84,7 @@ def summarize(run_dir: Path) -> RunSummary:
     runner = [w for w in facts.warnings if not w.startswith(ARCHIVED)] if facts else []
     summary.warnings = list(dict.fromkeys(runner + summary.warnings))  # the runner's, then the analysis' (once)
     summary.finished = facts.finished if facts else None
+    summary.recipe_sha256 = facts.recipe_sha256 if facts else ""  # recorded by the run, never recipe.yaml's own
     if facts and facts.stage_wall_s:  # the runner's measure of each job (a kept result: its own wall_s)
         summary.stage_wall_s = {**summary.stage_wall_s, **facts.stage_wall_s}
     summary.recipe_changed_on_resume = list(facts.recipe_changed_on_resume) if facts else []
@@ -114,7 +117,7 @@ def blank(loaded, run_dir, variants: list[VariantSummary], started, platform: st
 
 def cache_differs(summary: RunSummary, run_dir: Path) -> bool:
     """Whether the run folder's summary.json (when there is one) differs from ``summary`` (``summarize``'s) in any
-    figure: its tasks or any variant's results, metrics, comparisons or errors. One that cannot be read differs."""
+    figure: anything but what publish and tracking add (``_NOT_FIGURES``). One that cannot be read differs."""
     if not (Path(run_dir) / CACHE).is_file():
         return False
     try:
@@ -140,21 +143,20 @@ def read_run(run_dir: Path) -> RunSummary:
 
 
 def _figures(summary: RunSummary) -> str:
-    """What a verdict reads of a summary, as one comparable text (NaN included)."""
-    return json.dumps({"tasks": summary.tasks, "variants": [v.model_dump(mode="json") for v in summary.variants]},
-                      sort_keys=True, default=str)
-
+    """What a verdict may read of a summary, as one comparable text (NaN included)."""
+    return json.dumps(summary.model_dump(mode="json", exclude=_NOT_FIGURES), sort_keys=True, default=str)
 
 def run_facts(run_dir: Path) -> RunFacts | None:
     """run.json, or for a folder from before it was written the runner's facts its summary.json recorded (an older
-    record: only started, finished, platform, versions, each variant's errors, tokenizer and model_sha256, and the
-    warnings are taken); None for neither (an interrupted run)."""
+    record: only started, finished, the recipe's sha256, platform, versions, each variant's errors, tokenizer and
+    model_sha256, and the warnings are taken); None for neither (an interrupted run)."""
     if (run_dir / RUN_FACTS).is_file():
         return RunFacts.read(run_dir / RUN_FACTS, root=run_dir)
     if not (run_dir / "summary.json").is_file():
         return None
     older = RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
-    return RunFacts(started=older.started, finished=older.finished, platform=older.platform, versions=older.versions,
+    return RunFacts(started=older.started, finished=older.finished, recipe_sha256=older.recipe_sha256,
+                    platform=older.platform, versions=older.versions,
                     errors={v.name: v.errors for v in older.variants if v.errors},
                     tokenizer={v.name: v.tokenizer for v in older.variants if v.tokenizer},
                     model_sha256={v.name: v.model_sha256 for v in older.variants if v.model_sha256},

@@ -114,7 +114,8 @@ def write_facts(run_dir: Path, summary, versions: dict[str, str], stage_wall_s: 
     """run.json (``records.summary.RunFacts``): what the runner knows of the run that its stage results do not say,
     from its job loop's ``summary`` (each variant's errors and tokenizer facts, the run's warnings, where and when it
     ran), so that ``suite.analysis.derive.summarize`` makes the run's summary from the folder alone."""
-    facts = RunFacts(started=summary.started, finished=finished, platform=summary.platform, versions=versions,
+    facts = RunFacts(started=summary.started, finished=finished, recipe_sha256=summary.recipe_sha256,
+                     platform=summary.platform, versions=versions,
                      errors={v.name: list(v.errors) for v in summary.variants if v.errors},
                      tokenizer={v.name: dict(v.tokenizer) for v in summary.variants if v.tokenizer},
                      model_sha256={v.name: v.model_sha256 for v in summary.variants if v.model_sha256},

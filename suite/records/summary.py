@@ -115,6 +115,8 @@ class RunFacts(Record):
 
     started: str
     finished: Optional[str] = None
+    recipe_sha256: str = Field("", description="the sha256 of the recipe the run ran (recipe.yaml as it was written): "
+                               "`suite gate` trusts recipe.yaml's gates only under it")
     platform: str = ""
     versions: dict[str, str] = Field(default_factory=dict)
     errors: dict[str, list[str]] = Field(default_factory=dict, description="variant -> its errors, in order")
