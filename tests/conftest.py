@@ -352,6 +352,7 @@ def write_run_facts(run_dir, s: dict) -> None:
 
     RunFacts(started=str(s.get("started") or "now"), finished=s.get("finished"),
              recipe_sha256=str(s.get("recipe_sha256") or ""), platform=str(s.get("platform") or ""),
+             versions=dict(s.get("versions") or {}),
              errors={v["name"]: list(v["errors"]) for v in s["variants"] if v.get("errors")},
              warnings=list(s.get("warnings") or [])).write(Path(run_dir) / RUN_FACTS)
 
@@ -406,6 +407,24 @@ def edit_record(run_dir, variant: str, name: str, change) -> None:
     data = json.loads(path.read_text())
     data = change(data) or data
     path.write_text(json.dumps(data))
+
+
+STALE = "summary.json is not what the run folder's records give"  # `suite gate`'s warning (derive.CACHE_DIFFERS)
+
+
+def run_folder(run_dir, s):
+    """``run_dir`` as `suite run` leaves it for the summary ``s`` (a RunSummary or its dict): recipe.yaml from its
+    recipe copy (its hash recorded), plan.json, each stage result from the summary's copy, run.json, and summary.json
+    as publish writes it (what ``derive.summarize`` gives from those records: the summary's own figures are not kept).
+    Returns the folder."""
+    from pathlib import Path
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = s if isinstance(s, dict) else s.model_dump(mode="json")
+    plan_run(run_dir, write_run_recipe(run_dir, data))
+    publish_summary(run_dir)
+    return run_dir
 
 
 def publish_summary(run_dir) -> dict:
