@@ -27,6 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+import yaml
+from pydantic import ValidationError
+
 from suite.analysis import summary as summaries
 from suite.analysis.load import load_summary, with_tracking
 from suite.analysis.paired import is_perplexity_metric, item_scores
@@ -34,6 +37,8 @@ from suite.plan.keys import brought_sha256
 from suite.plan.planner import VariantPlan, make_plan
 from suite.plan.results import CheckLabels, record, variant_results
 from suite.recipe.load import load_run_recipe
+from suite.recipe.loaded import LoadedRecipe
+from suite.recipe.schema import Recipe
 from suite.records.paths import recorded_run_dir
 from suite.records.summary import RUN_FACTS, RunFacts, RunSummary
 from suite.runtime import safeio
@@ -53,7 +58,7 @@ CACHE_DIFFERS = ("summary.json is not what the run folder's records give: judged
 def summarize(run_dir: Path) -> RunSummary:
     """The run folder's summary, made from its records with the current analysis code; nothing is written."""
     run_dir = Path(run_dir).resolve()
-    loaded = load_run_recipe(run_dir, references=False)  # read as a record: its model need not be here
+    loaded, said = _run_recipe(run_dir)
     facts = run_facts(run_dir)
     plan = _read_plan(run_dir)
     summary = blank(loaded, run_dir, _variants(loaded, run_dir, plan, facts),
@@ -82,7 +87,7 @@ def summarize(run_dir: Path) -> RunSummary:
         summary.warnings.append(f"{ARCHIVED} {len(names)} {ITEMS_FILE} file(s) in place of lm-eval's samples files, "
                                 f"which are not in the folder (the same per-item scores): {', '.join(names)}")
     runner = [w for w in facts.warnings if not w.startswith(ARCHIVED)] if facts else []
-    summary.warnings = list(dict.fromkeys(runner + summary.warnings))  # the runner's, then the analysis' (once)
+    summary.warnings = list(dict.fromkeys(runner + said + summary.warnings))  # the runner's, then the analysis' (once)
     summary.finished = facts.finished if facts else None
     summary.recipe_sha256 = facts.recipe_sha256 if facts else ""  # recorded by the run, never recipe.yaml's own
     if facts and facts.stage_wall_s:  # the runner's measure of each job (a kept result: its own wall_s)
@@ -118,7 +123,7 @@ def blank(loaded, run_dir, variants: list[VariantSummary], started, platform: st
 def cache_differs(summary: RunSummary, run_dir: Path) -> bool:
     """Whether the run folder's summary.json (when there is one) differs from ``summary`` (``summarize``'s) in any
     figure: anything but what publish and tracking add (``_NOT_FIGURES``). One that cannot be read differs."""
-    if not (Path(run_dir) / CACHE).is_file():
+    if not ((Path(run_dir) / CACHE).exists() or (Path(run_dir) / CACHE).is_symlink()):
         return False
     try:
         cached = load_summary(str(Path(run_dir) / CACHE))
@@ -146,6 +151,24 @@ def _figures(summary: RunSummary) -> str:
     """What a verdict may read of a summary, as one comparable text (NaN included)."""
     return json.dumps(summary.model_dump(mode="json", exclude=_NOT_FIGURES), sort_keys=True, default=str)
 
+def _run_recipe(run_dir: Path) -> tuple[LoadedRecipe, list[str]]:
+    """The run's recipe as a record (recipe.yaml: parsed, not checked against this machine) and what to say of it; a
+    folder from before recipe.yaml was kept: the recipe copy its summary.json recorded, said in a warning."""
+    if (run_dir / "recipe.yaml").exists() or not (run_dir / CACHE).is_file():
+        return load_run_recipe(run_dir, references=False), []
+    older = RunSummary.read(run_dir / CACHE, root=run_dir, recorded=recorded_run_dir(run_dir))
+    try:
+        recipe = Recipe.model_validate(older.recipe)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise SuiteError(Problem(str(run_dir / CACHE), "recipe", f"no recipe.yaml, and the recipe copy is not a recipe "
+                                 f"this version reads: {'.'.join(map(str, first['loc']))}: {first['msg']}",
+                                 "run the recipe again (`suite run`)")) from None
+    text = yaml.safe_dump(older.recipe, sort_keys=False)
+    return LoadedRecipe(recipe=recipe, path=Path(older.recipe_path), text=text), [
+        "no recipe.yaml in the run folder (made before it was kept): summarized from the recipe copy in summary.json"]
+
+
 def run_facts(run_dir: Path) -> RunFacts | None:
     """run.json, or for a folder from before it was written the runner's facts its summary.json recorded (an older
     record: only started, finished, the recipe's sha256, platform, versions, each variant's errors, tokenizer and
@@ -166,13 +189,16 @@ def run_facts(run_dir: Path) -> RunFacts | None:
 
 def _variants(loaded, run_dir: Path, plan: dict, facts: RunFacts | None) -> list:
     """Each planned variant's summary before its results: the recipe's variant served from the model plan.json
-    recorded for it (re-planned from the recipe for a plan.json that recorded none), with the runner's facts."""
+    recorded for it (an older folder's: its summary.json's; re-planned from the recipe where neither says), with the
+    runner's facts."""
     r = loaded.recipe
     recorded = plan.get("variants") if isinstance(plan.get("variants"), dict) else {}
-    if all(isinstance(recorded.get(v.name), dict) and recorded[v.name].get("model_path") for v in r.all_variants()):
+    if not all(isinstance(recorded.get(v.name), dict) and recorded[v.name].get("model_path") for v in r.all_variants()):
+        recorded = _older_variants(run_dir)  # a plan.json from before it recorded them
+    if all(v.name in recorded for v in r.all_variants()):
         plans = [VariantPlan(v, v is r.baseline, recorded[v.name]["model_path"],
                              checkpoint=recorded[v.name].get("checkpoint")) for v in r.all_variants()]
-    else:
+    else:  # neither says: the recipe planned again (the stage environments asked, as `suite run` does)
         plans = make_plan(loaded, run_dir, run_dir.parent / "checkpoints").variants
     out = []
     for vp in plans:
@@ -182,6 +208,14 @@ def _variants(loaded, run_dir: Path, plan: dict, facts: RunFacts | None) -> list
             vs.errors, vs.tokenizer = list(facts.errors.get(name, [])), dict(facts.tokenizer.get(name, {}))
         out.append(vs)
     return out
+
+
+def _older_variants(run_dir: Path) -> dict[str, dict]:
+    """Each variant's model as an older folder's summary.json recorded it ({} without one)."""
+    if not (run_dir / CACHE).is_file() or (run_dir / RUN_FACTS).is_file():
+        return {}
+    older = RunSummary.read(run_dir / CACHE, root=run_dir, recorded=recorded_run_dir(run_dir))
+    return {v.name: {"model_path": v.model_path} for v in older.variants}
 
 
 def _read_plan(run_dir: Path) -> dict:

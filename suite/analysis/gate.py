@@ -162,8 +162,13 @@ def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
     except SuiteError as e:
         return Verdict(GateResult(problems=list(e.problems)), warnings=warnings)
     try:
-        result = run(GateConfig(summary, spec, source, policy or recipe or ""))
-        result.problems += binding.problems(summary, folder)  # a result not its planned job's, or one missing
+        bound = binding.Binding(summary, folder)  # each result its planned job's, none missing
+        unbound = bound.check()
+        if bound.unjudged:  # a result missing or unreadable: what the summary lacks of it is not said again
+            result = GateResult(problems=unbound)
+        else:
+            result = run(GateConfig(summary, spec, source, policy or recipe or ""))
+            result.problems += unbound
         looser = weaker_than(spec, recipe_gates(summary, source)) if policy and not result.problems else []
     except SuiteError as e:
         return Verdict(GateResult(problems=list(e.problems)), label, sha, warnings=warnings)

@@ -18,7 +18,7 @@ def read_result(vdir: Path, stage: str) -> tuple[Record | None, str | None]:
     """A stage's result in its variant folder, if it is there and complete (it is written atomically, so
     one that parses is whole), else (None, why it does not parse) or (None, None) when there is none."""
     path = vdir / f"{stage}.result.json"
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):  # anything else there (a FIFO, a link to a device): the reader says
         return None, None
     try:
         run_dir = run_folder_of(vdir)

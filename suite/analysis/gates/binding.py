@@ -71,6 +71,7 @@ class Binding:
     def __init__(self, summary, folder: Path):
         self.s, self.folder = summary, Path(folder)
         self.problems: list[Problem] = []
+        self.unjudged: set[str] = set()  # variants with a result not judged: their scores are not read again
 
     def bad(self, file: str, field: str, what: str, fix: str) -> None:
         self.problems.append(Problem(file, field, what, fix))
@@ -107,8 +108,10 @@ class Binding:
         res, why = results.read_result(vdir, stage)  # the reader summarize files results with
         if res is None:
             if why is not None:
+                self.unjudged.add(v.name)
                 self.bad(str(vdir / f"{stage}.result.json"), "", f"the {stage} result is not judged: {why}", FIX_RERUN)
             elif not v.errors:  # a variant whose stages failed says so itself (its failure)
+                self.unjudged.add(v.name)
                 self.bad(rel, "", f"{v.name}'s planned {stage} job has no result: missing, nothing to judge",
                          FIX_RERUN)
             return want
@@ -161,12 +164,7 @@ class Binding:
             self.bad(src, "tasks", f"{', '.join(extra)} not planned (plan.json)", FIX_FOLDER)
         for v in self.s.variants:
             scored = {sc.task for sc in v.evaluate.scores} if v.evaluate is not None else set()
-            if planned and not v.errors and (lacking := [t for t in planned if t not in scored]):
+            if planned and not v.errors and v.name not in self.unjudged and (lacking := [t for t in planned
+                                                                                         if t not in scored]):
                 self.bad(src, f"{v.name}: evaluate.scores", f"no score for {', '.join(lacking)} (planned): missing",
                          FIX_FOLDER)
-
-
-def problems(summary, folder: str | Path) -> list[Problem]:
-    """What binds the run folder's results to its plan, broken (empty: every result is its job's, nothing planned is
-    missing)."""
-    return Binding(summary, Path(folder)).check()
