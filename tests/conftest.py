@@ -218,12 +218,17 @@ def no_busy_leftover_thread():
 
 def add_serving_intervals(summary, keys=("tput.output_tok_s.ratio", "tput.ttft_p99_ms", "tput.tpot_p99_ms")):
     """The interval over repetitions each gated serving figure has (``suite gate`` judges throughput and latency on
-    it, and calls a figure without one inconclusive): [value, value], as identical repetitions give."""
+    it, and calls a figure without one inconclusive): [value, value], as identical repetitions give; each load point
+    given three identical repetitions, the records the run folder's summary derives them from."""
     for v in summary.variants:
         for key in keys:
             if isinstance(v.metrics.get(key), (int, float)) and not v.is_baseline:
                 v.metrics.setdefault(key + ".ci_low", v.metrics[key])
                 v.metrics.setdefault(key + ".ci_high", v.metrics[key])
+        for p in (v.benchmark.points if v.benchmark is not None else []):  # the records they come from
+            if not p.repetitions:
+                p.repetitions = [{k: getattr(p, k) for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms")}
+                                 for _ in range(3)]
     return summary
 
 

@@ -153,10 +153,11 @@ def _figures(summary: RunSummary) -> str:
 
 def _run_recipe(run_dir: Path) -> tuple[LoadedRecipe, list[str]]:
     """The run's recipe as a record (recipe.yaml: parsed, not checked against this machine) and what to say of it; a
-    folder from before recipe.yaml was kept: the recipe copy its summary.json recorded, said in a warning."""
-    if (run_dir / "recipe.yaml").exists() or not (run_dir / CACHE).is_file():
+    folder from before recipe.yaml (and run.json) were kept: the recipe copy its summary.json recorded, said in a
+    warning."""
+    if (run_dir / "recipe.yaml").exists() or (run_dir / RUN_FACTS).exists() or not (run_dir / CACHE).is_file():
         return load_run_recipe(run_dir, references=False), []
-    older = RunSummary.read(run_dir / CACHE, root=run_dir, recorded=recorded_run_dir(run_dir))
+    older = _record(RunSummary, run_dir / CACHE, run_dir)
     try:
         recipe = Recipe.model_validate(older.recipe)
     except ValidationError as e:
@@ -173,11 +174,11 @@ def run_facts(run_dir: Path) -> RunFacts | None:
     """run.json, or for a folder from before it was written the runner's facts its summary.json recorded (an older
     record: only started, finished, the recipe's sha256, platform, versions, each variant's errors, tokenizer and
     model_sha256, and the warnings are taken); None for neither (an interrupted run)."""
-    if (run_dir / RUN_FACTS).is_file():
-        return RunFacts.read(run_dir / RUN_FACTS, root=run_dir)
-    if not (run_dir / "summary.json").is_file():
+    if (run_dir / RUN_FACTS).exists() or (run_dir / RUN_FACTS).is_symlink():  # the safe reader refuses a non-file
+        return _record(RunFacts, run_dir / RUN_FACTS, run_dir)
+    if not (run_dir / CACHE).is_file():
         return None
-    older = RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
+    older = _record(RunSummary, run_dir / CACHE, run_dir)
     return RunFacts(started=older.started, finished=older.finished, recipe_sha256=older.recipe_sha256,
                     platform=older.platform, versions=older.versions,
                     errors={v.name: v.errors for v in older.variants if v.errors},
@@ -210,11 +211,20 @@ def _variants(loaded, run_dir: Path, plan: dict, facts: RunFacts | None) -> list
     return out
 
 
+def _record(kind, path: Path, run_dir: Path):
+    """A record of the run folder (``kind``: its Record type) read, or a SuiteError naming the file."""
+    try:
+        return kind.read(path, root=run_dir, recorded=recorded_run_dir(run_dir))
+    except (ValueError, OSError) as e:
+        raise SuiteError(Problem(str(path), "", f"not a readable {kind.__name__} record: {str(e).splitlines()[0]}",
+                                 "restore the run folder as `suite run` left it")) from None
+
+
 def _older_variants(run_dir: Path) -> dict[str, dict]:
     """Each variant's model as an older folder's summary.json recorded it ({} without one)."""
     if not (run_dir / CACHE).is_file() or (run_dir / RUN_FACTS).is_file():
         return {}
-    older = RunSummary.read(run_dir / CACHE, root=run_dir, recorded=recorded_run_dir(run_dir))
+    older = _record(RunSummary, run_dir / CACHE, run_dir)
     return {v.name: {"model_path": v.model_path} for v in older.variants}
 
 
