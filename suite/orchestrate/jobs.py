@@ -110,6 +110,12 @@ def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) 
     }, indent=2))
 
 
+def forget_facts(run_dir: Path) -> None:
+    """run.json removed: an attempt that stops before its job loop ends leaves none (``summarize`` then says each
+    planned job without a result is not finished)."""
+    (run_dir / RUN_FACTS).unlink(missing_ok=True)
+
+
 def write_facts(run_dir: Path, summary, versions: dict[str, str], stage_wall_s: dict[str, float], finished: str) -> Path:
     """run.json (``records.summary.RunFacts``): what the runner knows of the run that its stage results do not say,
     from its job loop's ``summary`` (each variant's errors and tokenizer facts, the run's warnings, where and when it

@@ -32,7 +32,6 @@ from suite.plan import results
 from suite.stages.registry import STAGES
 from suite.outputs.publish import now, publish
 from suite.records.paths import recorded_run_dir
-from suite.records.summary import RUN_FACTS
 from suite.runtime import envs
 
 
@@ -94,7 +93,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
              recipe_changed: list[str] | None = None) -> "summaries.RunSummary":
     plan, kept, resume_notes = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
-    (run_dir / RUN_FACTS).unlink(missing_ok=True)  # an earlier attempt's: written again when this one's loop ends
+    jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
     env = envs.stage_env(plan.env)
     env[STORE_ENV] = str(store_root(loaded, out_root))  # the evaluation cache and the engines' compile caches
     quantizes = any(vp.quantize for vp in plan.variants)
