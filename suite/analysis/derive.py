@@ -62,8 +62,8 @@ def summarize(run_dir: Path) -> RunSummary:
     facts = run_facts(run_dir)
     plan = _read_plan(run_dir)
     summary = blank(loaded, run_dir, _variants(loaded, run_dir, plan, facts),
-                              started=facts.started if facts else _started(run_dir),
-                              platform=facts.platform if facts else "", versions=facts.versions if facts else {})
+                    started=facts.started if facts else _started(run_dir),
+                    platform=facts.platform if facts else "", versions=facts.versions if facts else {})
     planned = {tuple(j) for j in plan.get("jobs", []) if isinstance(j, (list, tuple))}
     totals: dict[str, float] = {}
     checks = CheckLabels(loaded.recipe)
