@@ -40,9 +40,10 @@ from suite.recipe.load import load_run_recipe
 from suite.recipe.loaded import LoadedRecipe
 from suite.recipe.schema import Recipe
 from suite.records.paths import recorded_run_dir
-from suite.records.summary import RUN_FACTS, RunFacts, RunSummary
+from suite.records.summary import RUN_FACTS, RunFacts, RunSummary, VariantSummary
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
+from suite.version import __version__
 
 ITEMS_FILE = "items.jsonl.gz"  # an archived evaluate folder's per-item scores (see the module docstring)
 ARCHIVED = "archived run folder: the paired comparisons read"  # the start of the warning that says so
@@ -111,8 +112,6 @@ def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlie
 
 def blank(loaded, run_dir, variants: list[VariantSummary], started, platform: str, versions: dict) -> RunSummary:
     """A summary of ``variants`` (before their stages' results) for the recipe ``loaded`` in ``run_dir``."""
-    from suite.version import __version__
-
     r = loaded.recipe
     return RunSummary(suite_version=__version__, recipe_name=r.name, recipe_path=str(loaded.path),
                       recipe_sha256=loaded.sha256, recipe=r.model_dump(mode="json"), run_dir=str(run_dir),
