@@ -350,7 +350,8 @@ def plan_run(run_dir, s: dict) -> dict:
 
 
 def write_run_facts(run_dir, s: dict) -> None:
-    """run.json as the runner writes it when its job loop ends: when, and each variant's errors (the summary's)."""
+    """run.json as the runner writes it when its job loop ends: when, the recipe's sha256, and each variant's errors
+    and brought checkpoint's fingerprint (the summary's)."""
     from pathlib import Path
 
     from suite.records.summary import RUN_FACTS, RunFacts
@@ -359,6 +360,7 @@ def write_run_facts(run_dir, s: dict) -> None:
              recipe_sha256=str(s.get("recipe_sha256") or ""), platform=str(s.get("platform") or ""),
              versions=dict(s.get("versions") or {}),
              errors={v["name"]: list(v["errors"]) for v in s["variants"] if v.get("errors")},
+             model_sha256={v["name"]: v["model_sha256"] for v in s["variants"] if v.get("model_sha256")},
              warnings=list(s.get("warnings") or [])).write(Path(run_dir) / RUN_FACTS)
 
 
