@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from suite.analysis import derive
 from suite.runtime.errors import Problem, SuiteError
 
 
@@ -169,14 +170,15 @@ class Run:
 
 
 def load_run(run_dir: str | Path, who: str = "suite.load_run") -> Run:
-    """A finished (or partial) run folder, read: its summary.json, checked as `suite gate` reads it. A run in progress
-    (its run.lock held by a live `suite run`) is refused (SuiteError naming ``who`` asked: a command or the API)."""
-    from suite.analysis.load import load_summary
+    """A finished (or partial) run folder (or its summary.json's path), read: the summary its records give
+    (``suite.analysis.derive.read_run``; summary.json is a cache, never read for a figure). A run in progress (its
+    run.lock held by a live `suite run`) is refused (SuiteError naming ``who`` asked: a command or the API)."""
     from suite.runtime.lock import refuse_live
 
     p = Path(run_dir)
-    refuse_live(p if p.is_dir() else p.parent, who)
-    return Run(run_dir=p if p.is_dir() else p.parent, summary=load_summary(str(p)))
+    folder = p if p.is_dir() else p.parent
+    refuse_live(folder, who)
+    return Run(run_dir=folder, summary=derive.read_run(folder))
 
 
 # what a run's own process imports after the stages (suite.analysis.paired: scipy; suite.outputs: matplotlib): in the
@@ -217,7 +219,7 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
         if overrides:
             raise SuiteError(Problem(str(resume), "", "a resumed run keeps the recipe it was made from",
                                      "drop the overrides, or start a new run"))
-        from suite.orchestrate.rundir import load_run_recipe
+        from suite.recipe.load import load_run_recipe
 
         loaded, resume_dir = (recipe if loaded_given else load_run_recipe(Path(resume))), Path(resume)
     else:

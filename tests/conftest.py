@@ -218,12 +218,17 @@ def no_busy_leftover_thread():
 
 def add_serving_intervals(summary, keys=("tput.output_tok_s.ratio", "tput.ttft_p99_ms", "tput.tpot_p99_ms")):
     """The interval over repetitions each gated serving figure has (``suite gate`` judges throughput and latency on
-    it, and calls a figure without one inconclusive): [value, value], as identical repetitions give."""
+    it, and calls a figure without one inconclusive): [value, value], as identical repetitions give; each load point
+    given three identical repetitions, the records the run folder's summary derives them from."""
     for v in summary.variants:
         for key in keys:
             if isinstance(v.metrics.get(key), (int, float)) and not v.is_baseline:
                 v.metrics.setdefault(key + ".ci_low", v.metrics[key])
                 v.metrics.setdefault(key + ".ci_high", v.metrics[key])
+        for p in (v.benchmark.points if v.benchmark is not None else []):  # the records they come from
+            if not p.repetitions:
+                p.repetitions = [{k: getattr(p, k) for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms")}
+                                 for _ in range(3)]
     return summary
 
 
@@ -251,15 +256,17 @@ def gate_bench(reps) -> "BenchmarkResult":
 
 def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0, 99.0),
                     var_reps=(150.0, 151.0, 149.0), tasks=("suite_gsm8k",), stage_files=True,
-                    samples_path=None) -> dict:
+                    samples_path=None, slo=None) -> dict:
     """A finished run under tmp_path/run, as `suite run` writes one, for the gate's tests: per-item samples files with
     their sha256, variants/<v>/evaluate.result.json (unless ``stage_files`` is False), recipe.yaml with its recorded
     hash, and the summary derived from them (returned as a dict). The baseline (bf16) is right on items i % 3 != 0;
     the variant (fp8) also wrong on ``wrong[task]``. ``samples_path(run, variant, task)``: where a samples file goes
-    (default variants/<v>/samples_<task>.jsonl)."""
+    (default variants/<v>/samples_<task>.jsonl). ``slo``: (the baseline's, the variant's) sustainable rate, steady, in
+    each benchmark record."""
     import json
 
     from suite.analysis.gates.recompute import sha256_file
+    from suite.records.benchmark import SloResult
     from suite.analysis.summary import add_deltas, add_paired, variant_metrics
     from suite.recipe import Recipe
     from suite.records.evaluate import EvaluateResult, TaskScore
@@ -294,6 +301,8 @@ def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0,
                                  benchmark=gate_bench(list(base_reps))),
                   VariantSummary(name="fp8", is_baseline=False, model_path="/m", evaluate=evaluation("fp8", wrong),
                                  benchmark=gate_bench(list(var_reps)))]
+    for v, rate in zip(s.variants, slo or ()):
+        v.benchmark.slo = SloResult(sustainable_rate=rate, steady=True, output_tok_s=rate * 10)
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
     add_deltas(s.variants)
@@ -335,8 +344,26 @@ def plan_run(run_dir, s: dict) -> dict:
                 res.write_text(json.dumps(v[stage]))
             if res.is_file():
                 stamp_result(res, v["name"], stage)
+    if (run_dir / "recipe.yaml").is_file():
+        plan["recipe_path"] = str(run_dir / "recipe.yaml")  # where the recipe was: its copy's place
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+    write_run_facts(run_dir, s)
     return stamp_summary(run_dir, s)
+
+
+def write_run_facts(run_dir, s: dict) -> None:
+    """run.json as the runner writes it when its job loop ends: when, the recipe's sha256, and each variant's errors
+    and brought checkpoint's fingerprint (the summary's)."""
+    from pathlib import Path
+
+    from suite.records.summary import RUN_FACTS, RunFacts
+
+    RunFacts(started=str(s.get("started") or "now"), finished=s.get("finished"),
+             recipe_sha256=str(s.get("recipe_sha256") or ""), platform=str(s.get("platform") or ""),
+             versions=dict(s.get("versions") or {}),
+             errors={v["name"]: list(v["errors"]) for v in s["variants"] if v.get("errors")},
+             model_sha256={v["name"]: v["model_sha256"] for v in s["variants"] if v.get("model_sha256")},
+             warnings=list(s.get("warnings") or [])).write(Path(run_dir) / RUN_FACTS)
 
 
 def stamp_result(path, variant: str, stage: str) -> None:
@@ -377,6 +404,48 @@ def stamp_summary(run_dir, s: dict) -> dict:
                     if field in staged:
                         held[field] = staged[field]
     return s
+
+
+def edit_record(run_dir, variant: str, name: str, change) -> None:
+    """A record of the run folder edited in place: ``variants/<variant>/<name>`` (``variant`` None: ``<name>`` in the
+    run folder itself), ``change(data)`` on its parsed JSON (what it returns, when not None, is written instead)."""
+    import json
+    from pathlib import Path
+
+    path = Path(run_dir) / (f"variants/{variant}/{name}" if variant else name)
+    data = json.loads(path.read_text())
+    data = change(data) or data
+    path.write_text(json.dumps(data))
+
+
+STALE = "summary.json is not what the run folder's records give"  # `suite gate`'s warning (derive.CACHE_DIFFERS)
+
+
+def run_folder(run_dir, s):
+    """``run_dir`` as `suite run` leaves it for the summary ``s`` (a RunSummary or its dict): recipe.yaml from its
+    recipe copy (its hash recorded), plan.json, each stage result from the summary's copy, run.json, and summary.json
+    as publish writes it (what ``derive.summarize`` gives from those records: the summary's own figures are not kept).
+    Returns the folder."""
+    from pathlib import Path
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = s if isinstance(s, dict) else s.model_dump(mode="json")
+    plan_run(run_dir, write_run_recipe(run_dir, data))
+    publish_summary(run_dir)
+    return run_dir
+
+
+def publish_summary(run_dir) -> dict:
+    """summary.json as the runner's publish writes it: what ``derive.summarize`` gives from the folder's records."""
+    import json
+    from pathlib import Path
+
+    from suite.analysis.derive import summarize
+
+    summary = summarize(Path(run_dir))
+    summary.write(Path(run_dir) / "summary.json", root=Path(run_dir).resolve())
+    return json.loads((Path(run_dir) / "summary.json").read_text())
 
 
 def run_gate(tmp_path, capsys, s: dict, *extra: str):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, build_gated_run, write_run_recipe
+from conftest import ROOT, build_gated_run, publish_summary, write_run_facts, write_run_recipe
 
 EXAMPLES = ROOT / "examples" / "ci"
 TASK = "suite_gsm8k"
@@ -101,7 +101,8 @@ def gpu_job(workspace: Path, artifacts: Path, mlflow_uri: str) -> tuple[str, byt
     spec.update(model={"id": str(ckpt), "revision": None}, kv_cache_dtype="auto")
     s = write_run_recipe(run, s)  # the recipe that ran, and its recorded hash
     s["variants"][1].update(model_path=str(ckpt), model_sha256=weights_fingerprint(str(ckpt)))
-    (run / "summary.json").write_text(json.dumps(s))
+    write_run_facts(run, s)  # run.json: the recipe's hash and the checkpoint's fingerprint, as the runner records them
+    publish_summary(run)
     track.run(track.TrackConfig(RunSummary.model_validate(s), run / "summary.json", mlflow_uri, "ci",
                                 workspace / "mlflow-artifacts"))
     manifest.write(run, s["recipe_sha256"], KEY)

@@ -18,30 +18,34 @@ not the point estimate: a release gate must be shown that perplexity rose by no 
 nothing, and passes it more easily the noisier they are. The accuracy gates skip perplexity tasks (a rise
 in perplexity would read as a gain), and a policy naming one in an accuracy gate is refused.
 
+The gate judges the summary ``suite.analysis.derive.summarize`` makes of the run folder's records (stage results,
+per-item records, recipe.yaml, plan.json, run.json); summary.json is a cache of it, never read for a figure: when it
+differs from what the records give, `suite gate` says so in one warning line and judges the records.
+
 The gate refuses to give a verdict (``GateResult.problems``, exit 2) rather than read a number that
 does not mean what the gate assumes:
 - a number it reads that is missing, NaN or infinite, a latency or ratio below 0, a relative gate on a
-  baseline accuracy of 0 or less, or two figures of the summary that disagree (a metric against the
-  stage result it came from, a ratio against its two throughputs, a CI bound against its paired record);
+  baseline accuracy of 0 or less, or an interval that is not one (low <= value <= high);
 - a CI gate without the paired item count ``n`` or over fewer than 2 common items; a perplexity gate on a
   pairing that left documents out (in one side only, scored twice, different text) or over fewer than 2;
 - a run that did not finish, or is not what its recipe describes: no baseline or more than one,
   duplicate variant names, a variant not in the recipe (or a recipe variant not in the run), a task list
   other than the recipe's;
+- a stage record that was tampered with: a per-item records file whose sha256 is not the one its evaluate result
+  recorded, an evaluate score that is not what its per-item records give (``gates.recompute``), a stage result not
+  bound to its planned job or a planned one missing (``gates.binding``);
 - a policy naming a task the run did not evaluate, an accuracy gate on a run with no tasks or on a
   perplexity task, ``max_perplexity_increase`` on a run that evaluated no perplexity task, a non-finite
   threshold; a policy file that is not UTF-8 YAML mapping onto ``GateSpec`` (``load_policy``).
-A variant whose stages recorded errors fails (exit 1) with the error shown; the numbers it is missing
+A variant whose stages recorded errors (run.json) fails (exit 1) with the error shown; the numbers it is missing
 are listed in that failure, not reported as bad input. A baseline with errors is bad input: nothing can
 be judged against it.
 
-Every figure judged is recomputed from the per-item records (``gates.recompute``); each variant's own stage result
-(``variants/<v>/evaluate.result.json``) must name the same samples files and hashes as the summary; the metric a task
-is judged on, the rows of its records and an early stop are the plan's (``gates.provenance``). No per-item records
-for a judged task (accuracy or perplexity): inconclusive when the run recorded ``samples_sha256`` (made since the
-field existed), judged on its aggregates as before when it did not (``gates.recompute``'s docstring).
+The metric a task is judged on, the rows of its records and an early stop are the plan's (``gates.provenance``). No
+per-item records for a judged task (accuracy or perplexity): inconclusive when the run recorded ``samples_sha256``
+(made since the field existed), judged on its aggregates as before when it did not (``gates.recompute``'s docstring).
 
-What it cannot see: a run folder edited consistently (samples, stage results, hashes and summary together) by
+What it cannot see: a run folder edited consistently (samples, stage results and hashes together) by
 someone who can write it; ``suite gate --verify`` checks the HMAC manifest (``suite.outputs.manifest``) for that.
 """
 
@@ -53,6 +57,7 @@ from pathlib import Path
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import GateSpec
+from suite.analysis import derive
 from suite.analysis.gates import binding, provenance, recompute
 from suite.analysis.gates import policy as trusted
 from suite.analysis.gates.base import FIX_SUMMARY, GateCheck, GateResult
@@ -132,48 +137,48 @@ def recipe_gates(summary: RunSummary, source: str) -> GateSpec:
 @dataclass
 class Verdict:
     """A run judged: the gate's result; where its gates came from (``label``, empty when no trusted policy could be
-    had: ``result.problems`` say why); a --policy file's sha256; the recipe's gates the policy loosens."""
+    had: ``result.problems`` say why); a --policy file's sha256; the recipe's gates the policy loosens; warnings."""
 
     result: GateResult
     label: str = ""
     policy_sha256: str | None = None
     looser: list[str] = field(default_factory=list)
-
-
-def _named(file: str, said: str) -> bool:
-    """Whether a stage result's file (``variants/<v>/<stage>.result.json``) is named in ``said`` already."""
-    parts = Path(file).parts[-3:]
-    return len(parts) == 3 and parts[0] == "variants" and "/".join(parts) in said
+    warnings: list[str] = field(default_factory=list)  # about the folder, not the verdict: summary.json stale
 
 
 def verdict(summary: RunSummary, run_dir: str | Path, policy: str | None = None,
             recipe: str | None = None) -> Verdict:
-    """The one way a run is judged (`suite gate`, the report, `suite run`'s closing line, ``suite.Run.gate``): the gates
-    come from ``gates.policy.choose`` (the run folder's recipe.yaml under the sha256 the run recorded, or the
-    ``recipe`` file under the same check, or a ``policy`` file), never from summary.json's own copy of the recipe; each
-    stage result must be bound to its planned job and nothing planned may be missing (``gates.binding``). A policy that
-    cannot be trusted, an unbound or missing result and a crash of a gate are bad input (no verdict)."""
+    """The one way a run is judged (`suite gate`, the report, `suite run`'s closing line, ``suite.Run.gate``) on
+    ``summary``, the run folder's records as ``derive.summarize`` gives them (``derive.read_run``): the gates come from
+    ``gates.policy.choose`` (the run folder's recipe.yaml under the sha256 the run recorded, or the ``recipe`` file
+    under the same check, or a ``policy`` file); each stage result must be bound to its planned job and nothing
+    planned may be missing (``gates.binding``). A policy that cannot be trusted, an unbound or missing result and a
+    crash of a gate are bad input (no verdict). summary.json is never read for a figure: when it differs from
+    ``summary``, ``warnings`` says so (``derive.CACHE_DIFFERS``)."""
     folder = Path(run_dir) if Path(run_dir).is_dir() else Path(run_dir).parent
     source = str(folder / "summary.json")
+    warnings = [derive.CACHE_DIFFERS.format(run=folder)] if derive.cache_differs(summary, folder) else []
     try:
         spec, label, sha = trusted.choose(summary, str(folder), source, policy, recipe, load_policy)
     except SuiteError as e:
-        return Verdict(GateResult(problems=list(e.problems)))
+        return Verdict(GateResult(problems=list(e.problems)), warnings=warnings)
     try:
-        result = run(GateConfig(summary, spec, source, policy or recipe or ""))
-        # a result not its planned job's, or a planned one missing: no verdict (with whatever else is wrong; a result
-        # file the gate's own checks already named, as missing or unreadable, is not named twice)
-        said = " ".join(str(p) for p in result.problems)
-        result.problems += [p for p in binding.problems(summary, folder) if not _named(p.file, said)]
+        bound = binding.Binding(summary, folder)  # each result its planned job's, none missing
+        unbound = bound.check()
+        if bound.unjudged:  # a result missing or unreadable: what the summary lacks of it is not said again
+            result = GateResult(problems=unbound)
+        else:
+            result = run(GateConfig(summary, spec, source, policy or recipe or ""))
+            result.problems += unbound
         looser = weaker_than(spec, recipe_gates(summary, source)) if policy and not result.problems else []
     except SuiteError as e:
-        return Verdict(GateResult(problems=list(e.problems)), label, sha)
+        return Verdict(GateResult(problems=list(e.problems)), label, sha, warnings=warnings)
     except Exception as e:  # noqa: BLE001 - a crash must not read as "gate failed" (exit 1) with a traceback
         return Verdict(GateResult(problems=[Problem(source, "", f"the gate could not read this run: "
                                                     f"{type(e).__name__}: {e}",
-                                                    "a bug in `suite gate`: report it with this summary.json")]),
-                       label, sha)
-    return Verdict(result, label, sha, looser)
+                                                    "a bug in `suite gate`: report it with this run folder")]),
+                       label, sha, warnings=warnings)
+    return Verdict(result, label, sha, looser, warnings)
 
 
 def run(config: GateConfig) -> GateResult:
@@ -204,13 +209,11 @@ def run(config: GateConfig) -> GateResult:
     if result.problems:
         return result
     folder = Path(config.source).parent if config.source else Path(s.run_dir)
-    recorded_hashes = recompute.stage_records(s, folder, bad)
+    recorded_hashes = recompute.records(s, folder, bad)
     provenance.check(s, folder, bad)  # metric, per-item records and sequential stops: the plan's, not the result's
     if result.problems:
         return result
-    recompute.verify(s, base, ppl_tasks, bad)
-    recompute.serving(s, base, headline_rule(recipe), recorded_hashes, bad)
-    recompute.engine_checks(s, recipe, bad)
+    recompute.verify(s, base, bad)
     if result.problems:
         return result
     said: set[str] = set()

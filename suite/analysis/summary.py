@@ -56,14 +56,12 @@ import re
 from suite.analysis import ledger, perplexity as ppl, tput_spread
 from suite.analysis.engine_spread import add_engine_spread
 from suite.analysis.paired import compare_variant, is_perplexity_metric
-from suite.plan.keys import brought_sha256
 from suite.recipe.checkpoint import label as ck_label
 from suite.recipe.kv import effective_kv_scales
 from suite.records.benchmark import BenchmarkResult, LoadPoint
 from suite.records.summary import CostBasis, RunSummary, VariantSummary
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark.labels import shown_label
-from suite.version import __version__
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -293,30 +291,15 @@ def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
     return warnings
 
 
-def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlier: RunSummary | None = None,
-          started: str | None = None) -> RunSummary:
-    """The run's summary before any stage ran: one ``VariantSummary`` per planned variant (``plan``: a
-    ``Plan``), from its recipe section. ``earlier``: the summary of the run a resume continues (it keeps
-    where and with what its stages ran: the kept results came from there)."""
-    r = loaded.recipe
-    return RunSummary(
-        suite_version=__version__, recipe_name=r.name, recipe_path=str(loaded.path), recipe_sha256=loaded.sha256,
-        recipe=r.model_dump(mode="json"), run_dir=str(run_dir),
-        started=earlier.started if earlier else started, platform=earlier.platform if earlier else platform,
-        versions=earlier.versions if earlier else versions, tasks=[t.name for t in r.eval.tasks],
-        variants=[variant_summary(vp) for vp in plan.variants],
-        artifacts={"recipe": str(run_dir / "recipe.yaml")},
-    )
-
-
-def variant_summary(vp) -> VariantSummary:
-    """A planned variant (``VariantPlan``) as the summary records it, before its stages ran."""
+def variant_summary(vp, model_sha256: str | None = None) -> VariantSummary:
+    """A planned variant (``VariantPlan``) as the summary records it before its stages ran (``model_sha256``: a
+    brought checkpoint's fingerprint, ``plan.keys.brought_sha256``)."""
     v, q = vp.variant, vp.variant.quantization
     skip = v.kv_skip_layers
     ck = getattr(vp, "checkpoint", None) or {}  # variants[].model: the scheme its config.json names
     return VariantSummary(name=v.name, is_baseline=vp.is_baseline, scheme=q.scheme if q else ck_label(ck),
                           kv_cache=q.kv_cache if q else ("fp8" if str(ck.get("kv_cache", "")).startswith("fp8") else None), kv_cache_dtype=v.kv_cache_dtype,
-                          engine_args=dict(v.engine_args), model_path=vp.model_path, model_sha256=brought_sha256(vp),
+                          engine_args=dict(v.engine_args), model_path=vp.model_path, model_sha256=model_sha256,
                           kv_scales=effective_kv_scales(v), kv_skip_layers=skip if isinstance(skip, list) else [],
                           kv_skip_layers_auto=skip == "auto")
 

@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from suite import api
 from suite.analysis import compare
-from suite.analysis.load import load_summary
 from suite.cli.render import _wide_console
 from suite.runtime.errors import EXIT_OK
 
@@ -15,7 +15,7 @@ from suite.runtime.errors import EXIT_OK
 def cmd_compare(args) -> int:
     from rich.table import Table
 
-    a, b = load_summary(args.run_a), load_summary(args.run_b)
+    a, b = (api.load_run(r, who="`suite compare`").summary for r in (args.run_a, args.run_b))
     if a.recipe_name != b.recipe_name:
         print(f"note: different recipes ({a.recipe_name} vs {b.recipe_name}); comparing variants by name",
               file=sys.stderr)

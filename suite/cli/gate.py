@@ -1,4 +1,4 @@
-"""`suite gate`: the release gate on a run's summary; exit 0 pass, 1 fail, 2 bad input, 3 inconclusive."""
+"""`suite gate`: the release gate on a run folder's records; exit 0 pass, 1 fail, 2 bad input, 3 inconclusive."""
 
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ def _judge(args, shown: str) -> int:
         print(f"warning: this run was resumed with --accept-recipe-change: its recipe changed part-way in "
               f"{', '.join(summary.recipe_changed_on_resume)}", file=sys.stderr)
     judged = run.verdict(args.policy, getattr(args, "recipe", None))  # the one trust rule: suite.analysis.gate.verdict
+    for line in judged.warnings:  # summary.json is a cache: one that is not the records' is said, never judged
+        print(f"warning: {line}", file=sys.stderr)
     result, policy_label, policy_sha, looser = judged.result, judged.label, judged.policy_sha256, judged.looser
     if result.problems:  # no table: a partial one would show passes next to numbers that cannot be read
         for problem in result.problems:

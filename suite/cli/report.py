@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from suite import api
-from suite.analysis.load import load_summary
 from suite.outputs import frontier
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 
@@ -22,7 +21,7 @@ UNCHECKED = ("SLO rate's steadiness was not checked (it may be a burst's; set th
 
 
 def cmd_frontier(args) -> int:
-    runs = [load_summary(r) for r in args.runs]
+    runs = [api.load_run(r, who="`suite frontier`").summary for r in args.runs]
     out = Path(args.out)
     key = "tput.output_tok_s" if args.throughput == "saturation" else "tput.sustainable_output_tok_s"
     res = frontier.run(frontier.FrontierConfig(None, out / "frontier.png", summaries=runs, accuracy=args.accuracy,

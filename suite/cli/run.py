@@ -9,8 +9,8 @@ from suite.cli import overrides
 from suite.cli.recipe import with_executor
 from suite.cli.render import _console, print_summary
 from suite.cli.talk import LiveDisplay, gate_line
-from suite.orchestrate.rundir import load_run_recipe
 from suite.orchestrate.runner import RunInterrupted
+from suite.recipe.load import load_run_recipe
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 
 

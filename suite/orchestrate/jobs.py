@@ -8,7 +8,8 @@ from pathlib import Path
 from suite.orchestrate.stageproc import StageOutcome, run_stage
 from suite.orchestrate.store import Found, RunFolder, find, job_key, prerequisites_before, result_file, shared_store
 from suite.records import migrate
-from suite.stages.registry import EVALUATE, STAGES
+from suite.records.summary import RUN_FACTS, RunFacts
+from suite.stages.registry import STAGES
 
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
@@ -83,17 +84,6 @@ def plan_path(plan, variant: str) -> str:
     return next(vp.model_path for vp in plan.variants if vp.variant.name == variant)
 
 
-def record(vs, stage: str, result, vp=None) -> None:
-    """A stage's result into its variant's summary (a result that carries an evaluation, a served benchmark's, also
-    gives the variant's evaluation; an eval.engine_check evaluation goes into engine_checks under its label)."""
-    if vp is not None and (label := vp.check_label(stage)) is not None:
-        vs.engine_checks[label] = result
-        return
-    setattr(vs, stage, result)
-    if stage != EVALUATE and getattr(result, EVALUATE, None) is not None:
-        vs.evaluate = getattr(result, EVALUATE)
-
-
 def stage_jobs(plan) -> list:
     """The plan's DAG jobs that run a stage (not the publish step the DAG ends with)."""
     from suite.plan.dag import PUBLISH
@@ -111,21 +101,6 @@ def preflight(variants) -> list[str]:
     from suite.stages.evaluate import preflight as check
 
     return check.run(variants)
-
-
-def elapsed_by_stage(timeline: list[dict]) -> dict[str, float]:
-    """Each stage's elapsed time in this run: the length of the union of its jobs' [start, end] intervals (jobs that
-    overlap count once; kept results of a resumed run, which did not run, count nothing)."""
-    out: dict[str, float] = {}
-    for stage in dict.fromkeys(row["stage"] for row in timeline):
-        spans = sorted((row["started_s"], row["ended_s"]) for row in timeline if row["stage"] == stage)
-        total, end = 0.0, float("-inf")
-        for a, b in spans:
-            if b > end:
-                total += b - max(a, end)
-                end = b
-        out[stage] = round(total, 3)
-    return out
 
 
 def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) -> None:
@@ -146,3 +121,23 @@ def write_timeline(path: Path, executor, plan, timeline: list[dict], t0: float) 
         "stages": {stage: {"colour": STAGES[stage].colour}
                    for stage in dict.fromkeys(j.stage for j in stage_jobs(plan))},
     }, indent=2))
+
+
+def forget_facts(run_dir: Path) -> None:
+    """run.json removed: an attempt that stops before its job loop ends leaves none (``summarize`` then says each
+    planned job without a result is not finished)."""
+    (run_dir / RUN_FACTS).unlink(missing_ok=True)
+
+
+def write_facts(run_dir: Path, summary, versions: dict[str, str], stage_wall_s: dict[str, float], finished: str) -> Path:
+    """run.json (``records.summary.RunFacts``): what the runner knows of the run that its stage results do not say,
+    from its job loop's ``summary`` (each variant's errors and tokenizer facts, the run's warnings, where and when it
+    ran), so that ``suite.analysis.derive.summarize`` makes the run's summary from the folder alone."""
+    facts = RunFacts(started=summary.started, finished=finished, recipe_sha256=summary.recipe_sha256,
+                     platform=summary.platform, versions=versions,
+                     errors={v.name: list(v.errors) for v in summary.variants if v.errors},
+                     tokenizer={v.name: dict(v.tokenizer) for v in summary.variants if v.tokenizer},
+                     model_sha256={v.name: v.model_sha256 for v in summary.variants if v.model_sha256},
+                     warnings=list(summary.warnings), recipe_changed_on_resume=list(summary.recipe_changed_on_resume),
+                     stage_wall_s=dict(stage_wall_s))
+    return facts.write(run_dir / RUN_FACTS, root=run_dir)

@@ -14,7 +14,7 @@ from suite.runtime.envs import stage_env
 from suite.recipe.loaded import fields_that_differ
 from suite.records import migrate
 from suite.runtime.errors import Problem, SuiteError
-from suite.recipe import LoadedRecipe, load_recipe, serving_problems
+from suite.recipe import LoadedRecipe, serving_problems
 from suite.stages.registry import run_order
 
 
@@ -31,23 +31,6 @@ def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
         except FileExistsError:
             continue
     raise RuntimeError(f"no free run folder name for {stamp}-{loaded.recipe.name} in {out_root}")
-
-
-def load_run_recipe(run_dir: Path, serving: bool = False) -> LoadedRecipe:
-    """The recipe a run folder was made from: its copy (recipe.yaml), placed where the original was
-    (plan.json or summary.json say), so that its relative paths resolve as they did."""
-    copy = run_dir / "recipe.yaml"
-    if not copy.is_file():
-        raise SuiteError(Problem(str(run_dir), "", "not a run folder (no recipe.yaml)", "give a folder `suite run` made"))
-    original = None
-    for name in ("plan.json", "summary.json"):  # a plan.json written before --resume existed has none
-        f = run_dir / name
-        if f.is_file() and (original := safeio.read_json(f, "record").get("recipe_path")):
-            break
-    if not original:
-        raise SuiteError(Problem(str(run_dir / "plan.json"), "recipe_path", "where the recipe was is not recorded",
-                                 "start a new run with `suite run RECIPE`"))
-    return load_recipe(original, serving=serving, text=safeio.read_text(copy, "recipe"))
 
 
 def acquire_run_lock(run_dir: Path):

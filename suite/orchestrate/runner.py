@@ -1,12 +1,13 @@
 """The runner: the job loop of one run (each stage job a process of its own), then the run's outputs.
 
-Data flows one way: recipe -> plan (suite.plan) -> stage results (JSON files in the run folder) ->
-summary.json (suite.analysis.summary) -> frontier.png, report.html, MLflow (suite.outputs.publish).
+Data flows one way: recipe -> plan (suite.plan) -> stage results (JSON files in the run folder) and run.json (what
+the job loop knew: errors, warnings, versions) -> the summary (suite.analysis.derive.summarize, from the folder) ->
+summary.json, frontier.png, report.html, MLflow (suite.outputs.publish).
 A failed stage does not stop the run: the variant records the error (and its log's tail), its later
 stages are skipped, and the other variants go on.
 
 Run folder layout (``<output_dir>/<timestamp>-<recipe>[-N]/``, suite.orchestrate.rundir):
-  recipe.yaml, plan.json, summary.json, report.html, frontier.png (when a variant has both an accuracy
+  recipe.yaml, plan.json, jobs.json, run.json, summary.json, report.html, frontier.png (when a variant has both an accuracy
   and a throughput figure), run.lock (while a run of it is alive: suite.runtime.lock)
   variants/<name>/{quantize,evaluate,benchmark}.{config.json,result.json,log}
   variants/<name>/evaluate/  lm_eval results and samples (lm-eval's own file names)
@@ -22,10 +23,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from suite.analysis import derive
 from suite.analysis import summary as summaries
 from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
 from suite.orchestrate.executors import JobCall, make_executor
 from suite.orchestrate.store import STORE_ENV, recorded_key, store_root
+from suite.plan import results
 from suite.stages.registry import STAGES
 from suite.outputs.publish import now, publish
 from suite.records.paths import recorded_run_dir
@@ -88,16 +91,16 @@ def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report:
 def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
              resume: Path | None, watch: Watcher | None = None,
              recipe_changed: list[str] | None = None) -> "summaries.RunSummary":
-    r = loaded.recipe
     plan, expected = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
+    jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
     env = envs.stage_env(plan.env)
     env[STORE_ENV] = str(store_root(loaded, out_root))  # the evaluation cache and the engines' compile caches
     quantizes = any(vp.quantize for vp in plan.variants)
     earlier = None
     if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
         earlier = summaries.RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
-    summary = summaries.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
+    summary = derive.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
                               versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
                               started=now())
     if recipe_changed:
@@ -115,9 +118,12 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
         with progress.watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
             totals = schedule(plan, summary, expected, plan.executor, run_dir, out_root, env, force, lock,
                               live.hear(report), watch)
-        summaries.finish(summary, r, envs.run_versions(summary.variants, quantize=quantizes), totals)
-        summary = publish(summary, run_dir, out_root, track, resumed=resume is not None, report=report,
-                          end_times=live.end_ms, signs=True)
+        # what the job loop knows that the results do not say goes into the folder (run.json); the closing summary
+        # is the folder's (derive.summarize), as `suite summarize` and `suite gate` make it
+        finished = now()
+        jobs.write_facts(run_dir, summary, envs.run_versions(summary.variants, quantize=quantizes), totals, finished)
+        summary = publish(derive.summarize(run_dir), run_dir, out_root, track, resumed=resume is not None,
+                          report=report, end_times=live.end_ms, finished=finished, signs=True)
     except BaseException:
         live.abort()
         raise
@@ -157,7 +163,6 @@ def schedule(plan, summary, expected: dict, spec, run_dir: Path, out_root: Path,
             loop.by_name[name].errors.insert(0, why)
         executor.close()
         jobs.write_timeline(run_dir / "jobs.json", executor, plan, loop.timeline, t0)
-    summary.stage_elapsed_s = jobs.elapsed_by_stage(loop.timeline)
     return loop.totals
 
 
@@ -233,7 +238,7 @@ class JobLoop:
     def take(self, job, vs, found) -> None:
         """A hit as the job's result: into its variant's summary, its recorded time into the totals; a shared store's
         for the baseline's evaluation said once ('reused from')."""
-        jobs.record(vs, job.stage, found.result, self.plans[job.variant])
+        results.record(vs, job.stage, found.result, self.plans[job.variant])
         self.totals[job.stage] = self.totals.get(job.stage, 0.0) + getattr(found.result, "wall_s", 0.0)
         if jobs.builds_checkpoint(job.stage) and job.id in self.earlier:
             self.summary.warnings += jobs.checkpoint_note(self.earlier.pop(job.id), found.result, job.variant,
@@ -259,7 +264,7 @@ class JobLoop:
             self.state[job.id] = "failed"
             self.report(job.stage, job.variant, "failed")
             return
-        jobs.record(vs, job.stage, outcome.result, self.plans[job.variant])
+        results.record(vs, job.stage, outcome.result, self.plans[job.variant])
         if jobs.builds_checkpoint(job.stage) and job.id in self.earlier:
             self.summary.warnings += jobs.checkpoint_note(self.earlier.pop(job.id), outcome.result, job.variant,
                                                           self.plan)

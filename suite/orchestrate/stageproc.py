@@ -10,7 +10,8 @@ from typing import NamedTuple
 
 from suite.runtime import envs, procs
 from suite.records.base import JOB_ENV, Record
-from suite.records.paths import recorded_run_dir, run_folder_of
+from suite.plan.results import read_result
+from suite.records.paths import run_folder_of
 from suite.stages.registry import QUANTIZE_ENV, STAGES
 
 
@@ -75,16 +76,3 @@ def run_stage(stage: str, config: Record, vdir: Path, env: dict[str, str], lock=
 def failure_line(log_path: Path) -> str:
     """The last 'SomeError: message' line of a stage log (the exception that ended it), else its last line."""
     return procs.failure_line(log_path)
-
-
-def read_result(vdir: Path, stage: str) -> tuple[Record | None, str | None]:
-    """A stage's result in its variant folder, if it is there and complete (it is written atomically, so
-    one that parses is whole), else (None, why it does not parse) or (None, None) when there is none."""
-    path = vdir / f"{stage}.result.json"
-    if not path.is_file():
-        return None, None
-    try:
-        run_dir = run_folder_of(vdir)
-        return STAGES[stage].result.read(path, root=run_dir, recorded=recorded_run_dir(run_dir)), None
-    except ValueError as e:
-        return None, f"its result file does not parse: {str(e).splitlines()[0]}"

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from suite.orchestrate import store_seal
-from suite.orchestrate.stageproc import read_result
 from suite.plan import keys
+from suite.plan.results import read_result
 from suite.records.base import JobStamp, Record
 from suite.records.paths import run_folder_of
 from suite.runtime import ckptfiles, envs, safeio

@@ -5,7 +5,7 @@ refuses ``SUITE_*`` names in ``runtime.env``), checked by ``suite gate RUN --ver
 manifest (``check_records``), which stays as the run signed it.
 
 What it lists (the files the run itself owns), each by its name relative to the run folder (a copied folder
-verifies): summary.json, recipe.yaml, plan.json, jobs.json, each variant's stage config/result JSON files
+verifies): summary.json, recipe.yaml, plan.json, jobs.json, run.json, each variant's stage config/result JSON files
 (``variants/<v>/*.json``), the files the evaluate results name (lm-eval's results and samples files, in the run
 folder: suite.records.paths) and the benchmark's per-point files (``variants/<v>/benchmark/*.json``) — each with its
 sha256 and size — the run's ``recipe_sha256``, and an HMAC-SHA256 over a canonical serialisation (JSON, sorted keys, no
@@ -103,7 +103,7 @@ def _name_in(run_dir: Path, name: str) -> str | None:
 
 def _results(run_dir: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
-    for name in ("summary.json", "recipe.yaml", "plan.json", "jobs.json"):
+    for name in ("summary.json", "recipe.yaml", "plan.json", "jobs.json", "run.json"):
         if (run_dir / name).is_file():
             files[name] = run_dir / name
     vdirs = sorted(p for p in (run_dir / "variants").glob("*") if p.is_dir()) if (run_dir / "variants").is_dir() else []

@@ -225,11 +225,13 @@ def _packaged_data_dir_by_default(loaded: LoadedRecipe) -> None:
         ev.data_dir = str(packaged)
 
 
-def load_recipe(path: str | Path, serving: bool = True, text: str | None = None) -> LoadedRecipe:
+def load_recipe(path: str | Path, serving: bool = True, text: str | None = None,
+                references: bool = True) -> LoadedRecipe:
     """Parse and validate a recipe file, then check what it refers to (files, calibration, tasks) and,
     with ``serving``, whether the serve environment's vLLM can serve every variant and takes its engine
     arguments (commands that only quantize or analyse pass False). ``text``: the recipe as it was (a run
-    folder's copy), placed at ``path`` (where it was, for its relative paths)."""
+    folder's copy), placed at ``path`` (where it was, for its relative paths). ``references=False``: parsed and
+    validated only (a finished run's recipe read as a record: its model and data need not be on this machine)."""
     path = Path(path)
     if text is None:
         if not path.is_file() and not path.exists():
@@ -246,7 +248,26 @@ def load_recipe(path: str | Path, serving: bool = True, text: str | None = None)
         raise SuiteError(validation_problems(str(path), e)) from None
     loaded = LoadedRecipe(recipe=recipe, path=path.resolve(), text=text)
     _packaged_data_dir_by_default(loaded)
-    problems = check_references(loaded, serving)
+    problems = check_references(loaded, serving) if references else []
     if problems:
         raise SuiteError(problems)
     return loaded
+
+
+def load_run_recipe(run_dir: Path, serving: bool = False, references: bool = True) -> LoadedRecipe:
+    """The recipe a run folder was made from: its copy (recipe.yaml), placed where the original was
+    (plan.json or summary.json say), so that its relative paths resolve as they did. ``references=False`` (a run
+    read, not run: ``load_recipe``): not checked against this machine, and placed where the copy is when where the
+    original was is not recorded."""
+    copy = run_dir / "recipe.yaml"
+    if not copy.is_file():
+        raise SuiteError(Problem(str(run_dir), "", "not a run folder (no recipe.yaml)", "give a folder `suite run` made"))
+    original = None
+    for name in ("plan.json", "summary.json"):  # a plan.json written before --resume existed has none
+        f = run_dir / name
+        if f.is_file() and (original := safeio.read_json(f, "record").get("recipe_path")):
+            break
+    if not original and references:
+        raise SuiteError(Problem(str(run_dir / "plan.json"), "recipe_path", "where the recipe was is not recorded",
+                                 "start a new run with `suite run RECIPE`"))
+    return load_recipe(original or copy, serving=serving, text=safeio.read_text(copy, "recipe"), references=references)

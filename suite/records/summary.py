@@ -102,3 +102,28 @@ class RunSummary(Record):
 
     def baseline(self) -> VariantSummary:
         return next(v for v in self.variants if v.is_baseline)
+
+
+RUN_FACTS = "run.json"  # in the run folder, beside jobs.json
+
+
+class RunFacts(Record):
+    """What the runner knows of a run that its stage results do not say (run.json, written when its job loop ends):
+    when and where it ran, with what versions, each variant's errors (a job that failed or was skipped, and why) and
+    tokenizer facts, the run's warnings. ``suite.analysis.derive.summarize`` reads it with the stage results; a folder
+    without it (an interrupted run, or one from before it was written) is summarized from its results alone."""
+
+    started: str
+    finished: Optional[str] = None
+    recipe_sha256: str = Field("", description="the sha256 of the recipe the run ran (recipe.yaml as it was written): "
+                               "`suite gate` trusts recipe.yaml's gates only under it")
+    platform: str = ""
+    versions: dict[str, str] = Field(default_factory=dict)
+    errors: dict[str, list[str]] = Field(default_factory=dict, description="variant -> its errors, in order")
+    tokenizer: dict[str, dict[str, Any]] = Field(default_factory=dict, description="variant -> its tokenizer facts")
+    model_sha256: dict[str, str] = Field(default_factory=dict, description="variant -> a brought checkpoint's "
+                                         "fingerprint when the run began")
+    stage_wall_s: dict[str, float] = Field(default_factory=dict, description="each stage's wall time summed over its "
+                                           "jobs, as the runner measured them")
+    warnings: list[str] = Field(default_factory=list, description="the runner's warnings (the analysis' are derived)")
+    recipe_changed_on_resume: list[str] = Field(default_factory=list)

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from conftest import build_gated_run, plan_run, run_gate, write_run_recipe
+from conftest import STALE, build_gated_run, plan_run, run_gate, write_run_recipe
+from suite.stages.registry import ENGINE_CHECKS
 from suite import cli
 from suite.analysis.gates.recompute import sha256_file
 
@@ -171,12 +172,19 @@ def with_engine_check(tmp_path, s, wrong_under_check):
                 for r in base_rows]
         f.write_text("".join(json.dumps(r) + "\n" for r in rows))
         ev = copy.deepcopy(v["evaluate"])
+        ev.pop("job", None), ev.pop("cache_key", None)  # its own job (plan_run stamps it), not the evaluation's
         ev["scores"][0]["value"] = sum(r["acc"] for r in rows) / len(rows)
         ev["samples_files"], ev["samples_sha256"] = {T1: str(f)}, {T1: sha256_file(f)}
         v["engine_checks"] = {"max_num_seqs=1": ev}
     summ = RunSummary.model_validate(s)
     add_engine_spread(summ.variants, metric_name)
-    return write_run_recipe(tmp_path / "run", summ.model_dump(mode="json"))
+    d = write_run_recipe(tmp_path / "run", summ.model_dump(mode="json"))
+    for v in d["variants"]:  # each check's result as its stage writes it, planned and stamped
+        v[ENGINE_CHECKS[0]] = v["engine_checks"]["max_num_seqs=1"]
+    d = plan_run(tmp_path / "run", d)
+    for v in d["variants"]:
+        del v[ENGINE_CHECKS[0]]
+    return d
 
 
 def test_engine_spread_removed_is_refused(tmp_path, capsys):
@@ -196,8 +204,12 @@ def test_engine_checks_removed_are_refused(tmp_path, capsys):
         v["engine_checks"] = {}
         for k in [k for k in v["metrics"] if k.startswith(f"acc.{T1}.") and ("engine" in k or "flip" in k)]:
             del v["metrics"][k]
+    code, out, err = gate(tmp_path, capsys, s)  # summary.json alone: the check results are still in the folder
+    assert code == 3 and STALE in err, out + err
+    for v in s["variants"]:  # the check results themselves removed: planned jobs without a result
+        (tmp_path / "run" / "variants" / v["name"] / f"{ENGINE_CHECKS[0]}.result.json").unlink()
     code, out, err = gate(tmp_path, capsys, s)
-    assert code == 2 and "engine_checks" in err, out + err
+    assert code == 2 and f"planned {ENGINE_CHECKS[0]} job has no result" in err, out + err
 
 
 def test_paired_record_removed_is_refused(tmp_path, capsys):

@@ -112,6 +112,7 @@ def test_a_task_dropped_from_summary_and_results_with_the_recipe_deleted_does_no
     policy = tmp_path / "policy.yaml"
     policy.write_text("default_max_drop: 0.02\n")
     assert run_gate(tmp_path, capsys, s, "--policy", str(policy))[0] == 1
+    recipe = (tmp_path / "run" / "recipe.yaml").read_bytes()
     (tmp_path / "run" / "recipe.yaml").unlink()
     s = drop(s, T2)
     for v in s["variants"]:
@@ -124,5 +125,8 @@ def test_a_task_dropped_from_summary_and_results_with_the_recipe_deleted_does_no
         v["evaluate"] = res
     code, out, err = run_gate(tmp_path, capsys, s, "--policy", str(policy))
     assert code == 2 and "gate: PASS" not in out, out + err
-    assert f"summary.json: tasks: {T2} planned (plan.json) but missing from the summary" in err, err
+    assert "not a run folder (no recipe.yaml)" in err, err  # the summary is the records': without the recipe, none
+    (tmp_path / "run" / "recipe.yaml").write_bytes(recipe)  # the recipe back, the task still dropped from the results
+    code, out, err = run_gate(tmp_path, capsys, s, "--policy", str(policy))
+    assert code == 2 and "gate: PASS" not in out, out + err
     assert f"variants/fp8/evaluate.result.json: scores: no score for {T2}, which the plan has fp8 evaluate" in err, err

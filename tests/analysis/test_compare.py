@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import make_summary, run_cli
+from conftest import make_summary, run_cli, run_folder
 from suite.analysis import compare
 from suite.records.benchmark import BenchmarkResult, LoadPoint
 from suite.records.evaluate import EvaluateResult, TaskScore
@@ -33,7 +33,7 @@ def run_summary(tmp_path, name, gsm_scores, mmlu, tput, versions):
                   repetitions=[{}, {}, {}]) for label, (lo, med, hi) in tput.items()],
         server_start_s=1, wall_s=1, server_log="x")
     s.versions = versions
-    (run_dir / "summary.json").write_text(s.model_dump_json())
+    run_folder(run_dir, s)  # the run folder its stage results and run.json make
     return s
 
 

@@ -8,11 +8,12 @@ import copy
 import pytest
 from pydantic import ValidationError
 
-from conftest import make_summary
+from conftest import edit_record, make_summary, run_folder
 from suite.analysis import frontier as fa
 from suite.analysis.summary import add_cost, add_deltas, cost_per_1m, finish, variant_metrics
 from suite.recipe import Recipe
 from suite.records.benchmark import BenchmarkResult, LoadPoint, SloResult
+from suite.records.evaluate import EvaluateResult, TaskScore
 
 PRICE = {"amount": 3.6, "currency": "USD", "source": "test price list, 2025-01"}
 
@@ -179,15 +180,15 @@ def test_the_slo_frontier_leaves_out_rates_not_checked_as_steady(tmp_path, capsy
     assert fa.left_out([s], "acc.mean", "tput.sustainable_output_tok_s") == []
     s.variants[1].benchmark.slo.steady = None
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    s.run_dir = str(run_dir)
-    (run_dir / "summary.json").write_text(s.model_dump_json())
+    for v, acc in zip(s.variants, (0.60, 0.59, 0.61)):  # the records acc.mean comes from, in the run folder
+        v.evaluate = EvaluateResult(scores=[TaskScore(task=t, metric="acc,none", value=acc, n=100) for t in s.tasks],
+                                    results_file="r.json", wall_s=1, engine_load_s=1)
+    run_folder(run_dir, s)
     args = SimpleNamespace(runs=[str(run_dir)], out=str(tmp_path / "cli"), accuracy="acc.mean", throughput="slo")
     assert cmd_frontier(args) == 0
     assert "not shown: fp8: the SLO rate's steadiness was not checked" in capsys.readouterr().out
     # none checked (every result from before the check): no chart, and the refusal says why, not "no metrics"
-    s.variants[0].benchmark.slo.steady = None
-    (run_dir / "summary.json").write_text(s.model_dump_json())
+    edit_record(run_dir, "bf16", "benchmark.result.json", lambda d: d["slo"].update(steady=None))
     assert cmd_frontier(args) == 2
     assert "left out: bf16, fp8, whose SLO rate's steadiness was not checked" in capsys.readouterr().err
 

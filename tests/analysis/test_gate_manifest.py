@@ -111,7 +111,7 @@ def test_the_sink_signs_last_and_only_with_the_key(tmp_path, monkeypatch):
     manifest.write_sink(Summ, tmp_path / "run", rebuilt)
     assert not (tmp_path / "run" / "manifest.json").exists()
     manifest.write_sink(Summ, tmp_path / "run", runner)
-    assert manifest.verify(tmp_path / "run") == 12  # recipe.yaml, plan.json, 2 x 2 stage configs and results, 2 samples
+    assert manifest.verify(tmp_path / "run") == 13  # recipe, plan, run.json, 2 x 2 stage files, 2 samples
 
 
 def test_a_copied_folder_verifies(tmp_path, monkeypatch, capsys):

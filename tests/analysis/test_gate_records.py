@@ -1,12 +1,14 @@
-"""The gate reads each variant's own stage result (issue 40, part 1): samples_files dropped from summary.json to skip
-the recompute is refused; a judged accuracy task without per-item records is inconclusive on a run that recorded
-per-item hashes, and judged on its aggregates (as before) on a run made before the field existed."""
+"""The gate reads each variant's own stage result (issue 40, part 1): samples_files dropped from summary.json change
+nothing (the summary judged is the stage results'), dropped from the stage result itself they leave the task without
+per-item records; a judged accuracy task without per-item records is inconclusive on a run that recorded per-item
+hashes, and judged on its aggregates (as before) on a run made before the field existed."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from conftest import STALE, edit_record
 from test_gate_recompute import TASK, bf16, build, fp8, gate
 
 
@@ -28,16 +30,21 @@ def test_samples_files_deleted_from_the_summary_are_refused(tmp_path, capsys):
     fp8(s)["evaluate"]["samples_sha256"] = {}
     fp8(s)["metrics"][f"acc.{TASK}"] = bf16(s)["metrics"][f"acc.{TASK}"]
     fp8(s)["evaluate"]["scores"][0]["value"] = bf16(s)["evaluate"]["scores"][0]["value"]
+    code, out, err = gate(tmp_path, capsys, s)  # summary.json alone: the stage result still names them
+    assert code == 1 and "FAILED fp8: max drop" in out and STALE in err, out + err
+    value = bf16(s)["evaluate"]["scores"][0]["value"]  # the stage result edited alike: nothing to recompute from
+
+    def drop(d):
+        d.update(samples_files={}, samples_sha256={})
+        d["scores"][0]["value"] = value
+    edit_record(tmp_path / "run", "fp8", "evaluate.result.json", drop)
     code, out, err = gate(tmp_path, capsys, s)
-    stage = tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json"
-    assert code == 2 and "gate: PASS" not in out, out + err
-    assert f"fp8: evaluate.samples_files.{TASK}" in err and str(stage) in err and "lacks it" in err, err
+    assert code == 3 and "gate: PASS" not in out and "no per-item records" in out, out + err
 
 
 def test_the_summary_may_name_the_evaluation_caches_copy_of_the_stages_records(tmp_path, capsys):
-    """A real run: the stage writes its samples in the run folder, the evaluation cache keeps a copy, and the summary
-    names the copy (eval-cache/<key>/); the same recorded sha256 makes it the stage's records. An edited copy is still
-    refused by its hash."""
+    """A stage result that names the evaluation cache's copy of its samples (eval-cache/<key>/, an evaluation reused
+    by content) is judged on that copy under the recorded sha256: an edited copy is refused by its hash."""
     import shutil
 
     s = build(tmp_path, gates={"max_drop": {TASK: 0.05}})
@@ -47,21 +54,25 @@ def test_the_summary_may_name_the_evaluation_caches_copy_of_the_stages_records(t
             copy = tmp_path / "eval-cache" / v["name"] / Path(f).name
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(f, copy)
-            v["evaluate"]["samples_files"][task] = str(copy)
+            edit_record(tmp_path / "run", v["name"], "evaluate.result.json",
+                        lambda d, task=task, copy=copy: d["samples_files"].update({task: str(copy)}))
     code, out, err = gate(tmp_path, capsys, s)
     assert code == 0 and "gate: PASS" in out, out + err
-    copy = Path(fp8(s)["evaluate"]["samples_files"][TASK])
+    copy = tmp_path / "eval-cache" / "fp8" / f"samples_fp8_{TASK}.jsonl"
     copy.write_text(copy.read_text().replace('"acc": 0.0', '"acc": 1.0', 1))
     code, out, err = gate(tmp_path, capsys, s)
-    assert code == 2 and "gate: PASS" not in out, out + err
+    assert code == 2 and "gate: PASS" not in out and "was changed after the evaluation" in err, out + err
 
 
 def test_a_summary_hash_that_differs_from_the_stage_result_is_refused(tmp_path, capsys):
     s = build(tmp_path)
     stage_results(tmp_path, s)
     fp8(s)["evaluate"]["samples_sha256"][TASK] = "0" * 64
+    code, out, err = gate(tmp_path, capsys, s)  # summary.json alone: not read
+    assert code == 0 and STALE in err, out + err
+    edit_record(tmp_path / "run", "fp8", "evaluate.result.json", lambda d: d["samples_sha256"].update({TASK: "0" * 64}))
     code, out, err = gate(tmp_path, capsys, s)
-    assert code == 2 and f"fp8: evaluate.samples_sha256.{TASK}" in err, out + err
+    assert code == 2 and f"fp8: evaluate.samples_files.{TASK}" in err and "0" * 64 in err, out + err
 
 
 def test_samples_files_the_stage_result_names_missing_are_refused(tmp_path, capsys):
@@ -70,7 +81,7 @@ def test_samples_files_the_stage_result_names_missing_are_refused(tmp_path, caps
     f = tmp_path / "run" / f"samples_fp8_{TASK}.jsonl"
     f.unlink()
     code, out, err = gate(tmp_path, capsys, s)
-    assert code == 2 and str(f) in err and "not found" in err, out + err
+    assert code == 2 and str(f) in err and "not in the run folder" in err, out + err
 
 
 def test_an_unreadable_stage_result_is_refused(tmp_path, capsys):
@@ -78,7 +89,7 @@ def test_an_unreadable_stage_result_is_refused(tmp_path, capsys):
     stage_results(tmp_path, s)
     (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text("{not json")
     code, out, err = gate(tmp_path, capsys, s)
-    assert code == 2 and "evaluate.result.json" in err and "cannot be read" in err, out + err
+    assert code == 2 and "evaluate.result.json" in err and "does not parse" in err, out + err
 
 
 def test_no_per_item_records_on_a_run_with_hashes_is_inconclusive(tmp_path, capsys):

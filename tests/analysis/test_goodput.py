@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from conftest import build_gated_run, make_summary, run_gate, write_run_recipe
+from conftest import STALE, build_gated_run, make_summary, run_gate, write_run_facts, write_run_recipe
 
 
 def vllm_result(path, goodput, **over):
@@ -87,7 +87,17 @@ def goodput_run(tmp_path, base, var, gates=None, slo=True, errors=()):
     d["recipe"]["gates"] = gates or {"min_goodput_gain": 1.1}
     if slo:
         d["recipe"]["throughput"]["bench_args"] = {"goodput": ["ttft:200"]}
-    return write_run_recipe(tmp_path / "run", d)
+    return records(tmp_path, write_run_recipe(tmp_path / "run", d))
+
+
+def records(tmp_path, d: dict) -> dict:
+    """The run folder's benchmark results and run.json made what the summary ``d`` says (the gate reads those)."""
+    import json
+
+    for v in d["variants"]:
+        (tmp_path / "run" / "variants" / v["name"] / "benchmark.result.json").write_text(json.dumps(v["benchmark"]))
+    write_run_facts(tmp_path / "run", d)
+    return d
 
 
 def test_summary_metric_ratio_and_interval(tmp_path):
@@ -118,7 +128,7 @@ def test_gate_pass_fail_inconclusive(tmp_path, capsys, base, var, code, said):
         for v in summ.variants:
             v.metrics = {**v.metrics, **variant_metrics(v, "max")}
         add_deltas(summ.variants)
-        s = write_run_recipe(tmp_path / "run", summ.model_dump(mode="json"))
+        s = records(tmp_path, write_run_recipe(tmp_path / "run", summ.model_dump(mode="json")))
     else:
         s = goodput_run(tmp_path, base, var)
     got, out, err = run_gate(tmp_path, capsys, s)
@@ -141,8 +151,8 @@ def test_edited_goodput_ratio_interval_is_refused(tmp_path, capsys):
     s = goodput_run(tmp_path, (4.0, 4.1, 3.9), (4.4, 4.6, 4.2))
     m = s["variants"][1]["metrics"]
     m["tput.goodput_req_s.ratio.ci_low"] = m["tput.goodput_req_s.ratio.ci_high"] = m["tput.goodput_req_s.ratio"] + 0.1
-    code, out, err = run_gate(tmp_path, capsys, s)
-    assert code == 2 and "tput.goodput_req_s.ratio.ci_low" in out + err
+    code, out, err = run_gate(tmp_path, capsys, s)  # summary.json alone: the interval is the repetitions'
+    assert code == 3 and "straddles the threshold" in out and STALE in err, out + err
 
 
 def test_recipe_needs_goodput_slos_and_passes_the_slo_as_goodput(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 import suite
 from conftest import build_gated_run, run_gate
@@ -50,12 +51,19 @@ def test_an_untouched_run_gets_one_verdict_everywhere(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("loosened", [{"default_max_drop": 1.0}, {"max_drop": {TASK: 0.5}}, {}])
-def test_a_summary_whose_recipe_copy_was_loosened_gets_no_pass_anywhere(tmp_path, capsys, loosened):
-    """summary.json's recipe copy edited to a weaker policy (recipe.yaml and its recorded sha256 untouched): every entry
-    point refuses to judge (bad input), none passes on the copy's gates as ``Run.gate()`` and the closing line did."""
+def test_a_summary_whose_recipe_copy_was_loosened_gets_the_records_verdict_everywhere(tmp_path, capsys, loosened):
+    """summary.json's recipe copy edited to a weaker policy (recipe.yaml and its recorded sha256 untouched): summary.json
+    is a cache, never read for a verdict, so every entry point gives the run's own verdict (fail), none passes on the
+    copy's gates; the gate says summary.json is stale. The same edit of recipe.yaml itself gets no verdict anywhere."""
     s = failing_run(tmp_path)
     s["recipe"]["gates"] = loosened
     (tmp_path / "run" / "summary.json").write_text(json.dumps(s))
+    got = four_verdicts(tmp_path, capsys)
+    assert set(got.values()) == {"fail", "seen"}, got
+    copy = tmp_path / "run" / "recipe.yaml"
+    recipe = yaml.safe_load(copy.read_text())
+    recipe["gates"] = loosened
+    copy.write_text(yaml.safe_dump(recipe, sort_keys=False))
     got = four_verdicts(tmp_path, capsys)
     assert set(got.values()) == {"bad input"}, got
 

@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, make_summary, plan_run, write_run_recipe
+from conftest import ROOT, STALE, edit_record, make_summary, plan_run, write_run_recipe
 from test_gate_tamper import _both  # several tamperings of one summary at once
 from suite import cli
 from suite.analysis import gate, perplexity
@@ -352,37 +352,53 @@ def _record(field, value):
 
 
 K = "ppl.suite_longppl"
-TAMPERS = [  # (id, change, words the error must contain); each on a run that passes max_perplexity_increase: 0.2
-    ("ci-high-edited", _metric(K + ".delta_ci_high", 0.01), ["delta_ci_high", "perplexity record says"]),
-    ("ci-high-and-record-edited", _both(_metric(K + ".delta_ci_high", -1.0), _record("ci_high", -1.0)),
-     ["perplexity.suite_longppl.ci_high", "recomputed"]),  # recomputed from the per-item records, refused first
-    ("ci-high-missing", _metric(K + ".delta_ci_high", None), ["delta_ci_high", "missing"]),
-    ("ci-high-nan", _metric(K + ".delta_ci_high", math.nan), ["delta_ci_high", "not a finite number"]),
-    ("delta-edited", _metric(K + ".delta", -0.5), [K + ".delta", "perplexity record says"]),
-    ("variant-ppl-edited", _metric(K, 1.0), [K, "perplexity record says"]),
-    ("baseline-ppl-edited", lambda s: s["variants"][0]["metrics"].update({K: 1.0}), ["bf16", "the baseline's is"]),
-    ("record-removed", lambda s: _fp8(s).update(perplexity=[]), ["no perplexity record"]),
-    ("record-doubled", lambda s: _fp8(s)["perplexity"].append(dict(_fp8(s)["perplexity"][0])), ["2 perplexity records"]),
-    ("docs-paired-missing", _metric(K + ".docs_paired", None), ["docs_paired", "missing"]),
-    ("docs-paired-disagrees", _metric(K + ".docs_paired", 3.0), ["docs_paired", "record says n = 8"]),
-    ("one-doc-paired", _both(_metric(K + ".docs_paired", 1.0), _record("n", 1)), ["perplexity.suite_longppl.n", "recomputed 8"]),
-    ("docs-paired-fraction", _metric(K + ".docs_paired", 2.5), ["not a count"]),
-    ("docs-unpaired-missing", _metric(K + ".docs_unpaired", None), ["docs_unpaired", "missing"]),
-    ("docs-unpaired-in-record", _record("unpaired", 2), ["did not pair"]),
-    ("scored-on-fewer-docs", lambda s: _fp8(s)["evaluate"]["scores"][0].update(n=3), ["scored on 3 item(s)", "8"]),
-    ("baseline-scored-as-accuracy", lambda s: s["variants"][0]["evaluate"]["scores"][0].update(metric="acc,none"),
-     ["scored as a perplexity by some variants"]),
-    ("both-scored-as-accuracy", _both(lambda s: s["variants"][0]["evaluate"]["scores"][0].update(metric="acc,none"),
-                                      lambda s: _fp8(s)["evaluate"]["scores"][0].update(metric="acc,none")),
+TAMPERS = [  # (id, change to summary.json): each once refused; now summary.json is a cache, never read for a verdict
+    ("ci-high-edited", _metric(K + ".delta_ci_high", 0.01)),
+    ("ci-high-and-record-edited", _both(_metric(K + ".delta_ci_high", -1.0), _record("ci_high", -1.0))),
+    ("ci-high-missing", _metric(K + ".delta_ci_high", None)),
+    ("ci-high-nan", _metric(K + ".delta_ci_high", math.nan)),
+    ("delta-edited", _metric(K + ".delta", -0.5)),
+    ("variant-ppl-edited", _metric(K, 1.0)),
+    ("baseline-ppl-edited", lambda s: s["variants"][0]["metrics"].update({K: 1.0})),
+    ("record-removed", lambda s: _fp8(s).update(perplexity=[])),
+    ("record-doubled", lambda s: _fp8(s)["perplexity"].append(dict(_fp8(s)["perplexity"][0]))),
+    ("docs-paired-missing", _metric(K + ".docs_paired", None)),
+    ("docs-paired-disagrees", _metric(K + ".docs_paired", 3.0)),
+    ("one-doc-paired", _both(_metric(K + ".docs_paired", 1.0), _record("n", 1))),
+    ("docs-paired-fraction", _metric(K + ".docs_paired", 2.5)),
+    ("docs-unpaired-missing", _metric(K + ".docs_unpaired", None)),
+    ("docs-unpaired-in-record", _record("unpaired", 2)),
+]
+
+
+@pytest.mark.parametrize("name, change", TAMPERS, ids=[t[0] for t in TAMPERS])
+def test_a_tampered_perplexity_summary_json_changes_nothing_but_a_warning(tmp_path, model_dir, capsys, name, change):
+    s = run_with(tmp_path, model_dir, SMALL, gates={"max_perplexity_increase": 0.2}).model_dump(mode="json")
+    assert run_gate(tmp_path, capsys, s)[0] == 0
+    change(s)
+    code, out, err = run_gate(tmp_path, capsys, s)  # the stage results stay as the run wrote them
+    assert code == 0 and "gate: PASS" in out and STALE in err, f"{name}: exit {code}\n{out}{err}"
+
+
+def _score(variant: str, **fields):
+    def change(run):
+        edit_record(run, variant, "evaluate.result.json", lambda d: d["scores"][0].update(fields))
+    return change
+
+
+RECORD_TAMPERS = [  # (id, change to the stage results, words the error must contain)
+    ("scored-on-fewer-docs", _score("fp8", n=3), ["scored on 3 item(s)", "8"]),
+    ("baseline-scored-as-accuracy", _score("bf16", metric="acc,none"), ["scored as a perplexity by some variants"]),
+    ("both-scored-as-accuracy", lambda run: [_score(v, metric="acc,none")(run) for v in ("bf16", "fp8")],
      ["evaluated no perplexity task"]),
 ]
 
 
-@pytest.mark.parametrize("name, change, words_", TAMPERS, ids=[t[0] for t in TAMPERS])
-def test_tampered_perplexity_summary_gets_no_verdict(tmp_path, model_dir, capsys, name, change, words_):
+@pytest.mark.parametrize("name, change, words_", RECORD_TAMPERS, ids=[t[0] for t in RECORD_TAMPERS])
+def test_a_tampered_perplexity_stage_result_gets_no_verdict(tmp_path, model_dir, capsys, name, change, words_):
     s = run_with(tmp_path, model_dir, SMALL, gates={"max_perplexity_increase": 0.2}).model_dump(mode="json")
     assert run_gate(tmp_path, capsys, s)[0] == 0
-    change(s)
+    change(tmp_path / "run")
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 2 and "gate: PASS" not in out, f"{name}: exit {code}\n{out}{err}"
     for w in words_:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import add_serving_intervals, make_summary, plan_run, run_cli
+from conftest import add_serving_intervals, make_summary, plan_run, run_cli, run_folder
 from suite.outputs import frontier
 from suite.analysis import gate
 from suite.recipe import GateSpec
@@ -79,9 +79,7 @@ def test_gate_cli_exit_codes(tmp_path, fp8_gsm8k, policy, code):
     s = make_summary({"bf16": {k: v for k, v in BASE.items() if not k.startswith("tput")},
                       "fp8": {"acc.suite_gsm8k": fp8_gsm8k, "acc.suite_mmlu": 0.6, "acc.mean": 0.5}},
                      run_dir=str(tmp_path))
-    add_deltas(s.variants)
-    # plan.json and the stage results as the runner leaves them (the gate binds each result to its planned job)
-    (tmp_path / "summary.json").write_text(json.dumps(plan_run(tmp_path, s.model_dump(mode="json"))))
+    run_folder(tmp_path, s)  # plan.json, the stage results and run.json, as the runner leaves them
     (tmp_path / "policy.yaml").write_text(policy)
     res = run_cli("gate", str(tmp_path), "--policy", str(tmp_path / "policy.yaml"))
     assert res.returncode == code, res.stdout + res.stderr
@@ -91,7 +89,7 @@ def test_gate_cli_exit_codes(tmp_path, fp8_gsm8k, policy, code):
 
 def test_gate_cli_not_a_run(tmp_path):
     res = run_cli("gate", str(tmp_path))
-    assert res.returncode == 2 and "no summary.json" in res.stderr
+    assert res.returncode == 2 and "not a run folder (no recipe.yaml)" in res.stderr
 
 
 def test_pareto_front_and_png(tmp_path):
@@ -148,16 +146,17 @@ def test_gate_non_inferiority_without_paired_data_is_bad_input():
 
 
 def test_frontier_across_runs_and_recipes(tmp_path):
-    a = make_summary({"bf16": {"acc.mean": 0.60, "acc.suite_gsm8k": 0.5, "tput.output_tok_s": 100.0,
-                               "tput.sustainable_output_tok_s": 70.0},
-                      "fp8": {"acc.mean": 0.59, "acc.suite_gsm8k": 0.45, "tput.output_tok_s": 150.0,
-                              "tput.sustainable_output_tok_s": 120.0}}, run_dir=str(tmp_path / "a"))
-    b = make_summary({"bf16": {"acc.mean": 0.58, "tput.output_tok_s": 90.0},
-                      "fp8-bad": {"acc.mean": 0.50, "tput.output_tok_s": 95.0}}, run_dir=str(tmp_path / "b"))
-    b.recipe_name = "other"
+    a = make_summary({"bf16": {"acc.suite_gsm8k": 0.60, "acc.suite_mmlu": 0.60, "tput.output_tok_s": 100.0,
+                               "tput.sustainable_rate": 1.0, "tput.sustainable_output_tok_s": 70.0},
+                      "fp8": {"acc.suite_gsm8k": 0.59, "acc.suite_mmlu": 0.59, "tput.output_tok_s": 150.0,
+                              "tput.sustainable_rate": 2.0, "tput.sustainable_output_tok_s": 120.0}},
+                     run_dir=str(tmp_path / "a"))
+    b = make_summary({"bf16": {"acc.suite_gsm8k": 0.58, "acc.suite_mmlu": 0.58, "tput.output_tok_s": 90.0},
+                      "fp8-bad": {"acc.suite_gsm8k": 0.50, "acc.suite_mmlu": 0.50, "tput.output_tok_s": 95.0}},
+                     run_dir=str(tmp_path / "b"))
+    b.recipe["name"] = "other"
     for s, d in ((a, "a"), (b, "b")):
-        (tmp_path / d).mkdir()
-        (tmp_path / d / "summary.json").write_text(s.model_dump_json())
+        run_folder(tmp_path / d, s)  # the figures are the records' (acc.mean and one chart a task)
     res = run_cli("frontier", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "f"))
     assert res.returncode == 0, res.stderr
     front = {ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith("* ") and "tok/s" in ln}
@@ -166,7 +165,7 @@ def test_frontier_across_runs_and_recipes(tmp_path):
     assert "<script" not in page and "acc.suite_gsm8k" in page and "other/fp8-bad" in page
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
         'xmlns:xlink="http://www.w3.org/1999/xlink"', "")  # self-contained: no URL but the SVG namespaces
-    assert page.count("<svg") == 2 and "<title>demo-cpu/fp8: 150 tok/s, acc.mean 0.5900 (on the front)</title>" in page
+    assert page.count("<svg") == 3 and "<title>demo-cpu/fp8: 150 tok/s, acc.mean 0.5900 (on the front)</title>" in page
     assert (tmp_path / "f" / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     slo = run_cli("frontier", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "g"), "--throughput", "slo")
     assert slo.returncode == 0 and "120.0 tok/s" in slo.stdout and "fp8-bad" not in slo.stdout

@@ -210,7 +210,7 @@ def test_a_run_on_two_fake_gpus_overlaps_variants_and_keeps_the_results(demo_rec
     assert timeline["overhead_share"] < 0.05  # ~0.1% here; the README's figure comes from the GPU run
     assert shared.artifacts["timeline_png"].endswith("timeline.png") and Path(shared.artifacts["timeline_png"]).stat().st_size
     # each stage's elapsed time is the union of its jobs' intervals in jobs.json (test below for the union itself)
-    from suite.orchestrate.jobs import elapsed_by_stage
+    from suite.analysis.derive import elapsed_by_stage
 
     assert shared.stage_elapsed_s == elapsed_by_stage(timeline["jobs"]) and set(shared.stage_elapsed_s) == {"quantize", "evaluate"}
     # one job after another: the union is the sum of the intervals, and the stages' own wall times fit inside them
@@ -222,7 +222,7 @@ def test_a_run_on_two_fake_gpus_overlaps_variants_and_keeps_the_results(demo_rec
 
 
 def test_elapsed_by_stage_is_the_union_of_its_jobs_intervals():
-    from suite.orchestrate.jobs import elapsed_by_stage
+    from suite.analysis.derive import elapsed_by_stage
 
     rows = [{"stage": "evaluate", "started_s": 0.0, "ended_s": 300.0}, {"stage": "evaluate", "started_s": 95.0, "ended_s": 330.0},
             {"stage": "evaluate", "started_s": 400.0, "ended_s": 410.0}, {"stage": "benchmark", "started_s": 330.0, "ended_s": 576.0}]
@@ -306,7 +306,7 @@ def test_a_resume_on_fewer_gpus_keeps_the_results_it_has_and_refuses_only_what_c
     that benchmark (it can never fit there): the kept quantize and evaluation are resumed into the summary, not
     dropped with it."""
     from suite.orchestrate.executors import local
-    from suite.orchestrate.rundir import load_run_recipe
+    from suite.recipe.load import load_run_recipe
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
 

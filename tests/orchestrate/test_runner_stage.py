@@ -137,7 +137,7 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
     from suite.runtime.envs import QUANTIZE_PYTHON_ENV
     from suite.recipe import load_recipe
     from suite.records.quantize import QuantizeResult
-    from suite.orchestrate.rundir import load_run_recipe
+    from suite.recipe.load import load_run_recipe
     from suite.orchestrate.runner import execute
 
     calls = tmp_path / "calls.txt"
@@ -225,7 +225,7 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
     a rebuild with the recorded content hash keeps the evaluations, one that differs redoes them (and the
     evaluation cache, keyed by the content hash too, does not hand back the old scores)."""
     from suite.runtime.envs import QUANTIZE_PYTHON_ENV
-    from suite.orchestrate.rundir import load_run_recipe
+    from suite.recipe.load import load_run_recipe
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
 
@@ -265,7 +265,7 @@ def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_pat
     import json
 
     from suite.runtime.envs import QUANTIZE_PYTHON_ENV, serve_versions
-    from suite.orchestrate.rundir import load_run_recipe
+    from suite.recipe.load import load_run_recipe
     from suite.orchestrate.runner import execute
     from suite.plan import planner
     from suite.recipe import load_recipe
@@ -306,7 +306,7 @@ def test_resume_redoes_the_results_of_a_base_model_rewritten_between_the_attempt
     import shutil
 
     from suite.runtime.envs import QUANTIZE_PYTHON_ENV
-    from suite.orchestrate.rundir import load_run_recipe
+    from suite.recipe.load import load_run_recipe
     from suite.orchestrate.runner import execute
     from suite.recipe import load_recipe
 

@@ -17,8 +17,8 @@ from test_run_talks import stand_in_stages
 import suite
 from suite import cli
 from suite.analysis.load import load_summary
-from suite.orchestrate.summarize import ARCHIVED, summarize
-from suite.runtime.errors import EXIT_OK, SuiteError
+from suite.analysis.derive import ARCHIVED, summarize
+from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, SuiteError
 
 
 def a_run(tmp_path, demo_recipe_copy, monkeypatch) -> Path:
@@ -63,6 +63,7 @@ def test_a_partial_run_gives_an_error_per_missing_job_and_no_gate_passes(tmp_pat
     run_dir = a_run(tmp_path, demo_recipe_copy, monkeypatch)
     assert cli.main(["gate", str(run_dir), "--no-record"]) == EXIT_OK
     (run_dir / "summary.json").unlink()  # interrupted after fp8-kv's quantize: no evaluate, no benchmark, no summary
+    (run_dir / "run.json").unlink()  # nor what the runner writes when its job loop ends
     for stage in ("evaluate", "benchmark"):
         (run_dir / "variants" / "fp8-kv" / f"{stage}.result.json").unlink()
     capsys.readouterr()
@@ -78,6 +79,7 @@ def test_a_partial_run_gives_an_error_per_missing_job_and_no_gate_passes(tmp_pat
 def test_a_failed_stage_stays_an_error(tmp_path, demo_recipe_copy, monkeypatch):
     run_dir = a_run(tmp_path, demo_recipe_copy, monkeypatch)
     (run_dir / "summary.json").unlink()
+    (run_dir / "run.json").unlink()  # an interrupted run: its job loop never ended
     (run_dir / "variants" / "fp8-kv" / "evaluate.result.json").write_text("{not json")  # a stage that broke
     summary = summarize(run_dir)
     (err,) = next(v for v in summary.variants if v.name == "fp8-kv").errors
@@ -99,6 +101,22 @@ def test_a_moved_run_folder_is_summarized_at_its_new_place(tmp_path, demo_recipe
     text = (moved / "summary.json").read_text()
     assert str(run_dir) + "/" not in text, "a path still names the folder's old place"
     assert cli.main(["gate", str(moved), "--no-record"]) == EXIT_OK
+
+
+def test_a_finished_runs_result_removed_or_broken_is_refused_not_a_failure(tmp_path, demo_recipe_copy, monkeypatch,
+                                                                          capsys):
+    """A finished run (run.json says its errors: none) whose stage result was then removed or broken: the folder is
+    not what the run left, so no verdict (exit 2), never a verdict without it."""
+    run_dir = a_run(tmp_path, demo_recipe_copy, monkeypatch)
+    result = run_dir / "variants" / "fp8-kv" / "evaluate.result.json"
+    kept = result.read_bytes()
+    for tamper in (lambda: result.unlink(), lambda: result.write_text("{not json")):
+        tamper()
+        capsys.readouterr()
+        assert cli.main(["gate", str(run_dir), "--no-record"]) == EXIT_BAD_INPUT
+        assert "fp8-kv/evaluate.result.json" in capsys.readouterr().err
+        result.write_bytes(kept)
+    assert cli.main(["gate", str(run_dir), "--no-record"]) == EXIT_OK
 
 
 TASK = "suite_mmlu"  # what the stand-in evaluate scores, on acc,none (test_runner_stage.RESULT)

@@ -69,7 +69,7 @@ def test_inconclusive_is_skipped_with_its_reason_not_a_failure(tmp_path, capsys)
 
 
 def test_bad_input_writes_one_error_case_and_exits_2(tmp_path, capsys):
-    """Before a verdict (a summary.json that is not JSON) and at the verdict (a policy naming a task the run did not
+    """Before a verdict (a run.json that is not JSON) and at the verdict (a policy naming a task the run did not
     evaluate): both reports still say why, as one error case."""
     s = build_gated_run(tmp_path, GATES)
     policy = tmp_path / "policy.yaml"
@@ -82,11 +82,11 @@ def test_bad_input_writes_one_error_case_and_exits_2(tmp_path, capsys):
 
     from suite import cli
 
-    (tmp_path / "run" / "summary.json").write_text("{not json")
+    (tmp_path / "run" / "run.json").write_text("{not json")  # the run's record broken: no summary to judge
     assert cli.main(["gate", str(tmp_path / "run"), "--no-record", "--junit", str(tmp_path / "b.xml"),
                      "--json", str(tmp_path / "b.json")]) == 2
     data = json.loads((tmp_path / "b.json").read_text())
-    assert data["outcome"] == "bad input" and "summary.json" in data["problems"][0], data
+    assert data["outcome"] == "bad input" and "run.json" in data["problems"][0], data
     assert ET.parse(tmp_path / "b.xml").getroot().find("testsuite/testcase/error") is not None
 
 

@@ -137,19 +137,19 @@ def test_a_folder_hashed_by_the_run_registers_where_it_is_not_and_refuses_when_i
 
 
 def test_the_run_records_the_sha256_of_a_brought_folder(tmp_path):
-    """summary.variant_summary: a non-baseline variant served from a local folder as it is carries its sha256."""
+    """summary.start: a non-baseline variant served from a local folder as it is carries its sha256."""
     from types import SimpleNamespace
 
     from suite.analysis.summary import variant_summary
-    from suite.plan.keys import weights_fingerprint
+    from suite.plan.keys import brought_sha256, weights_fingerprint
     from suite.recipe.schema import VariantSpec
 
     folder = checkpoint(tmp_path)
     vp = SimpleNamespace(variant=VariantSpec(name="fp8", model=str(folder)), is_baseline=False,
                          model_path=str(folder), checkpoint={})
-    assert variant_summary(vp).model_sha256 == weights_fingerprint(str(folder))
+    assert variant_summary(vp, brought_sha256(vp)).model_sha256 == weights_fingerprint(str(folder))
     vp.is_baseline = True
-    assert variant_summary(vp).model_sha256 is None
+    assert variant_summary(vp, brought_sha256(vp)).model_sha256 is None
 
 
 def test_the_quantized_variant_keeps_its_content_key(tmp_path):

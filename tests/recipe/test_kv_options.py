@@ -111,7 +111,8 @@ def test_options_reach_the_plan_and_change_the_keys(demo_recipe_copy, tmp_path):
 
 
 def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_copy, tmp_path, DELETE):
-    from suite.analysis.summary import finish, start, variant_summary
+    from suite.analysis.derive import start
+    from suite.analysis.summary import finish, variant_summary
     from suite.plan.keys import cache_key
     from suite.plan.planner import make_plan, with_results
     from suite.records.kvcheck import KVCheckResult

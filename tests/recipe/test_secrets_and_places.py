@@ -12,6 +12,7 @@ import suite.api
 from suite import cli
 from suite.orchestrate import rundir
 from suite.orchestrate.runner import RunInterrupted
+from suite.recipe.load import load_run_recipe
 
 SECRET_URIS = {
     "password": "http://me:hunter2@mlflow:5000",
@@ -88,7 +89,7 @@ def test_an_api_override_is_what_the_run_folder_records_and_resumes_with(demo_re
     run_dir = e.value.run_dir
     copy = yaml.safe_load((run_dir / "recipe.yaml").read_text())
     assert copy["eval"]["limit"] == 2 and copy["eval"]["max_gen_toks"] == 32
-    resumed = rundir.load_run_recipe(run_dir, serving=False)
+    resumed = load_run_recipe(run_dir, serving=False)
     assert resumed.recipe.eval.max_gen_toks == 32
     assert rundir.recipe_changes(run_dir, resumed) is None  # `--resume` is not refused as "changed since it began"
 

@@ -10,18 +10,14 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from suite.orchestrate.summarize import summarize
+from suite.analysis.derive import summarize
 from suite.runtime.errors import SuiteError
 
 PLAN_ONLY = "not a run folder (no recipe.yaml)"  # a planned study (plan.json only), or a folder of notes beside runs
-NO_MODEL = "no model folder with config.json"  # a partial run (no summary.json): re-planning it needs its model here
 CANNOT = {  # folder (under studies/) -> the one reason it is not summarized, as the reader says it
     "2026-12-01-llama3-70b-shape-plan/results/plan-llama3-70b-shape": PLAN_ONLY,
     "2026-12-02-qwen-coder-study/results/plan-qwen2.5-coder-study": PLAN_ONLY,
     "2026-12-02-qwen-coder-study/results/h200-study-20261203/stretch3": PLAN_ONLY,
-    "2026-12-01-four-variants-gpu-sharing/results/h200-4variants-20261204": NO_MODEL,
-    "2026-12-02-qwen-coder-study/results/h200-study-20261202": NO_MODEL,
-    "2026-12-02-qwen-coder-study/results/h200-study-20261203": NO_MODEL,
 }
 
 

@@ -8,7 +8,8 @@ beside it (``variants/<v>/<stage>.config.json``) has the sha256 the job recorded
 the job (but for where it writes and what a prerequisite stage passed on: ``planner.with_results`` adds engine
 arguments). A result made for another variant, another config or with no key is not judged: bad input, naming it. A
 planned job with no result (its variant recorded no error that explains it) and a planned task missing from the
-summary or from a variant's scores are reported missing: bad input, never dropped in silence.
+summary or from a variant's scores are reported missing: bad input, never dropped in silence. Each result is read by
+``plan.results.read_result``, the reader ``analysis.derive.summarize`` files results with (one reader, one answer).
 
 What it cannot see: plan.json, configs and results rewritten together; ``suite gate --verify`` (the signed manifest)
 covers that."""
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from suite.plan import results
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 
@@ -63,20 +65,13 @@ def _planned_tasks(config: dict) -> list[str]:
     return []
 
 
-def _scored(result: dict) -> set[str]:
-    """The tasks a stage result (an evaluation, or a benchmark carrying a served one) holds a score for."""
-    for r in (result, *result.values()):  # a served evaluation sits one level down, under its stage's name
-        if isinstance(r, dict) and isinstance(r.get("scores"), list):
-            return {sc.get("task") for sc in r["scores"] if isinstance(sc, dict)}
-    return set()
-
-
 class Binding:
     """The checks of one run folder against its plan; ``problems`` collects what is wrong."""
 
     def __init__(self, summary, folder: Path):
         self.s, self.folder = summary, Path(folder)
         self.problems: list[Problem] = []
+        self.unjudged: set[str] = set()  # variants with a result not judged: their scores are not read again
 
     def bad(self, file: str, field: str, what: str, fix: str) -> None:
         self.problems.append(Problem(file, field, what, fix))
@@ -100,7 +95,7 @@ class Binding:
                 self.bad(src, f"variants.{v.name}", "not a variant of the run's plan (plan.json)", FIX_FOLDER)
                 continue
             for stage, config in stages.items():
-                if isinstance(config, dict):
+                if isinstance(config, dict) and results.is_stage(stage):  # beside them: model_path, checkpoint
                     tasks += self.job(v, stage, config)
         self.tasks(dict.fromkeys(tasks), src)
         return self.problems
@@ -110,36 +105,34 @@ class Binding:
         vdir = self.folder / "variants" / v.name
         rel = f"variants/{v.name}/{stage}.result.json"
         want = _planned_tasks(config)
-        res, why = read_json(vdir / f"{stage}.result.json")
+        res, why = results.read_result(vdir, stage)  # the reader summarize files results with
         if res is None:
-            if why != "missing":
-                self.bad(str(vdir / f"{stage}.result.json"), "", f"the {stage} result is {why}", FIX_RERUN)
+            if why is not None:
+                self.unjudged.add(v.name)
+                self.bad(str(vdir / f"{stage}.result.json"), "", f"the {stage} result is not judged: {why}", FIX_RERUN)
             elif not v.errors:  # a variant whose stages failed says so itself (its failure)
+                self.unjudged.add(v.name)
                 self.bad(rel, "", f"{v.name}'s planned {stage} job has no result: missing, nothing to judge",
                          FIX_RERUN)
             return want
-        if not isinstance(res, dict):
-            self.bad(rel, "", f"the {stage} result is not a JSON object", FIX_RERUN)
-            return want
-        job = res.get("job")
-        key = res.get("key") or res.get("cache_key")
-        if not isinstance(job, dict) or not job.get("key") or not key:
+        job = res.job
+        key = getattr(res, "key", None) or getattr(res, "cache_key", None)
+        if job is None or not job.key or not key:
             self.bad(rel, "job", "records no job or content key: which job made it cannot be known, so it is not "
                      "judged", FIX_RERUN)
             return want
-        if job.get("variant") != v.name or job.get("stage") != stage:
-            self.bad(rel, "job", f"was made by {job.get('variant')}'s {job.get('stage')} job, not {v.name}'s "
+        if job.variant != v.name or job.stage != stage:
+            self.bad(rel, "job", f"was made by {job.variant}'s {job.stage} job, not {v.name}'s "
                      f"{stage}: a result made for another job is not judged", FIX_RERUN)
-        elif job["key"] != key:
-            self.bad(rel, "job.key", f"{job['key']} but the result records {key}: not judged", FIX_RERUN)
-        self.config(v, stage, config, job)
-        self.summary_copy(v, stage, job)
-        if want and not v.errors and (lacking := [t for t in want if t not in _scored(res)]):
+        elif job.key != key:
+            self.bad(rel, "job.key", f"{job.key} but the result records {key}: not judged", FIX_RERUN)
+        self.config(v, stage, config, job.config_sha256)
+        if want and not v.errors and (lacking := [t for t in want if t not in results.scored_tasks(res)]):
             self.bad(rel, "scores", f"no score for {', '.join(lacking)}, which the plan has {v.name} evaluate: "
                      "missing", FIX_RERUN)
         return want
 
-    def config(self, v, stage: str, planned: dict, job: dict) -> None:
+    def config(self, v, stage: str, planned: dict, config_sha256: str) -> None:
         """The config file beside the result: the one the job recorded (sha256) and the plan's."""
         path = self.folder / "variants" / v.name / f"{stage}.config.json"
         rel = f"variants/{v.name}/{stage}.config.json"
@@ -151,7 +144,7 @@ class Binding:
             self.bad(rel, "", f"the config {v.name}'s {stage} job ran is missing or unreadable: its result cannot "
                      "be bound to it", FIX_RERUN)
             return
-        if hashlib.sha256(raw).hexdigest() != job.get("config_sha256"):
+        if hashlib.sha256(raw).hexdigest() != config_sha256:
             self.bad(rel, "", f"is not the config the {stage} result was made with (its sha256 differs from the "
                      "job's config_sha256): not judged", FIX_RERUN)
             return
@@ -160,15 +153,6 @@ class Binding:
             self.bad(rel, ", ".join(differ[:6]) + (" ..." if len(differ) > 6 else ""),
                      f"differs from {v.name}'s planned {stage} job (plan.json): a result made for another config is "
                      "not judged", FIX_RERUN)
-
-    def summary_copy(self, v, stage: str, job: dict) -> None:
-        """The summary's copy of the result names the same job as the run folder's."""
-        held = getattr(v, stage, None)
-        mine = getattr(held, "job", None)
-        if held is not None and (mine is None or mine.model_dump() != job):
-            self.bad(str(self.folder / "summary.json"), f"{v.name}: {stage}.job", "differs from the job of the run "
-                     f"folder's variants/{v.name}/{stage}.result.json: the summary's result is not the stage's",
-                     "rebuild the summary from the stage results (`suite summarize RUN_DIR`)")
 
     def tasks(self, planned: dict, src: str) -> None:
         """The summary evaluates exactly the planned tasks, and each variant without errors scored each of them."""
@@ -180,12 +164,7 @@ class Binding:
             self.bad(src, "tasks", f"{', '.join(extra)} not planned (plan.json)", FIX_FOLDER)
         for v in self.s.variants:
             scored = {sc.task for sc in v.evaluate.scores} if v.evaluate is not None else set()
-            if planned and not v.errors and (lacking := [t for t in planned if t not in scored]):
+            if planned and not v.errors and v.name not in self.unjudged and (lacking := [t for t in planned
+                                                                                         if t not in scored]):
                 self.bad(src, f"{v.name}: evaluate.scores", f"no score for {', '.join(lacking)} (planned): missing",
                          FIX_FOLDER)
-
-
-def problems(summary, folder: str | Path) -> list[Problem]:
-    """What binds the run folder's results to its plan, broken (empty: every result is its job's, nothing planned is
-    missing)."""
-    return Binding(summary, Path(folder)).check()

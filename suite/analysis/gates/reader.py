@@ -1,12 +1,13 @@
-"""Reading one variant's numbers (and its baseline's) for the gates: every number checked against the record it came
-from; a bad one becomes a problem (bad input), except what a variant with stage errors lacks (part of its failure)."""
+"""Reading one variant's numbers (and its baseline's) for the gates from the summary ``derive.summarize`` made of the
+run folder's records: a number that is missing, not finite or not what it can be becomes a problem (bad input), except
+what a variant with stage errors lacks (part of its failure)."""
 
 from __future__ import annotations
 
 import math
 
 from suite.analysis.gates.base import FIX_SUMMARY
-from suite.analysis.summary import metric_name, variant_metrics
+from suite.analysis.summary import metric_name
 from suite.records.summary import VariantSummary
 
 
@@ -18,18 +19,6 @@ class Reader:
         self.v, self.base, self.src, self.bad = v, base, src, bad
         self.headline = headline  # the recipe's throughput.headline: which load point the tput.* metrics are
         self.lacking: list[str] = []
-
-    def from_record(self, who: VariantSummary, key: str, why: str) -> bool:
-        """A throughput metric must be what its variant's benchmark record gives (summary.variant_metrics), as an
-        accuracy must be its evaluate record's: a summary edited to raise a rate or a throughput is refused."""
-        expected = variant_metrics(who, self.headline).get(key) if who.benchmark is not None else None
-        if expected is not None and _same(who.metrics.get(key), expected):
-            return True
-        got = f"{expected:.6g}" if expected is not None else (
-            "nothing" if who.benchmark is not None else "nothing (the summary has no benchmark record for it)")
-        self.bad(f"{who.name}: {key}", f"is {who.metrics.get(key)} but its benchmark record gives {got} (needed by "
-                 f"{why})", FIX_SUMMARY)
-        return False
 
     def get(self, who: VariantSummary, key: str, why: str, nonneg: bool = False) -> float | None:
         if key not in who.metrics:
@@ -46,8 +35,6 @@ class Reader:
         if nonneg and value < 0:
             self.bad(f"{who.name}: {key}", f"is {value}: below 0, which it cannot be (needed by {why})", FIX_SUMMARY)
             return None
-        if key.startswith("tput.") and not key.endswith(".ratio") and not self.from_record(who, key, why):
-            return None
         return value
 
     def accuracy(self, who: VariantSummary, task: str, why: str) -> float | None:
@@ -56,14 +43,9 @@ class Reader:
         scores = [sc for sc in who.evaluate.scores if sc.task == task] if who.evaluate else []
         if value is None:
             return None
-        # the metric must agree with the evaluate record it came from; a record that was removed or
-        # renamed (so that nothing can be compared) is no excuse
-        if len(scores) != 1:
+        if len(scores) != 1:  # an evaluate result scores a task once
             self.bad(f"{who.name}: {key}", f"has {'no' if not scores else len(scores)} evaluate score record(s) "
-                     f"for {task} to check it against (needed by {why})", FIX_SUMMARY)
-            return None
-        if not _same(value, scores[0].value):
-            self.bad(f"{who.name}: {key}", f"is {value} but the evaluate result says {scores[0].value}", FIX_SUMMARY)
+                     f"for {task} (needed by {why})", FIX_SUMMARY)
             return None
         return value
 
@@ -85,25 +67,15 @@ class Reader:
         score = next((sc for sc in self.v.evaluate.scores if sc.task == task), None) if self.v.evaluate else None
         return score.n if score else None
 
-    def paired(self, task: str, why: str) -> tuple[float, int] | None:
-        """(CI low of the delta, n) for a CI gate on ``task``."""
+    def paired(self, task: str, why: str) -> tuple[float, int, float, float] | None:
+        """(CI low of the delta, n, CI high, delta) for a CI gate on ``task``."""
         key = metric_name("acc", task)
         low = self.get(self.v, key + ".delta_ci_low", why)
-        records = [p for p in self.v.paired if p.get("task") == task]
-        n_metric = self.v.metrics.get(key + ".items_paired")
+        rec = next((p for p in self.v.paired if p.get("task") == task), {})
+        n = self.v.metrics.get(key + ".items_paired", rec.get("n"))
         field_n = f"{self.v.name}: {key}.items_paired"
-        if len(records) > 1:
-            self.bad(f"{self.v.name}: paired", f"{len(records)} paired records for {task}; there is one", FIX_SUMMARY)
-            return None
-        n_record = records[0].get("n") if records else None
-        if n_metric is not None and not math.isfinite(n_metric):
-            self.bad(field_n, f"is {n_metric}, not a finite number (needed by {why})", FIX_SUMMARY)
-            return None
-        if n_metric is not None and n_record is not None and n_metric != n_record:
-            self.bad(field_n, f"is {n_metric:g} but the paired record says n = {n_record}", FIX_SUMMARY)
-            return None
-        n = n_metric if n_metric is not None else n_record
-        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, float)) or n != int(n) or n < 0):
+        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n)
+                              or n != int(n) or n < 0):
             self.bad(field_n, f"the paired item count is {n!r}, not a count", FIX_SUMMARY)
             return None
         if n is not None and n < 2:
@@ -117,20 +89,8 @@ class Reader:
             self.bad(field_n, f"missing: the CI of the delta does not state over how many items (needed by {why})",
                      FIX_SUMMARY)
             return None
-        if not records:  # the CI must agree with its paired record; a removed record is no excuse
-            self.bad(f"{self.v.name}: paired", f"no paired record for {task} to check {key}.delta_ci_low against "
-                     f"(needed by {why})", FIX_SUMMARY)
-            return None
-        rec = records[0]
-        if not _same(rec.get("ci_low"), low):
-            self.bad(f"{self.v.name}: {key}.delta_ci_low", f"is {low} but the paired record says "
-                     f"{rec.get('ci_low')}", FIX_SUMMARY)
-            return None
-        high, delta = self.v.metrics.get(key + ".delta_ci_high", rec.get("ci_high")), rec.get("delta")
-        if not _same(rec.get("ci_high"), high):
-            self.bad(f"{self.v.name}: {key}.delta_ci_high", f"is {high} but the paired record says "
-                     f"{rec.get('ci_high')}", FIX_SUMMARY)
-            return None
+        high = self.v.metrics.get(key + ".delta_ci_high", rec.get("ci_high"))
+        delta = rec.get("delta", self.v.metrics.get(key + ".delta"))
         if not sane_interval(low, delta, high):
             self.bad(f"{self.v.name}: {key}.delta_ci", f"[{low}, {high}] around the delta {delta} is not an interval "
                      f"(it needs finite bounds, low <= delta <= high; needed by {why})", FIX_SUMMARY)
@@ -151,23 +111,7 @@ class Reader:
         return low, high
 
     def ratio(self, key: str, why: str) -> float | None:
-        value = self.get(self.v, key, why, nonneg=True)
-        plain = key.removesuffix(".ratio")
-        a, b = self.v.metrics.get(plain), self.base.metrics.get(plain)
-        if value is None:
-            return None
-        if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isfinite(a)
-                and math.isfinite(b) and a >= 0 and b > 0):  # what the ratio was computed from must be there
-            self.bad(f"{self.v.name}: {key}", f"cannot be checked: {plain} is {a} for the variant and {b} for the "
-                     f"baseline (needed by {why})", FIX_SUMMARY)
-            return None
-        if not all([self.from_record(who, plain, why) for who in (self.v, self.base)]):  # both said, not the first
-            return None
-        if not _same(value, a / b):
-            self.bad(f"{self.v.name}: {key}", f"is {value} but {plain} is {a} against the baseline's {b} "
-                     f"(ratio {a / b:.6g})", FIX_SUMMARY)
-            return None
-        return value
+        return self.get(self.v, key, why, nonneg=True)
 
 
 def sane_interval(low, point, high) -> bool:
@@ -175,8 +119,3 @@ def sane_interval(low, point, high) -> bool:
     nums = (low, point, high)
     return (all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums)
             and low <= point + 1e-12 and point <= high + 1e-12)
-
-
-def _same(a, b) -> bool:
-    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9,
-                                                                                         abs_tol=1e-12)

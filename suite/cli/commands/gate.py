@@ -4,7 +4,9 @@ from __future__ import annotations
 
 NAME = "gate"
 HELP = "pass/fail a finished run on its gates (exit 0 pass, 1 fail, 2 bad input, 3 inconclusive)"
-DESCRIPTION = ("Check a finished run against its recipe's gates (or --policy FILE): "
+DESCRIPTION = ("Check a finished run against its recipe's gates (or --policy FILE), on what its run folder's records "
+               "give (stage results, per-item records, run.json; summary.json is a cache: one that differs is a "
+               "warning, never judged): "
                "accuracy drop (absolute, relative), non-inferiority on the paired CI, throughput "
                "gain, p99 latency. Prints every gate with measured value, threshold and margin. When "
                "the run is in MLflow, its runs are tagged gate.result / gate.failed, and on a pass each "
@@ -20,7 +22,7 @@ EXAMPLES = (
 
 
 def add_arguments(gate) -> None:
-    gate.add_argument("run", help="run folder made by `suite run` (or its summary.json)")
+    gate.add_argument("run", help="run folder made by `suite run` (or its summary.json: its folder is judged)")
     gate.add_argument("--policy", help="YAML gate policy (the recipe's `gates:` block) to use instead")
     gate.add_argument("--recipe", help="the team's own copy of the recipe (e.g. from its repository): its sha256 must "
                       "be the one the run recorded, and its gates are used (default: the run folder's recipe.yaml, "

@@ -14,7 +14,7 @@ EXAMPLES = (
 
 
 def add_arguments(rep) -> None:
-    rep.add_argument("run", help="run folder (with summary.json)")
+    rep.add_argument("run", help="run folder made by `suite run` (its summary is what its records give)")
     rep.add_argument("--out", help="where to write the HTML (default: RUN_DIR/report.html)")
 
 

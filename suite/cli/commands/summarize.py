@@ -4,8 +4,8 @@ from __future__ import annotations
 
 NAME = "summarize"
 HELP = "rebuild a run's summary.json and report from its stage results (a partial run too), running no stage"
-DESCRIPTION = ("Reads RUN_DIR's stage results (variants/<name>/<stage>.result.json), recipe.yaml, plan.json and "
-               "jobs.json, makes the summary with this version's analysis code and writes summary.json and "
+DESCRIPTION = ("Reads RUN_DIR's stage results (variants/<name>/<stage>.result.json), recipe.yaml, plan.json, "
+               "run.json and jobs.json (never summary.json but in a folder from before run.json), makes the summary with this version's analysis code and writes summary.json and "
                "report.html again. A planned job without a result is an error of its variant (no gate passes it). "
                "An archived folder whose evaluate folders keep items.jsonl.gz in place of lm-eval's samples files is "
                "compared item by item from those (said in the output and the summary's warnings). "
@@ -23,7 +23,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from suite.orchestrate.summarize import archive_notes, rebuild
+    from suite.analysis.derive import archive_notes
+    from suite.orchestrate.summarize import rebuild
     from suite.runtime.errors import EXIT_OK
     from suite.runtime.lock import refuse_live
 

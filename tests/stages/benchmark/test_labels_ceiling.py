@@ -51,7 +51,7 @@ def test_a_result_carrying_both_names_is_refused_not_read_as_either(tmp_path):
     import pytest
     from pydantic import ValidationError
 
-    from suite.orchestrate.stageproc import read_result
+    from suite.plan.results import read_result
     from suite.records.benchmark import BenchmarkResult
 
     base = {"points": [], "server_start_s": 1.0, "wall_s": 1.0, "server_log": "server.log"}
