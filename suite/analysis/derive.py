@@ -73,7 +73,7 @@ def summarize(run_dir: Path) -> RunSummary:
             if result is not None:
                 record(v, stage, result, checks)  # an engine check's result goes under its label
                 totals[stage] = totals.get(stage, 0.0) + getattr(result, "wall_s", 0.0)
-            elif (stage, v.name) in planned and facts is None:
+            elif bad is not None or ((stage, v.name) in planned and facts is None):  # one there but unreadable: lost
                 v.errors.append(f"{stage} not finished: " + (bad or f"no {stage}.result.json in the run folder"))
     try:
         with _items_in_place_of_samples(summary) as read:

@@ -46,9 +46,17 @@ def test_a_headline_metric_other_than_the_planned_one_names_both(tmp_path, capsy
     s = build_gated_run(tmp_path, {"max_drop": {T1: 0.02}})
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert plan["variants"]["fp8"]["evaluate"]["tasks"] == [{"name": T1, "metric": "acc,none"}]
-    for v in s["variants"]:  # the summary alone says acc_norm: the stage results and the plan say acc
+    for v in s["variants"]:  # the summary alone says acc_norm: a cache, not judged (the records say acc)
         for sc in v["evaluate"]["scores"]:
             sc["metric"] = "acc_norm,none"
+    code, out, err = run_gate(tmp_path, capsys, s)
+    assert code == 0 and "summary.json is not what the run folder's records give" in err, out + err
+    for v in s["variants"]:  # the stage results say acc_norm: the plan says acc
+        res = tmp_path / "run" / "variants" / v["name"] / "evaluate.result.json"
+        data = json.loads(res.read_text())
+        for sc in data["scores"]:
+            sc["metric"] = "acc_norm,none"
+        res.write_text(json.dumps(data))
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 2 and "'acc_norm,none', but the run planned suite_gsm8k judged on 'acc,none'" in err, out + err
 

@@ -121,11 +121,11 @@ def _with_argv(s: dict, run, argv_of) -> dict:
         sha = hashlib.sha256((vdir / "benchmark.config.json").read_bytes()).hexdigest()
         result = json.loads((vdir / "benchmark.result.json").read_text())
         result["job"]["config_sha256"] = v["benchmark"]["job"]["config_sha256"] = sha
-        (vdir / "benchmark.result.json").write_text(json.dumps(result))
-        for p in v["benchmark"]["points"]:
+        for p in [*v["benchmark"]["points"], *result["points"]]:  # the stage record (judged) and the summary (a cache)
             p["request_rate"] = "inf"
             for r in p["repetitions"]:
                 r["argv"] = argv_of(v["name"])
+        (vdir / "benchmark.result.json").write_text(json.dumps(result))
     (run / "plan.json").write_text(json.dumps(plan))
     return s
 
