@@ -211,8 +211,8 @@ def run(config: GateConfig) -> GateResult:
     folder = Path(config.source).parent if config.source else Path(s.run_dir)
     recorded_hashes = recompute.records(s, folder, bad)
     provenance.check(s, folder, bad)  # metric, per-item records and sequential stops: the plan's, not the result's
-    if ppl_tasks:  # the perplexities were counted with the tokenizer the baseline's evaluation kept: unchanged since
-        provenance.counter(s, base, bad)
+    if ppl_tasks and base.evaluate is not None and base.evaluate.tokenizer_file:  # the copy the baseline's
+        provenance.counter(s, base, bad)  # evaluation kept (its perplexities' token counts): unchanged since
     if result.problems:
         return result
     recompute.verify(s, base, bad)
