@@ -189,8 +189,11 @@ def test_gate_exit_codes(demo_run, tmp_path):
     assert own.returncode in (0, 1, 3) and "max drop suite_gsm8k" in own.stdout, own.stdout + own.stderr
     assert own.stdout.strip().splitlines()[-1] in ("gate: PASS", "gate: FAIL", "gate: INCONCLUSIVE"), own.stdout
     lenient = tmp_path / "lenient.yaml"
-    lenient.write_text("default_max_drop: 1.0\nmin_throughput_gain: 0.01\n")
+    lenient.write_text("default_max_drop: 1.0\n")
     assert run_cli("gate", str(run_dir), "--policy", str(lenient)).returncode == 0
+    # the demo's 2 repetitions give the min-max range, which can fail a throughput gate but never pass one
+    (tmp_path / "gain.yaml").write_text("default_max_drop: 1.0\nmin_throughput_gain: 0.01\n")
+    assert run_cli("gate", str(run_dir), "--policy", str(tmp_path / "gain.yaml")).returncode == 3
     strict = tmp_path / "strict.yaml"
     strict.write_text("min_throughput_gain: 10.0\n")
     res = run_cli("gate", str(run_dir), "--policy", str(strict))
