@@ -35,13 +35,12 @@ repetitions within 1%) clears even the strict interim level at the third repetit
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
 from scipy import stats
 
-from suite.runtime.spread import MEDIAN_SE, ratio_interval
+from suite.runtime.spread import MEDIAN_SE, ratio_interval, welch_log_ratio
 
 INTERIM_ALPHA = 0.005  # one-sided, per direction, over all interim looks of a point (Bonferroni-split)
 MIN_REPETITIONS = 2
@@ -68,11 +67,7 @@ def interim_interval(variant: Sequence[float], base: Sequence[float],
     b = [float(x) for x in base if x is not None]
     if len(v) < 2 or len(b) < 2 or min(v) <= 0 or min(b) <= 0:
         return None, None
-    lv, lb = [math.log(x) for x in v], [math.log(x) for x in b]
-    sv, sb = statistics.variance(lv) / len(v), statistics.variance(lb) / len(b)
-    se = math.sqrt(sv + sb)
-    df = (sv + sb) ** 2 / ((sv ** 2 / (len(v) - 1)) + (sb ** 2 / (len(b) - 1))) if se > 0 else len(v) + len(b) - 2
-    mid = math.log(statistics.median(v) / statistics.median(b))
+    mid, se, df = welch_log_ratio(v, b)
     half = float(stats.t.ppf(1.0 - alpha, df)) * MEDIAN_SE * se
     return math.exp(mid - half), math.exp(mid + half)
 

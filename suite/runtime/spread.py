@@ -89,13 +89,19 @@ def ratio_interval(variant: Sequence[float], base: Sequence[float]) -> tuple[Opt
         return None, None, None
     if len(v) < 3 or len(b) < 3:
         return min(v) / max(b), max(v) / min(b), "range"
+    mid, se, df = welch_log_ratio(v, b)
+    half = t975(df) * MEDIAN_SE * se
+    return math.exp(mid - half), math.exp(mid + half), "t"
+
+
+def welch_log_ratio(v: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """(log of the ratio of medians, Welch standard error of the log means' difference, its Welch-Satterthwaite
+    degrees of freedom) of two sets of positive figures, 2 or more each: the ratio interval's parts."""
     lv, lb = [math.log(x) for x in v], [math.log(x) for x in b]
     sv, sb = statistics.variance(lv) / len(v), statistics.variance(lb) / len(b)
     se = math.sqrt(sv + sb)
     df = (sv + sb) ** 2 / ((sv ** 2 / (len(v) - 1)) + (sb ** 2 / (len(b) - 1))) if se > 0 else len(v) + len(b) - 2
-    mid = math.log(statistics.median(v) / statistics.median(b))
-    half = t975(df) * MEDIAN_SE * se
-    return math.exp(mid - half), math.exp(mid + half), "t"
+    return math.log(statistics.median(v) / statistics.median(b)), se, df
 
 
 def rep_values(point, key: str = "output_tok_s") -> list[float]:

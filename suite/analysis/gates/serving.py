@@ -15,24 +15,24 @@ from suite.analysis.gates.base import GateCheck, judge
 from suite.analysis.summary import headline_point
 
 
-def repetitions(ctx) -> int:
+def _recorded_counts(ctx) -> list[int | None]:
+    """The variant's and the baseline's repetition rows at the headline point (None: it recorded none)."""
     counts = []
     for w in (ctx.v, ctx.base):
         point = headline_point(w.benchmark, ctx.headline) if w.benchmark else None
-        counts.append(len(point.repetitions) if point is not None and point.repetitions else 1)
-    return min(counts)
+        counts.append(len(point.repetitions) if point is not None and point.repetitions else None)
+    return counts
+
+
+def repetitions(ctx) -> int:
+    return min(n or 1 for n in _recorded_counts(ctx))
 
 
 def recorded_repetitions(ctx) -> int | None:
     """The fewer of the variant's and the baseline's recorded repetitions at the headline point; None when either
     recorded no repetition rows (an older run: its recorded interval is judged as it is)."""
-    counts = []
-    for w in (ctx.v, ctx.base):
-        point = headline_point(w.benchmark, ctx.headline) if w.benchmark else None
-        if point is None or not point.repetitions:
-            return None
-        counts.append(len(point.repetitions))
-    return min(counts)
+    counts = _recorded_counts(ctx)
+    return None if None in counts else min(counts)
 
 
 def judged(ctx, key: str, gate: str, point: float, limit: float, upper: bool, interval_of=None) -> GateCheck:
