@@ -9,6 +9,9 @@ wait_s=${1:-500}
 t0=$(date +%s)
 while [ ! -f /tmp/envs/.complete ] && [ $(( $(date +%s) - t0 )) -lt 300 ]; do sleep 3; done
 [ -f /tmp/envs/.complete ] || { echo "start: the install has not finished in 300 s"; tail -5 /tmp/install.log; exit 2; }
+# wheels the bundle lacks (.gpu-src/whl, e.g. tenacity, added to the serve extras after the bundle was cut):
+# pure-Python ones, unpacked into the serve environment
+for w in .gpu-src/whl/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/envs/serve')" "$w" && echo "start: unpacked $w"; done
 echo "start: install done (waited $(( $(date +%s) - t0 )) s)"; tail -n 3 /tmp/install.log
 src=/tmp/study-src
 if pgrep -f "[s]tudy-chain-loop" >/dev/null; then echo "start: the chain is running already"; else

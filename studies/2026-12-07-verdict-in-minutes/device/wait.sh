@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wait up to SECONDS for the study's chain (chain.sh), then bring back what it made so far to $OUT (a run still going
-# is packed as far as it got): results.tar.gz (each run folder's summary, plan, jobs, report, timeline, stage results
-# and server logs; the suite's run logs; the chain log; /tmp/extra-out) and gpu.txt.
+# is packed as far as it got): results.tar.gz (each run folder whole, less checkpoint weights; the suite's run logs;
+# the chain log; /tmp/extra-out) and gpu.txt.
 #   bash studies/2026-12-07-verdict-in-minutes/device/wait.sh SECONDS
 set -uo pipefail
 limit=${1:-540} start=$(date +%s)
@@ -13,13 +13,10 @@ for log in /tmp/suite-run-*.log; do
 done
 pgrep -f "[s]tudy-chain-loop" >/dev/null && echo "wait: the chain is still running after ${limit} s"
 [ -n "${OUT:-}" ] || exit 0
-files=()
-for run in /tmp/runs-*/2*/; do
-  [ -d "$run" ] || continue
-  files+=("$run"summary.json "$run"plan.json "$run"jobs.json "$run"recipe.yaml "$run"timeline.png "$run"report.html)
-  files+=("$run"variants/*/*.result.json "$run"variants/*/benchmark/server.log "$run"variants/*/benchmark/bench-*.log)
-done
-tar czf "$OUT/results.tar.gz" --ignore-failed-read "${files[@]}" /tmp/suite-run-*.log /tmp/study-chain.log \
+# whole run folders (a partial pack cannot be gated elsewhere: `suite gate` needs every stage's config, run.json
+# and the manifest), without checkpoints' weights
+files=(/tmp/runs-*/2*/)
+tar czf "$OUT/results.tar.gz" --ignore-failed-read --exclude="*.safetensors" --exclude="*.bin" "${files[@]}" /tmp/suite-run-*.log /tmp/study-chain.log \
   /tmp/install.log /tmp/compileall.log /tmp/extra-out 2>/dev/null
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
 ls -la "$OUT"
