@@ -51,12 +51,15 @@ def check(variant: str, gate: str, measured: float, threshold: float, upper: boo
 
 def items_needed(n: int, low: float, high: float, point: float, threshold: float) -> str:
     """What would decide an interval that straddles ``threshold``: at the observed variance the half-width shrinks as
-    1/sqrt(n), so n_needed ~ n x (half-width / distance from the point to the threshold)^2."""
-    half, dist = (high - low) / 2, abs(point - threshold)
+    1/sqrt(n), so n_needed ~ n x (the interval's reach towards the threshold / the point's distance from it)^2. The
+    reach is the half on the threshold's side (a score or log-ratio interval is not symmetric), so a straddled
+    threshold always asks for more than ``n`` items; a normal approximation, not a promise."""
+    dist = abs(point - threshold)
     if dist <= EPS:
         return "no number of items: the estimate sits on the threshold"
-    needed = math.ceil(n * (half / dist) ** 2)
-    return f"about {needed:,} items at the observed variance ({max(needed - n, 0):,} more than the {n:,} scored)"
+    reach = (point - low) if threshold < point else (high - point)
+    needed = max(math.ceil(n * (max(reach, dist) / dist) ** 2), n + 1)
+    return f"about {needed:,} items at the observed variance ({needed - n:,} more than the {n:,} scored)"
 
 
 def judge(variant: str, gate: str, point: float, low: float, high: float, threshold: float, upper: bool,
