@@ -196,7 +196,7 @@ def test_sync_against_a_server_that_died_fails_within_30_s(tmp_path):
     s.recipe["tracking"] = {"uri": uri, "experiment": "dead"}
     s.write(run_dir / "summary.json")
     start = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "suite", "sync", str(run_dir)], cwd=ROOT, capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "suite", "sync", str(run_dir), "--uri", uri], cwd=ROOT, capture_output=True,
                          text=True, timeout=90)
     took = time.monotonic() - start
     assert res.returncode == 2 and f"logging to {uri} failed" in res.stderr, res.stderr[-2000:]

@@ -117,11 +117,11 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path, plain_server):
     assert error and "unreachable" in error and time.monotonic() - start < 15
     saved = json.loads((run_dir / "tracking.json").read_text())
     assert saved["tracking"] is None and "unreachable" in saved["tracking_pending"]
-    res = run_cli("sync", str(run_dir))
+    res = run_cli("sync", str(run_dir), "--uri", uri)
     assert res.returncode == 2 and "unreachable" in res.stderr
 
     plain_server.start()
-    res = run_cli("sync", str(run_dir))
+    res = run_cli("sync", str(run_dir), "--uri", uri)
     assert res.returncode == 0, res.stdout + res.stderr
     saved = json.loads((run_dir / "tracking.json").read_text())
     assert saved["tracking_pending"] is None and saved["tracking"]["uri"] == uri
@@ -134,7 +134,7 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path, plain_server):
     parent_id = saved["tracking"]["parent_run_id"]
     assert "summary.json" in [a.path for a in client.list_artifacts(parent_id)]  # over HTTP, from the server
 
-    assert run_cli("sync", str(run_dir)).returncode == 0  # already logged: nothing new
+    assert run_cli("sync", str(run_dir), "--uri", uri).returncode == 0  # already logged: nothing new
     again = track_summary(s.model_copy(update={"tracking": None}), run_dir / "summary.json", out_root)
     assert again is None and len(client.search_runs([exp.experiment_id])) == 3  # found, not duplicated
 
@@ -193,7 +193,7 @@ def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tm
     # the server's store may hold other tests' runs: this sync's summary.json is the one not there yet
     logged = lambda: set((plain_server.root / "art").glob("*/*/artifacts/summary.json"))  # noqa: E731
     before = logged()
-    sync = subprocess.Popen([sys.executable, "-m", "suite", "sync", str(run_dir)], cwd=ROOT,
+    sync = subprocess.Popen([sys.executable, "-m", "suite", "sync", str(run_dir), "--uri", uri], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not logged() - before:
@@ -206,7 +206,7 @@ def test_server_killed_mid_sync_fails_fast_and_the_next_sync_keeps_one_parent(tm
     assert sync.returncode == 2 and "failed" in err, err
     assert time.monotonic() - killed_at < 30
     plain_server.start()
-    res = run_cli("sync", str(run_dir))
+    res = run_cli("sync", str(run_dir), "--uri", uri)
     assert res.returncode == 0, res.stdout + res.stderr
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("killed").experiment_id])
