@@ -25,7 +25,7 @@ from typing import Callable
 
 from suite.analysis import derive
 from suite.analysis import summary as summaries
-from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
+from suite.orchestrate import jobs, progress, rundir, stageproc, store_seal, tracking
 from suite.orchestrate.executors import JobCall, make_executor
 from suite.orchestrate.store import STORE_ENV, recorded_key, store_root
 from suite.plan import results
@@ -96,6 +96,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
     env = envs.stage_env(plan.env)
     env[STORE_ENV] = str(store_root(loaded, out_root))  # the evaluation cache and the engines' compile caches
+    refused = store_seal.check_compile_store(Path(env[STORE_ENV]))  # SUITE_MANIFEST_KEY: unsealed compile caches go
     quantizes = any(vp.quantize for vp in plan.variants)
     earlier = None
     if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
@@ -107,6 +108,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
         summary.recipe_changed_on_resume = list(recipe_changed)
         summary.warnings.append(f"resumed with --accept-recipe-change: recipe.yaml differs from the one the run "
                                 f"began with in {', '.join(recipe_changed)}")
+    summary.warnings.extend(refused)
     if lock.taken_over:
         t = lock.taken_over
         summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
@@ -116,8 +118,11 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
         report("run", "", "tracking", live.url)
     try:
         with progress.watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
-            totals = schedule(plan, summary, expected, plan.executor, run_dir, out_root, env, force, lock,
-                              live.hear(report), watch)
+            try:
+                totals = schedule(plan, summary, expected, plan.executor, run_dir, out_root, env, force, lock,
+                                  live.hear(report), watch)
+            finally:  # what this run's engines compiled, sealed for the next run (with SUITE_MANIFEST_KEY)
+                store_seal.seal_compile_store(Path(env[STORE_ENV]))
         # what the job loop knows that the results do not say goes into the folder (run.json); the closing summary
         # is the folder's (derive.summarize), as `suite summarize` and `suite gate` make it
         finished = now()

@@ -8,6 +8,12 @@ judged by ``suite gate --verify`` as genuine. An entry without a seal, or whose 
 was stored, or sealed with another key), is not reused: one line says so, the job runs again and its result replaces
 the entry. Without the key nothing is sealed or checked: the store is then trusted like the output folder
 (docs/07-reliability-and-threat-model.md).
+
+The compile store (``<store>/compile-cache/<key>/``: vLLM's, Inductor's, Triton's and FlashInfer's caches, generated
+code and kernels a later engine start loads) is sealed the same way, one seal per key folder over every file in it
+(``__pycache__`` included: Python loads those), by the parent process: checked when a run begins (a folder whose seal
+does not verify is deleted with one warning line, so its configuration starts cold) and written when the run's jobs
+have ended. The stage processes that fill it never hold the key.
 """
 
 from __future__ import annotations
@@ -16,16 +22,20 @@ import hmac
 import json
 import logging
 import os
+import shutil
 from itertools import islice
 from pathlib import Path
 
 from suite.outputs.manifest import KEY_ENV, sign
 from suite.runtime import safeio
+from suite.runtime.engine.compilecache import COMPILE_DIR
 from suite.runtime.errors import SuiteError
 
 SEAL = "seal.json"
 FORMAT = "suite.store-seal/1"  # in the signed body: a seal is never a manifest, nor a manifest a seal
 MAX_FILES = 10_000  # files an entry may hold (an evaluation's: its result, lm-eval's results, a samples file a task)
+COMPILE_SEAL = ".suite-seal.json"  # in each compile key folder
+MAX_TREE_ENTRIES = 200_000  # files and folders one compile key folder may hold (a warm 8B start's: a few thousand)
 
 log = logging.getLogger(__name__)
 
@@ -72,3 +82,62 @@ def refusal(entry: Path, stage: str, key: str) -> str | None:
     line = f"store entry {entry} not reused: {why}; the job runs again and its result replaces the entry"
     log.warning(line)
     return line
+
+
+def _tree_body(folder: Path) -> dict:
+    """What a compile folder's seal signs: its key (the folder's name) and the sha256 of each file under it by relative
+    path (a link is named as one, never followed; more than ``MAX_TREE_ENTRIES`` entries is signed as too many)."""
+    files, seen = {}, 0
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        seen += len(dirs) + len(names)
+        if seen > MAX_TREE_ENTRIES:
+            return {"format": FORMAT, "compile_key": folder.name, "files": f"more than {MAX_TREE_ENTRIES} entries"}
+        for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            p = Path(root) / name
+            rel = p.relative_to(folder).as_posix()
+            if rel != COMPILE_SEAL:
+                files[rel] = safeio.sha256(p, "run_file") if p.is_file() and not p.is_symlink() else "not a file"
+    return {"format": FORMAT, "compile_key": folder.name, "files": files}
+
+
+def _compile_folders(store: Path) -> list[Path]:
+    root = Path(store) / COMPILE_DIR
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []
+
+
+def check_compile_store(store: Path) -> list[str]:
+    """Delete each compile folder of ``store`` whose seal does not verify (none, another key's, changed since):
+    a line for each (its configuration starts cold and is sealed again at the run's end). Nothing without the key."""
+    secret = os.environ.get(KEY_ENV)
+    if not secret:
+        return []
+    lines = []
+    for folder in _compile_folders(store):
+        try:
+            data = safeio.read_json(folder / COMPILE_SEAL, "manifest")
+            ok = isinstance(data, dict) and isinstance(data.get("hmac"), str) and hmac.compare_digest(
+                data["hmac"], sign(_tree_body(folder), secret))
+            why = None if ok else "its seal does not match (changed since it was sealed, or sealed with another key)"
+        except FileNotFoundError:
+            why = f"it carries no seal ({COMPILE_SEAL}): it was filled without {KEY_ENV}"
+        except (OSError, ValueError, RecursionError, SuiteError) as e:
+            why = f"its seal cannot be read ({e.problems[0].message if isinstance(e, SuiteError) else e})"
+        if why:
+            shutil.rmtree(folder, ignore_errors=True)
+            lines.append(f"compile store folder {folder} deleted: {why}; its configuration starts cold")
+            log.warning(lines[-1])
+    return lines
+
+
+def seal_compile_store(store: Path) -> int:
+    """Seal every compile folder of ``store`` as it is now (after the run's jobs); the number sealed, 0 without the
+    key."""
+    secret = os.environ.get(KEY_ENV)
+    if not secret:
+        return 0
+    folders = _compile_folders(store)
+    for folder in folders:
+        body = _tree_body(folder)
+        (folder / COMPILE_SEAL).write_text(json.dumps({**body, "hmac": sign(body, secret)}, sort_keys=True) + "\n")
+    return len(folders)

@@ -340,7 +340,8 @@ def run_versions(variants=(), quantize: bool = False) -> dict[str, str]:
 # not handed to stage processes, so that nothing a stage runs (model-written code included) can read them.
 # Hugging Face's tokens stay: hub model downloads need them.
 _CREDENTIAL = re.compile(r"(PASSWORD|PASSWD|_PASS|_SECRET|_TOKEN|_API_KEY|_ACCESS_KEY|_ACCESS_KEY_ID|_SESSION_TOKEN"
-                         r"|_USERNAME|_PRIVATE_KEY|_CREDENTIALS|_CONNECTION_STRING)$", re.IGNORECASE)
+                         r"|_USERNAME|_PRIVATE_KEY|_CREDENTIALS|_CONNECTION_STRING"
+                         r"|_MANIFEST_KEY|_SIGNING_KEY|_HMAC_KEY)$", re.IGNORECASE)  # SUITE_MANIFEST_KEY signs in the parent only
 _STAGE_CREDENTIALS_KEPT = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
 
 

