@@ -10,6 +10,9 @@ from suite.orchestrate.store import Found, RunFolder, find, job_key, prerequisit
 from suite.records import migrate
 from suite.records.summary import RUN_FACTS, RunFacts
 from suite.stages.registry import STAGES
+from suite.plan.planner import with_results
+from suite.plan.dag import PUBLISH
+from suite.stages.evaluate import preflight as check
 
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
@@ -47,7 +50,6 @@ def ready_plan(vp, stage: str, vs):
     evaluate and benchmark engine arguments); the plan itself for a job after none (nothing to pass on)."""
     if not prerequisites_before(vp, stage):
         return vp
-    from suite.plan.planner import with_results
 
     return with_results(vp, vs)
 
@@ -86,8 +88,6 @@ def plan_path(plan, variant: str) -> str:
 
 def stage_jobs(plan) -> list:
     """The plan's DAG jobs that run a stage (not the publish step the DAG ends with)."""
-    from suite.plan.dag import PUBLISH
-
     return [j for j in plan.dag if j.stage != PUBLISH]
 
 
@@ -98,8 +98,6 @@ def builds_checkpoint(stage: str) -> bool:
 
 def preflight(variants) -> list[str]:
     """The evaluation pre-flight (same prompts for every variant), once every checkpoint exists: its warnings."""
-    from suite.stages.evaluate import preflight as check
-
     return check.run(variants)
 
 

@@ -16,6 +16,8 @@ from suite.records import migrate
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, serving_problems
 from suite.stages.registry import run_order
+from suite.runtime.lock import RunLock, RunLockedError
+from suite.plan.planner import make_plan
 
 
 def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
@@ -35,8 +37,6 @@ def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
 
 def acquire_run_lock(run_dir: Path):
     """The run folder's lock (suite.runtime.lock.RunLock), or a clear error while another run of it is alive."""
-    from suite.runtime.lock import RunLock, RunLockedError
-
     try:
         return RunLock(run_dir).acquire()
     except RunLockedError as e:
@@ -49,8 +49,6 @@ def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
     """The run's plan (checkpoints under ``out_root``), written to plan.json (what this attempt runs: `suite gate`
     binds every result to its job in it), and for a resume the jobs whose run-folder results are hits before
     anything runs (``expected_hits``); when some job will run, a SuiteError if this machine cannot serve the recipe."""
-    from suite.plan.planner import make_plan
-
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     expected = expected_hits(plan, run_dir, out_root) if resume else {}
     if resume and len(expected) < len(plan.jobs()) and (problems := serving_problems(loaded)):

@@ -38,6 +38,7 @@ from suite.runtime.engine.compilecache import STORE_ENV
 from suite.runtime.settings import Settings
 from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
+from suite.plan.planner import with_results
 
 
 
@@ -224,7 +225,6 @@ def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str
     earlier = prerequisites_before(vp, stage)
     if any(getattr(done, s, None) is None for s in earlier):
         return None  # known once they ran: the runner compares it then (runner.schedule)
-    from suite.plan.planner import with_results
 
     config = with_results(vp, done).config(stage) if done is not None else config
     built = next((getattr(done, s) for s in earlier if STAGES[s].builds_checkpoint), None)

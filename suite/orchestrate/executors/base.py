@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from suite.stages.registry import STAGES
+from suite.orchestrate.jobs import run_job
 
 if TYPE_CHECKING:
     from suite.orchestrate.jobs import StageOutcome
@@ -31,8 +32,6 @@ class JobCall:
     python: str | None = None  # the stage's interpreter, chosen here (SUITE_*_PYTHON are this process's)
 
     def run(self, extra_env: dict[str, str]) -> "StageOutcome":
-        from suite.orchestrate.jobs import run_job
-
         return run_job(self.stage, self.variant_plan, self.variant_summary, self.run_dir, self.out_root,
                        {**self.env, **extra_env}, self.force, self.lock, self.python)
 
