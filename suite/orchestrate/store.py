@@ -55,6 +55,12 @@ def store_root(loaded, out_root: Path) -> Path:
     return Path(out_root)
 
 
+def run_env(loaded, plan, out_root: Path) -> dict[str, str]:
+    """What a run's stage processes get: the stage environment of the plan (``envs.stage_env``) with the run's store
+    (``STORE_ENV``: the evaluation cache and the engines' compile caches)."""
+    return envs.stage_env(plan.env) | {STORE_ENV: str(store_root(loaded, out_root))}
+
+
 def eval_cache_dir(env: dict[str, str], out_root: Path) -> Path:
     """The evaluation cache of the run whose stages get ``env`` (the runner puts the store in it, ``STORE_ENV``)."""
     return Path(env.get(STORE_ENV) or out_root) / EVAL_CACHE
