@@ -62,16 +62,17 @@ def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
     return plan, expected, run_env(loaded, plan, out_root)
 
 
-def opening_summary(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, started: str) -> RunSummary:
+def opening_summary(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, started: str,
+                    quantizes: bool) -> RunSummary:
     """The summary the job loop files results into (``derive.start``): a resume keeps where and with what the run
     began (its summary.json, names resolved against the folder where it is now); a new run asks the serve
-    environment's platform and the versions its stages will run with (the quantize environment's when it quantizes)."""
+    environment's platform and the versions its stages will run with (the quantize environment's when the plan
+    ``quantizes``)."""
     earlier = None
     if resume and (run_dir / "summary.json").is_file():
         earlier = RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
     if earlier is not None:
         return derive.start(loaded, plan, run_dir, platform="", versions={}, earlier=earlier, started=started)
-    quantizes = any(vp.quantize for vp in plan.variants)
     return derive.start(loaded, plan, run_dir, platform=vllm_platform(), versions=run_versions(quantize=quantizes),
                         started=started)
 

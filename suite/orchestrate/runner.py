@@ -92,7 +92,8 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     plan, expected, env = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
-    summary = rundir.opening_summary(loaded, plan, run_dir, resume is not None, started=now())
+    quantizes = any(vp.quantize for vp in plan.variants)
+    summary = rundir.opening_summary(loaded, plan, run_dir, resume is not None, now(), quantizes)
     if recipe_changed:
         summary.recipe_changed_on_resume = list(recipe_changed)
         summary.warnings.append(f"resumed with --accept-recipe-change: recipe.yaml differs from the one the run "
@@ -111,7 +112,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
         # what the job loop knows that the results do not say goes into the folder (run.json); the closing summary
         # is the folder's (derive.summarize), as `suite summarize` and `suite gate` make it
         finished = now()
-        jobs.write_facts(run_dir, summary, any(vp.quantize for vp in plan.variants), totals, finished)
+        jobs.write_facts(run_dir, summary, quantizes, totals, finished)
         summary = publish(derive.summarize(run_dir), run_dir, out_root, track, resumed=resume is not None,
                           report=report, end_times=live.end_ms, finished=finished, signs=True)
     except BaseException:
