@@ -17,12 +17,23 @@ never imports vLLM, lm-eval or torch; the frames need pandas (the serve environm
 from __future__ import annotations
 
 import copy
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import yaml
+
 from suite.analysis import derive
+from suite.analysis.paired import is_perplexity_metric, item_scores
+from suite.orchestrate.runner import execute
+from suite.outputs import report as report_page
+from suite.outputs.tracking_target import check_uris
+from suite.recipe import load_recipe
+from suite.recipe.checks import output_folder_problems
+from suite.recipe.load import MAX_DEPTH, load_run_recipe, load_yaml, read_text
 from suite.runtime.errors import Problem, SuiteError
+from suite.runtime.lock import refuse_live
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -40,8 +51,6 @@ def override_problems(overrides: dict) -> list[Problem]:
     """The bounds a recipe file is held to, for keyword overrides: plain YAML values only (mappings with string
     keys, lists, strings, numbers, booleans, None), nested at most as deep as a recipe may be, and not too many
     (read without recursion: a cycle or 100,000 levels is refused, not a RecursionError)."""
-    from suite.recipe.load import MAX_DEPTH
-
     stack, seen = [(k, v, 1) for k, v in overrides.items()], 0
     while stack:
         where, value, depth = stack.pop()
@@ -68,9 +77,6 @@ def override_problems(overrides: dict) -> list[Problem]:
 def load(recipe: str | Path, serving: bool = True, **overrides: Any):
     """A validated recipe (``suite.recipe.LoadedRecipe``), with ``overrides`` merged into its mapping: its text is
     the merged recipe, which a run copies into its folder (so `--resume` and `suite gate` read what ran)."""
-    from suite.recipe import load_recipe
-    from suite.recipe.load import load_yaml, read_text
-
     path = Path(recipe)
     if not overrides:
         return load_recipe(path, serving=serving)
@@ -78,7 +84,6 @@ def load(recipe: str | Path, serving: bool = True, **overrides: Any):
         raise SuiteError(Problem(str(path), "", "recipe file not found", "check the path"))
     if problems := override_problems(overrides):
         raise SuiteError(problems)
-    import yaml
 
     data = load_yaml(read_text(path), str(path))
     if not isinstance(data, dict):
@@ -109,8 +114,6 @@ class Run:
         """One row per scored item of every accuracy task: variant, task, subtask, doc_id, metric, score
         (lm-eval's samples files the evaluate stage kept, on the task's headline metric)."""
         import pandas as pd
-
-        from suite.analysis.paired import is_perplexity_metric, item_scores
 
         rows = []
         for v in self.summary.variants:
@@ -145,7 +148,7 @@ class Run:
     def verdict(self, policy: str | Path | None = None, recipe: str | Path | None = None):
         """``gate`` with where its gates came from (``suite.analysis.gate.Verdict``: result, label, policy_sha256,
         looser): what `suite gate` prints."""
-        from suite.analysis import gate
+        from suite.analysis import gate  # lazy: scipy (0.6 s, a serve extra): load_run and the tables work without it
 
         return gate.verdict(self.summary, self.run_dir, str(policy) if policy else None,
                             str(recipe) if recipe else None)
@@ -153,11 +156,9 @@ class Run:
     def report(self, out: str | Path | None = None) -> Path:
         """The run's HTML report (``suite report``), with the verdict ``gate`` gives; written to ``out``, by default
         report.html in this run folder (not wherever summary.json says the run was)."""
-        from suite.outputs import report
-
         page = Path(out) if out else self.run_dir / "report.html"
-        return report.run(report.ReportConfig(self.summary, page, gate=report.recipe_verdict(self.summary,
-                                                                                              self.run_dir))).html
+        verdict = report_page.recipe_verdict(self.summary, self.run_dir)
+        return report_page.run(report_page.ReportConfig(self.summary, page, gate=verdict)).html
 
     def _file(self, recorded: str) -> Path:
         """A file the run recorded: its name was resolved against this run folder when the summary was read
@@ -173,8 +174,6 @@ def load_run(run_dir: str | Path, who: str = "suite.load_run") -> Run:
     """A finished (or partial) run folder (or its summary.json's path), read: the summary its records give
     (``suite.analysis.derive.read_run``; summary.json is a cache, never read for a figure). A run in progress (its
     run.lock held by a live `suite run`) is refused (SuiteError naming ``who`` asked: a command or the API)."""
-    from suite.runtime.lock import refuse_live
-
     p = Path(run_dir)
     folder = p if p.is_dir() else p.parent
     refuse_live(folder, who)
@@ -189,8 +188,6 @@ RUN_MODULES = ("scipy", "matplotlib")
 
 def missing_for_run() -> list[str]:
     """The modules of RUN_MODULES this environment cannot import."""
-    import importlib.util
-
     return [m for m in RUN_MODULES if importlib.util.find_spec(m) is None]
 
 
@@ -204,8 +201,6 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
     ``suite.orchestrate.runner.Reporter``: the job events, ("run", "", "started", run folder) and the stages'
     progress counts). ``accept_recipe_change``: resume although the run folder's recipe.yaml changed since the
     run started (the summary and `suite gate` then say which fields)."""
-    from suite.orchestrate.runner import execute
-
     if missing := missing_for_run():
         raise SuiteError(Problem("environment", "suite run", f"{', '.join(missing)} not installed: a run's analysis "
                                  "and report need them in this environment, after the stages",
@@ -219,7 +214,6 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
         if overrides:
             raise SuiteError(Problem(str(resume), "", "a resumed run keeps the recipe it was made from",
                                      "drop the overrides, or start a new run"))
-        from suite.recipe.load import load_run_recipe
 
         loaded, resume_dir = (recipe if loaded_given else load_run_recipe(Path(resume))), Path(resume)
     else:
@@ -233,9 +227,6 @@ def run(recipe: str | Path, *, output_dir: str | Path | None = None, track: bool
 def _check_places(loaded, output_dir: str | Path | None, track: bool) -> None:
     """Before anything is made: ``output_dir`` (`suite run --out`) is held to the rules of the recipe's output_dir,
     and with ``track`` no tracking URI (the recipe's, MLflow's environment's) holds a credential."""
-    from suite.outputs.tracking_target import check_uris
-    from suite.recipe.checks import output_folder_problems
-
     if output_dir is not None and (problems := output_folder_problems(Path(output_dir).resolve(), "suite run",
                                                                         "--out (output_dir)")):
         raise SuiteError(problems)

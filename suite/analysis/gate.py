@@ -54,9 +54,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
-from suite.recipe import GateSpec
+from suite.recipe import GateSpec, load_yaml, validation_problems, Recipe
 from suite.analysis import derive
 from suite.analysis.gates import binding, provenance, recompute
 from suite.analysis.gates import policy as trusted
@@ -85,10 +87,6 @@ class GateConfig:
 
 def load_policy(path: str) -> GateSpec:
     """A ``--policy`` file (a recipe's ``gates:`` block) as a GateSpec; every problem a SuiteError."""
-    from pydantic import ValidationError
-
-    from suite.recipe import load_yaml, validation_problems
-
     fix_yaml = "write the recipe's gates: block as YAML (`suite schema` lists the gates)"
     try:
         raw = safeio.read_bytes(path, "policy")
@@ -122,10 +120,6 @@ def load_policy(path: str) -> GateSpec:
 def recipe_gates(summary: RunSummary, source: str) -> GateSpec:
     """The gates of summary.json's copy of the recipe, unchecked: only what a ``--policy`` loosens is measured against
     them (``weaker_than``); a verdict takes its gates from ``verdict`` (the trusted recipe)."""
-    from pydantic import ValidationError
-
-    from suite.recipe import Recipe
-
     try:
         return Recipe.model_validate(summary.recipe).gates
     except ValidationError as e:

@@ -6,14 +6,15 @@ import sys
 from pathlib import Path
 
 from suite.cli import overrides
+from suite.cli.render import print_dag
 from suite.orchestrate.executors import job_use
 from suite.orchestrate.rundir import plan_json
-from suite.orchestrate.store import STORE_ENV, Store, eval_cache_dir, job_key, store_root
+from suite.orchestrate.store import Store, eval_cache_dir, job_key, run_env
 from suite.outputs.tracking_target import target
 from suite.plan.planner import make_plan
 from suite.plan.starts import planned_starts, starts_line
 from suite.recipe.executor import ExecutorSpec
-from suite.runtime.envs import engine_args_facts, serve_python, stage_env, vllm_distribution, vllm_platform
+from suite.runtime.envs import engine_args_facts, serve_python, vllm_distribution, vllm_platform
 from suite.runtime.errors import EXIT_OK, Problem, SuiteError
 from suite.stages.registry import EVALUATE, STAGES
 
@@ -40,7 +41,7 @@ def cmd_validate(args) -> int:
 
 def _starts_line(loaded, plan, out_root: Path) -> str:
     """``engine starts: N (...)``: the vLLM engines a run of the plan starts, none for an evaluation its store holds."""
-    env = stage_env(plan.env) | {STORE_ENV: str(store_root(loaded, out_root))}
+    env = run_env(loaded, plan, out_root)
     cache = Store(eval_cache_dir(env, out_root))
 
     def held(stage: str, vp) -> bool | None:
@@ -67,8 +68,6 @@ def cmd_plan(args) -> int:
     print(_tracking_line(loaded, out), file=sys.stderr)  # stdout stays the plan's JSON (or the DAG)
     print(_starts_line(loaded, plan, out), file=sys.stderr)
     if getattr(args, "jobs", False):
-        from suite.cli.render import print_dag  # lazy: the summary's records (pydantic set-up), for --jobs only
-
         print_dag(plan, use=job_use(plan.executor))
         return EXIT_OK
     print(plan_json(plan))

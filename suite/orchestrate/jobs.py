@@ -6,10 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from suite.orchestrate.stageproc import StageOutcome, run_stage
-from suite.orchestrate.store import Found, RunFolder, find, job_key, prerequisites_before, result_file, shared_store
+from suite.orchestrate.store import (Found, RunFolder, find, job_key, prerequisites_before, recorded_key, result_file,
+                                    shared_store)
 from suite.records import migrate
 from suite.records.summary import RUN_FACTS, RunFacts
+from suite.runtime import envs
+from suite.runtime.engine.compilecache import STORE_ENV
 from suite.stages.registry import STAGES
+from suite.plan.planner import with_results
+from suite.plan.dag import PUBLISH
+from suite.stages.evaluate import preflight as check
 
 
 def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
@@ -47,7 +53,6 @@ def ready_plan(vp, stage: str, vs):
     evaluate and benchmark engine arguments); the plan itself for a job after none (nothing to pass on)."""
     if not prerequisites_before(vp, stage):
         return vp
-    from suite.plan.planner import with_results
 
     return with_results(vp, vs)
 
@@ -61,6 +66,16 @@ def miss_note(stage: str, variant: str, found: Found, vp) -> list[str]:
         return []
     return [f"{variant}: the checkpoint's content key changed since the run began ({found.earlier.key[:12]} -> "
             f"{vp.config(stage).key[:12]}): it is built again"]
+
+
+def reuse_note(stage: str, found: Found, vs, env: dict[str, str]) -> str | None:
+    """The line a hit in the shared store says once: the baseline's scored result reused from the store (its key),
+    so a team sees its baseline was not run again; None for any other hit."""
+    scored = not STAGES[stage].check_of and not builds_checkpoint(stage)
+    if not (found.where == "store" and vs.is_baseline and scored):
+        return None
+    return (f"baseline: reused from {env.get(STORE_ENV)} (key {recorded_key(found.result)}): its {stage} is not run "
+            "again")
 
 
 def checkpoint_note(old, new, variant: str, plan) -> list[str]:
@@ -86,8 +101,6 @@ def plan_path(plan, variant: str) -> str:
 
 def stage_jobs(plan) -> list:
     """The plan's DAG jobs that run a stage (not the publish step the DAG ends with)."""
-    from suite.plan.dag import PUBLISH
-
     return [j for j in plan.dag if j.stage != PUBLISH]
 
 
@@ -98,8 +111,6 @@ def builds_checkpoint(stage: str) -> bool:
 
 def preflight(variants) -> list[str]:
     """The evaluation pre-flight (same prompts for every variant), once every checkpoint exists: its warnings."""
-    from suite.stages.evaluate import preflight as check
-
     return check.run(variants)
 
 
@@ -129,12 +140,13 @@ def forget_facts(run_dir: Path) -> None:
     (run_dir / RUN_FACTS).unlink(missing_ok=True)
 
 
-def write_facts(run_dir: Path, summary, versions: dict[str, str], stage_wall_s: dict[str, float], finished: str) -> Path:
+def write_facts(run_dir: Path, summary, quantizes: bool, stage_wall_s: dict[str, float], finished: str) -> Path:
     """run.json (``records.summary.RunFacts``): what the runner knows of the run that its stage results do not say,
     from its job loop's ``summary`` (each variant's errors and tokenizer facts, the run's warnings, where and when it
-    ran), so that ``suite.analysis.derive.summarize`` makes the run's summary from the folder alone."""
+    ran, the versions its stages ran with: ``envs.run_versions``, the quantize environment's asked when the plan
+    ``quantizes``), so that ``suite.analysis.derive.summarize`` makes the run's summary from the folder alone."""
     facts = RunFacts(started=summary.started, finished=finished, recipe_sha256=summary.recipe_sha256,
-                     platform=summary.platform, versions=versions,
+                     platform=summary.platform, versions=envs.run_versions(summary.variants, quantize=quantizes),
                      errors={v.name: list(v.errors) for v in summary.variants if v.errors},
                      tokenizer={v.name: dict(v.tokenizer) for v in summary.variants if v.tokenizer},
                      model_sha256={v.name: v.model_sha256 for v in summary.variants if v.model_sha256},

@@ -1,4 +1,5 @@
-"""The run folder: its name, its lock, the recipe copy and plan.json it holds, and what a run promised at its start."""
+"""The run folder: its name, its lock, the recipe copy and plan.json it holds, the summary a run opens with, and what a
+run promised at its start."""
 
 from __future__ import annotations
 
@@ -7,15 +8,20 @@ from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+from suite.analysis import derive
 from suite.orchestrate.jobs import stage_jobs
-from suite.orchestrate.store import RunFolder, job_key, shared_store
+from suite.orchestrate.store import RunFolder, job_key, run_env, shared_store
+from suite.records.paths import recorded_run_dir
+from suite.records.summary import RunSummary
 from suite.runtime import safeio
-from suite.runtime.envs import stage_env
+from suite.runtime.envs import run_versions, stage_env, vllm_platform
 from suite.recipe.loaded import fields_that_differ
 from suite.records import migrate
 from suite.runtime.errors import Problem, SuiteError
 from suite.recipe import LoadedRecipe, serving_problems
 from suite.stages.registry import run_order
+from suite.runtime.lock import RunLock, RunLockedError
+from suite.plan.planner import make_plan
 
 
 def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
@@ -35,8 +41,6 @@ def new_run_dir(loaded: LoadedRecipe, out_root: Path) -> Path:
 
 def acquire_run_lock(run_dir: Path):
     """The run folder's lock (suite.runtime.lock.RunLock), or a clear error while another run of it is alive."""
-    from suite.runtime.lock import RunLock, RunLockedError
-
     try:
         return RunLock(run_dir).acquire()
     except RunLockedError as e:
@@ -47,16 +51,30 @@ def acquire_run_lock(run_dir: Path):
 
 def prepare(loaded: LoadedRecipe, run_dir: Path, out_root: Path, resume: bool):
     """The run's plan (checkpoints under ``out_root``), written to plan.json (what this attempt runs: `suite gate`
-    binds every result to its job in it), and for a resume the jobs whose run-folder results are hits before
-    anything runs (``expected_hits``); when some job will run, a SuiteError if this machine cannot serve the recipe."""
-    from suite.plan.planner import make_plan
-
+    binds every result to its job in it), for a resume the jobs whose run-folder results are hits before anything
+    runs (``expected_hits``), and what the stage processes get (``store.run_env``); when some job will run, a
+    SuiteError if this machine cannot serve the recipe."""
     plan = make_plan(loaded, run_dir, out_root / "checkpoints")
     expected = expected_hits(plan, run_dir, out_root) if resume else {}
     if resume and len(expected) < len(plan.jobs()) and (problems := serving_problems(loaded)):
         raise SuiteError(problems)
     (run_dir / "plan.json").write_text(plan_json(plan, loaded.path))
-    return plan, expected
+    return plan, expected, run_env(loaded, plan, out_root)
+
+
+def opening_summary(loaded: LoadedRecipe, plan, run_dir: Path, resume: bool, started: str,
+                    quantizes: bool) -> RunSummary:
+    """The summary the job loop files results into (``derive.start``): a resume keeps where and with what the run
+    began (its summary.json, names resolved against the folder where it is now); a new run asks the serve
+    environment's platform and the versions its stages will run with (the quantize environment's when the plan
+    ``quantizes``)."""
+    earlier = None
+    if resume and (run_dir / "summary.json").is_file():
+        earlier = RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
+    if earlier is not None:
+        return derive.start(loaded, plan, run_dir, platform="", versions={}, earlier=earlier, started=started)
+    return derive.start(loaded, plan, run_dir, platform=vllm_platform(), versions=run_versions(quantize=quantizes),
+                        started=started)
 
 
 def expected_hits(plan, run_dir: Path, out_root: Path) -> dict:

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from suite.analysis import derive
-from suite.analysis import summary as summaries
-from suite.orchestrate import jobs, progress, rundir, stageproc, store_seal, tracking
+from suite.orchestrate import jobs, progress, rundir, store_seal, tracking
 from suite.orchestrate.executors import JobCall, make_executor
-from suite.orchestrate.store import STORE_ENV, recorded_key, store_root
 from suite.plan import results
-from suite.stages.registry import STAGES
 from suite.outputs.publish import now, publish
-from suite.records.paths import recorded_run_dir
-from suite.runtime import envs
+
+if TYPE_CHECKING:
+    from suite.records.summary import RunSummary
 
 
 # (stage, variant, event[, where]) with event in start|ok|failed|skipped|resumed|cached; 'start' also says
@@ -55,7 +53,7 @@ class RunInterrupted(KeyboardInterrupt):
 
 def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report: Reporter | None = None,
             track: bool = True, force: bool = False, resume: Path | None = None,
-            watch: Watcher | None = None, accept_recipe_change: bool = False) -> "summaries.RunSummary":
+            watch: Watcher | None = None, accept_recipe_change: bool = False) -> "RunSummary":
     """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
     results already there are kept (event 'resumed'), the other jobs run. The folder is locked
     (``run.lock``) for as long as this runs: a resume refuses while a run of it, or a stage of one, is alive.
@@ -90,20 +88,13 @@ def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report:
 
 def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
              resume: Path | None, watch: Watcher | None = None,
-             recipe_changed: list[str] | None = None) -> "summaries.RunSummary":
-    plan, expected = rundir.prepare(loaded, run_dir, out_root, resume is not None)
+             recipe_changed: list[str] | None = None) -> "RunSummary":
+    plan, expected, env = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
-    env = envs.stage_env(plan.env)
-    env[STORE_ENV] = str(store_root(loaded, out_root))  # the evaluation cache and the engines' compile caches
-    refused = store_seal.check_compile_store(Path(env[STORE_ENV]))  # SUITE_MANIFEST_KEY: unsealed compile caches go
+    refused = store_seal.check_compile_store(env)  # SUITE_MANIFEST_KEY: compile folders whose seal fails go
     quantizes = any(vp.quantize for vp in plan.variants)
-    earlier = None
-    if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
-        earlier = summaries.RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
-    summary = derive.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
-                              versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
-                              started=now())
+    summary = rundir.opening_summary(loaded, plan, run_dir, resume is not None, now(), quantizes)
     if recipe_changed:
         summary.recipe_changed_on_resume = list(recipe_changed)
         summary.warnings.append(f"resumed with --accept-recipe-change: recipe.yaml differs from the one the run "
@@ -122,11 +113,11 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
                 totals = schedule(plan, summary, expected, plan.executor, run_dir, out_root, env, force, lock,
                                   live.hear(report), watch)
             finally:  # what this run's engines compiled, sealed for the next run (with SUITE_MANIFEST_KEY)
-                store_seal.seal_compile_store(Path(env[STORE_ENV]))
+                store_seal.seal_compile_store(env)
         # what the job loop knows that the results do not say goes into the folder (run.json); the closing summary
         # is the folder's (derive.summarize), as `suite summarize` and `suite gate` make it
         finished = now()
-        jobs.write_facts(run_dir, summary, envs.run_versions(summary.variants, quantize=quantizes), totals, finished)
+        jobs.write_facts(run_dir, summary, quantizes, totals, finished)
         summary = publish(derive.summarize(run_dir), run_dir, out_root, track, resumed=resume is not None,
                           report=report, end_times=live.end_ms, finished=finished, signs=True)
     except BaseException:
@@ -142,8 +133,7 @@ def schedule(plan, summary, expected: dict, spec, run_dir: Path, out_root: Path,
     fits, only when that misses (``expected``: the hits a resume's look before anything ran found). Writes
     ``jobs.json`` (where and when each job ran, the executor's overhead); returns each stage's total wall time."""
     loop = JobLoop(plan, summary, expected, make_executor(spec), report, env,
-                   lambda job, vp, vs: JobCall(job.stage, vp, vs, run_dir, out_root, env, force, lock,
-                                               stageproc.interpreter(job.stage)),
+                   lambda job, vp, vs: JobCall.of_stage(job.stage, vp, vs, run_dir, out_root, env, force, lock),
                    lambda job, vs: jobs.look_up(job.stage, loop.plans[job.variant], vs, run_dir, out_root, env, force,
                                                 lock))
     executor, t0, checked = loop.executor, time.time(), False
@@ -249,10 +239,8 @@ class JobLoop:
             self.summary.warnings += jobs.checkpoint_note(self.earlier.pop(job.id), found.result, job.variant,
                                                           self.plan)
         self.settle(job, "ok", "resumed" if found.where == "run" else "cached")
-        scored = not STAGES[job.stage].check_of and not jobs.builds_checkpoint(job.stage)
-        if found.where == "store" and vs.is_baseline and scored:
-            self.report("run", "", "note", f"baseline: reused from {self.env.get(STORE_ENV)} (key "
-                        f"{recorded_key(found.result)}): its {job.stage} is not run again")
+        if note := jobs.reuse_note(job.stage, found, vs, self.env):
+            self.report("run", "", "note", note)
 
     def finished(self, f, t0: float) -> None:
         """A job the executor ran: its outcome into its variant's summary (a rebuilt checkpoint compared with the

@@ -38,6 +38,7 @@ from suite.runtime.engine.compilecache import STORE_ENV
 from suite.runtime.settings import Settings
 from suite.stages import registry
 from suite.stages.registry import EVALUATE, STAGES
+from suite.plan.planner import with_results
 
 
 
@@ -52,6 +53,12 @@ def store_root(loaded, out_root: Path) -> Path:
     if getattr(loaded.recipe, "store", None):
         return loaded.resolve(loaded.recipe.store)
     return Path(out_root)
+
+
+def run_env(loaded, plan, out_root: Path) -> dict[str, str]:
+    """What a run's stage processes get: the stage environment of the plan (``envs.stage_env``) with the run's store
+    (``STORE_ENV``: the evaluation cache and the engines' compile caches)."""
+    return envs.stage_env(plan.env) | {STORE_ENV: str(store_root(loaded, out_root))}
 
 
 def eval_cache_dir(env: dict[str, str], out_root: Path) -> Path:
@@ -224,7 +231,6 @@ def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str
     earlier = prerequisites_before(vp, stage)
     if any(getattr(done, s, None) is None for s in earlier):
         return None  # known once they ran: the runner compares it then (runner.schedule)
-    from suite.plan.planner import with_results
 
     config = with_results(vp, done).config(stage) if done is not None else config
     built = next((getattr(done, s) for s in earlier if STAGES[s].builds_checkpoint), None)

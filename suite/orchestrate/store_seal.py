@@ -28,7 +28,7 @@ from pathlib import Path
 
 from suite.outputs.manifest import KEY_ENV, sign
 from suite.runtime import safeio
-from suite.runtime.engine.compilecache import COMPILE_DIR
+from suite.runtime.engine.compilecache import COMPILE_DIR, STORE_ENV
 from suite.runtime.errors import SuiteError
 
 SEAL = "seal.json"
@@ -101,19 +101,22 @@ def _tree_body(folder: Path) -> dict:
     return {"format": FORMAT, "compile_key": folder.name, "files": files}
 
 
-def _compile_folders(store: Path) -> list[Path]:
-    root = Path(store) / COMPILE_DIR
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []
+def _compile_folders(env) -> list[Path]:
+    """The compile key folders of the store the stage environment ``env`` names (``SUITE_STORE``)."""
+    store = env.get(STORE_ENV)
+    root = Path(store) / COMPILE_DIR if store else None
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root and root.is_dir() else []
 
 
-def check_compile_store(store: Path) -> list[str]:
-    """Delete each compile folder of ``store`` whose seal does not verify (none, another key's, changed since):
-    a line for each (its configuration starts cold and is sealed again at the run's end). Nothing without the key."""
+def check_compile_store(env) -> list[str]:
+    """Delete each compile folder of the run's store (``env``: the stages' environment, which names it) whose seal
+    does not verify (none, another key's, changed since): a line for each (its configuration starts cold and is
+    sealed again at the run's end). Nothing without the key."""
     secret = os.environ.get(KEY_ENV)
     if not secret:
         return []
     lines = []
-    for folder in _compile_folders(store):
+    for folder in _compile_folders(env):
         try:
             data = safeio.read_json(folder / COMPILE_SEAL, "manifest")
             ok = isinstance(data, dict) and isinstance(data.get("hmac"), str) and hmac.compare_digest(
@@ -130,13 +133,13 @@ def check_compile_store(store: Path) -> list[str]:
     return lines
 
 
-def seal_compile_store(store: Path) -> int:
-    """Seal every compile folder of ``store`` as it is now (after the run's jobs); the number sealed, 0 without the
-    key."""
+def seal_compile_store(env) -> int:
+    """Seal every compile folder of the run's store (``env`` names it) as it is now (after the run's jobs); the
+    number sealed, 0 without the key."""
     secret = os.environ.get(KEY_ENV)
     if not secret:
         return 0
-    folders = _compile_folders(store)
+    folders = _compile_folders(env)
     for folder in folders:
         body = _tree_body(folder)
         (folder / COMPILE_SEAL).write_text(json.dumps({**body, "hmac": sign(body, secret)}, sort_keys=True) + "\n")

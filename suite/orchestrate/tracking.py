@@ -7,12 +7,11 @@ from pathlib import Path
 
 from suite.runtime import safeio
 from suite.outputs.mlflow_live import LiveTracking
+from suite.stages.evaluate import tasks
 
 
 def task_datasets(loaded) -> list[tuple[str, str, str]]:
     """(task, data folder, sha256 of its data files, 32 hex digits) for each recipe task that reads local files."""
-    from suite.stages.evaluate import tasks
-
     data_dir = Path(loaded.resolve(loaded.recipe.eval.data_dir))
     out = []
     for t in loaded.recipe.eval.tasks:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from suite.runtime import safeio
+from suite.runtime import safeio, envs
 from suite.recipe import LoadedRecipe, VariantSpec, kv
 from suite.records.benchmark import GATED_FIGURES, AdaptiveRepetitions, BenchmarkConfig
 from suite.records.evaluate import EngineConfig, EvaluateConfig, SequentialConfig
@@ -23,6 +23,8 @@ from suite.plan.keys import checkpoint_key
 from suite.runtime.errors import SuiteError
 from suite.stages.evaluate.tasks import TASKS_DIR
 from suite.stages.registry import BENCHMARK, ENGINE_CHECKS, EVALUATE, STAGES, StageSpec
+from suite.stages.quantize import calibration
+from suite.runtime.engine.args import check_engine_args
 
 if TYPE_CHECKING:
     from suite.plan.planner import VariantContext
@@ -31,8 +33,6 @@ if TYPE_CHECKING:
 def quantize(ctx: VariantContext, spec: StageSpec) -> QuantizeConfig | None:
     """The variant's checkpoint, named by content, not by variant: two variants with the same quantization share
     one (``suite.plan.keys.checkpoint_key``)."""
-    from suite.stages.quantize import calibration
-
     q, r, variant, loaded = ctx.variant.quantization, ctx.recipe, ctx.variant, ctx.loaded
     if q is None:
         return None
@@ -203,8 +203,6 @@ def sequential(ctx: VariantContext) -> SequentialConfig | None:
 
 def absolute_calibration(loaded: LoadedRecipe, calib):
     """Set YAML paths in a recipe's calibration made absolute (they are relative to the recipe)."""
-    from suite.stages.quantize import calibration
-
     if calib is None:
         return None
     fix = lambda ref: str(loaded.resolve(ref)) if calibration.is_file_ref(ref) else ref  # noqa: E731
@@ -220,10 +218,8 @@ def engine_args_as_vllm_takes_them(engine_args: dict) -> dict:
     by ``suite validate`` (recipe.serving_problems); anything it would refuse is passed on unchanged."""
     if not engine_args:
         return {}
-    from suite.runtime.engine.args import check_engine_args
-    from suite.runtime.envs import engine_args_facts
 
-    typed, _ = check_engine_args(engine_args, engine_args_facts())
+    typed, _ = check_engine_args(engine_args, envs.engine_args_facts())
     return {k: typed.get(k, v) for k, v in engine_args.items()}
 
 
@@ -246,9 +242,7 @@ def kvcheck_config(loaded: LoadedRecipe, variant: VariantSpec, model_path: str, 
     q = variant.quantization
     candidates = ([] if scales == "auto" else [scales]) + ["unit"] + (["calibrated"] if q is not None and q.kv_cache else [])
     try:
-        from suite.runtime.envs import engine_args_facts
-
-        if kv.DYNAMIC_ARG in engine_args_facts().get("fields", {}) and not (q is not None and q.kv_cache):
+        if kv.DYNAMIC_ARG in envs.engine_args_facts().get("fields", {}) and not (q is not None and q.kv_cache):
             candidates.append("dynamic")
     except SuiteError:
         pass  # no serve environment to ask: 'dynamic' is not offered

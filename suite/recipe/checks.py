@@ -31,8 +31,6 @@ def headline_metric(task: str, metric: str | None = None) -> str | None:
     """The 'metric,filter' the evaluate stage scores ``task`` on: the recipe's ``metric``, else the task's declared
     headline (tasks/: metadata.suite_primary_metric; a standard lm-eval name: its table); None: neither, and the
     stage takes the first metric lm-eval reports (suite.stages.evaluate.stage.task_score)."""
-    from suite.stages.evaluate import tasks  # local: a small YAML registry
-
     return tasks.primary_metric(task, metric)
 
 
@@ -40,8 +38,6 @@ def task_leaves(task: str) -> set[str] | None:
     """The names a task's per-item records may carry in their ``task`` field: the task itself and, for a group of
     tasks/, every subtask down to the leaves (the evaluate stage writes a group's rows under their leaf's name);
     None: not a task of tasks/ (a standard lm-eval name, or one of eval.include_path), its subtasks unknown here."""
-    from suite.stages.evaluate import tasks  # local: a small YAML registry
-
     known = tasks.available()
     if task not in known:
         return None

@@ -26,6 +26,15 @@ def filled(store: Path, key: str = "aac480a02a9c9c1b") -> Path:
     return folder
 
 
+def env(store: Path) -> dict[str, str]:
+    return {"SUITE_STORE": str(store)}
+
+
+def test_a_run_without_a_store_has_nothing_to_check(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "the-ci-secret")
+    assert check_compile_store({}) == [] and seal_compile_store({}) == 0
+
+
 @pytest.fixture
 def key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, "the-ci-secret")
@@ -33,15 +42,15 @@ def key(monkeypatch):
 
 def test_a_sealed_folder_as_it_was_is_kept(tmp_path, key):
     folder = filled(tmp_path)
-    assert seal_compile_store(tmp_path) == 1 and (folder / COMPILE_SEAL).is_file()
-    assert check_compile_store(tmp_path) == [] and (folder / "vllm" / "graph.bin").is_file()
+    assert seal_compile_store(env(tmp_path)) == 1 and (folder / COMPILE_SEAL).is_file()
+    assert check_compile_store(env(tmp_path)) == [] and (folder / "vllm" / "graph.bin").is_file()
 
 
 @pytest.mark.parametrize("tamper", ["edit", "add", "pyc", "unseal", "other_key", "link"])
 def test_a_folder_changed_after_its_seal_is_deleted_with_one_line(tmp_path, key, monkeypatch, tamper):
     folder = filled(tmp_path)
     other = filled(tmp_path, "c2a5b1bc1d722cea")
-    seal_compile_store(tmp_path)
+    seal_compile_store(env(tmp_path))
     if tamper == "edit":
         (folder / "inductor" / "ab" / "kernel.py").write_text("import os; os.system('id')\n")
     elif tamper == "add":
@@ -53,13 +62,13 @@ def test_a_folder_changed_after_its_seal_is_deleted_with_one_line(tmp_path, key,
         (folder / COMPILE_SEAL).unlink()
     elif tamper == "other_key":
         monkeypatch.setenv(KEY_ENV, "another-secret")
-        seal_compile_store(tmp_path)
+        seal_compile_store(env(tmp_path))
         monkeypatch.setenv(KEY_ENV, "the-ci-secret")
         other.joinpath(COMPILE_SEAL).unlink()  # only `folder` is judged below with a foreign seal
     elif tamper == "link":
         (folder / "vllm" / "graph.bin").unlink()
         (folder / "vllm" / "graph.bin").symlink_to(tmp_path / "elsewhere.bin")
-    lines = check_compile_store(tmp_path)
+    lines = check_compile_store(env(tmp_path))
     assert not folder.exists() and any(str(folder) in line and "starts cold" in line for line in lines), lines
     if tamper != "other_key":
         assert other.exists() and len(lines) == 1
@@ -68,12 +77,12 @@ def test_a_folder_changed_after_its_seal_is_deleted_with_one_line(tmp_path, key,
 def test_without_the_key_nothing_is_sealed_or_deleted(tmp_path, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     folder = filled(tmp_path)
-    assert seal_compile_store(tmp_path) == 0 and check_compile_store(tmp_path) == []
+    assert seal_compile_store(env(tmp_path)) == 0 and check_compile_store(env(tmp_path)) == []
     assert folder.is_dir() and not (folder / COMPILE_SEAL).exists()
 
 
 def test_a_store_without_compile_caches_is_nothing_to_check(tmp_path, key):
-    assert check_compile_store(tmp_path / "absent") == [] and seal_compile_store(tmp_path / "absent") == 0
+    assert check_compile_store(env(tmp_path / "absent")) == [] and seal_compile_store(env(tmp_path / "absent")) == 0
 
 
 def test_too_many_entries_is_signed_as_such_not_walked_for_ever(tmp_path, key, monkeypatch):

@@ -9,19 +9,18 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from suite.runtime import safeio
 from suite.recipe.loaded import fields_that_differ
 from suite.runtime.errors import Problem, SuiteError
+from suite.recipe import Recipe, load_yaml, read_text, validation_problems, GateSpec
 
 FIX_RECIPE = "gate with the recipe from your repository (`suite gate RUN --recipe RECIPE`) or a --policy file"
 
 
 def _trusted_recipe(path: Path, recorded: str, what: str):
     """The recipe at ``path`` (a Recipe), refused unless its sha256 is the ``recipe_sha256`` the run recorded."""
-    from pydantic import ValidationError
-
-    from suite.recipe import Recipe, load_yaml, read_text, validation_problems
-
     text = read_text(path)
     got = hashlib.sha256(text.encode()).hexdigest()
     if got != recorded:
@@ -50,10 +49,6 @@ def check_copy(summary, trusted, where: str, source: str) -> None:
     """summary.json's copy of the recipe must be the trusted recipe ``trusted`` (a Recipe from ``where``): the run's
     structure (tasks, variants, baseline, headline rule, seed, gates) is read from that copy, so an edit to it (a
     failing task or variant dropped from summary.json alone) is refused, naming the fields that differ."""
-    from pydantic import ValidationError
-
-    from suite.recipe import Recipe
-
     want = trusted.model_dump(mode="json")
     try:
         have = Recipe.model_validate(summary.recipe or {}).model_dump(mode="json")
@@ -90,9 +85,6 @@ def choose(summary, run: str, source: str, policy_file: str | None, recipe_file:
     if not copy.is_file():
         raise SuiteError(Problem(str(copy), "", "no recipe.yaml in the run folder to take the gates from", FIX_RECIPE))
     trusted = _trusted_recipe(copy, summary.recipe_sha256, "the run folder's recipe.yaml")
-    from pydantic import ValidationError
-
-    from suite.recipe import GateSpec
 
     spec = trusted.gates
     try:

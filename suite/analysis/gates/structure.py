@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
-from suite.recipe import DEFAULTS, PER_TASK, GateSpec
+from pydantic import ValidationError
+
+from suite.recipe import DEFAULTS, PER_TASK, GateSpec, Recipe
 from suite.analysis.paired import is_perplexity_metric
 from suite.analysis.gates.base import FIX_SUMMARY
 from suite.records.summary import RunSummary, VariantSummary
@@ -14,10 +16,6 @@ from suite.records.summary import RunSummary, VariantSummary
 def structure(s: RunSummary, src: str, bad):
     """(the baseline, the run's recipe); the baseline None when the run is not what its recipe describes, and the
     recipe None when its copy is not valid (problems through ``bad``)."""
-    from pydantic import ValidationError
-
-    from suite.recipe import Recipe
-
     fix = FIX_SUMMARY
     names = [v.name for v in s.variants]
     dupes = sorted({n for n in names if names.count(n) > 1})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from suite.runtime.errors import SuiteError
+
 NAME = "gate"
 HELP = "pass/fail a finished run on its gates (exit 0 pass, 1 fail, 2 bad input, 3 inconclusive)"
 DESCRIPTION = ("Check a finished run against its recipe's gates (or --policy FILE), on what its run folder's records "
@@ -42,8 +44,8 @@ def add_arguments(gate) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.gate import cmd_gate, report_bad_input
-    from suite.runtime.errors import SuiteError
 
     try:
         return cmd_gate(args)

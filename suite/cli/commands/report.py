@@ -19,6 +19,7 @@ def add_arguments(rep) -> None:
 
 
 def run(args) -> int:
+    # lazy: `suite --help` imports every command module; the work loads when it runs
     from suite.cli.report import cmd_report
 
     return cmd_report(args)

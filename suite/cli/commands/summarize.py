@@ -21,18 +21,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
+    # lazy: `suite --help` imports every command module; the work loads when it runs
+    from suite.cli.summarize import cmd_summarize
 
-    from suite.analysis.derive import archive_notes
-    from suite.orchestrate.summarize import rebuild
-    from suite.runtime.errors import EXIT_OK
-    from suite.runtime.lock import refuse_live
-
-    refuse_live(Path(args.run), "`suite summarize`")  # a live run writes its own summary.json and report.html
-    summary = rebuild(Path(args.run))
-    bad = [v.name for v in summary.variants if v.errors]
-    print(f"{summary.run_dir}/summary.json: {len(summary.variants)} variant(s)"
-          + (f", with errors: {', '.join(bad)}" if bad else ""))
-    for note in archive_notes(summary):
-        print(note)
-    return EXIT_OK
+    return cmd_summarize(args)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Callable
 
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
+from suite.orchestrate.executors.local import LocalExecutor, machine_gpus
+from suite.orchestrate.executors.ray import RayExecutor
 
 if TYPE_CHECKING:
     from suite.plan.dag import Job
@@ -18,10 +20,7 @@ if TYPE_CHECKING:
 def make_executor(spec: ExecutorSpec) -> Executor:
     """The executor a recipe's (or ``--executor``'s) ``executor`` section asks for."""
     if spec.kind == "ray":
-        from suite.orchestrate.executors.ray import RayExecutor
-
         return RayExecutor(spec)
-    from suite.orchestrate.executors.local import LocalExecutor
 
     return LocalExecutor(spec)
 
@@ -31,8 +30,6 @@ def job_use(spec: ExecutorSpec) -> Callable[[Job], str]:
     machine without GPUs runs every job on the CPU, one at a time; otherwise what the job asks for (a Ray cluster's
     GPUs are known only once it is joined)."""
     if spec.kind != "ray":
-        from suite.orchestrate.executors.local import machine_gpus
-
         if not machine_gpus(spec):
             return lambda job: "CPU, one job at a time"
     return lambda job: job.resources.describe()

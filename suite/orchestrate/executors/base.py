@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from suite.stages.registry import STAGES
+from suite.orchestrate.jobs import run_job
+from suite.orchestrate.stageproc import interpreter
 
 if TYPE_CHECKING:
-    from suite.orchestrate.jobs import StageOutcome
+    from suite.orchestrate.stageproc import StageOutcome
     from suite.plan.dag import Job
 
 
@@ -30,9 +32,13 @@ class JobCall:
     lock: object = None  # suite.runtime.lock.RunLock
     python: str | None = None  # the stage's interpreter, chosen here (SUITE_*_PYTHON are this process's)
 
-    def run(self, extra_env: dict[str, str]) -> "StageOutcome":
-        from suite.orchestrate.jobs import run_job
+    @classmethod
+    def of_stage(cls, stage: str, *args, **kwargs) -> "JobCall":
+        """The call of a ``stage`` job, with its stage's interpreter chosen here, in the parent (a Ray worker's
+        SUITE_*_PYTHON may name other interpreters)."""
+        return cls(stage, *args, **kwargs, python=interpreter(stage))
 
+    def run(self, extra_env: dict[str, str]) -> "StageOutcome":
         return run_job(self.stage, self.variant_plan, self.variant_summary, self.run_dir, self.out_root,
                        {**self.env, **extra_env}, self.force, self.lock, self.python)
 

@@ -19,6 +19,8 @@ import time
 
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
+from suite.orchestrate.stageproc import StageOutcome
+from suite.runtime import procs
 
 EPS = 1e-6
 # Engines sharing a GPU start at once: each has a KV cache of fixed size (EngineConfig.gpu_share,
@@ -116,8 +118,6 @@ class LocalExecutor(Executor):
         return True
 
     def _run(self, job, call: JobCall, env: dict, placement: str, submitted: float) -> None:
-        from suite.orchestrate.jobs import StageOutcome
-
         started = time.time()
         try:
             outcome = call.run(env)
@@ -131,8 +131,6 @@ class LocalExecutor(Executor):
         if not self.active:
             return
         import psutil
-
-        from suite.runtime import procs
 
         for child in psutil.Process().children():
             try:

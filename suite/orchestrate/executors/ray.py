@@ -25,6 +25,10 @@ from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
+from suite.runtime.procs import error_line
+from suite.runtime.envs import REPO_ROOT
+from suite.orchestrate.stageproc import StageOutcome
+from suite.orchestrate.executors.local import visible_gpus
 
 
 def _run_in_worker(call: JobCall):
@@ -85,8 +89,6 @@ def _raylet_error(temp_dir: str | None = None) -> str | None:
     """The raylet's fatal line from the newest session's log (``<ray temp dir>/session_latest/logs/raylet.err``)."""
     from pathlib import Path
 
-    from suite.runtime.procs import error_line
-
     logs = Path(_ray_temp_dir(temp_dir)) / "session_latest" / "logs"
     for log in (logs / "raylet.err", logs / "raylet.out"):
         try:
@@ -118,7 +120,6 @@ class RayExecutor(Executor):
         except ImportError:
             raise SuiteError(Problem("executor.kind", "ray", "Ray is not installed in the environment that runs suite",
                                      "pip install 'suite[ray]' (or ray>=2.40), or use executor.kind: local")) from None
-        from suite.runtime.envs import REPO_ROOT
 
         t0 = time.time()
         runtime_env = {"env_vars": {"PYTHONPATH": str(REPO_ROOT)}}  # suite importable in every worker
@@ -134,8 +135,6 @@ class RayExecutor(Executor):
                                          "start it (`ray start --head`) or fix the address")) from None
             self.where = f"Ray cluster {self.spec.address}"
         else:
-            from suite.orchestrate.executors.local import visible_gpus
-
             gpus = [str(g) for g in self.spec.gpus] if self.spec.gpus is not None else visible_gpus()
             saved = os.environ.get("CUDA_VISIBLE_DEVICES")
             if gpus:  # Ray hands out the ids it finds in CUDA_VISIBLE_DEVICES when it starts
@@ -214,8 +213,6 @@ class RayExecutor(Executor):
     def wait(self) -> list[Finished]:
         import ray
         from ray.exceptions import NodeDiedError, WorkerCrashedError
-
-        from suite.orchestrate.jobs import StageOutcome
 
         while True:
             ready, _ = ray.wait(list(self.inflight), num_returns=1)

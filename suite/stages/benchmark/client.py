@@ -30,6 +30,7 @@ from pathlib import Path
 
 from suite.runtime import safeio
 from suite.runtime import procs
+from suite.runtime.vllm_alias import install_vllm_version_alias
 
 WORKER = [sys.executable, "-m", "suite.stages.benchmark.client"]
 
@@ -119,8 +120,6 @@ def _restore(saved) -> None:
 
 
 def serve_forever() -> None:
-    from suite.runtime.vllm_alias import install_vllm_version_alias
-
     install_vllm_version_alias()
     answers = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol keeps the real stdout; jobs get their logs
     os.dup2(2, 1)  # anything printed outside a job goes to the start-up log, not into the protocol

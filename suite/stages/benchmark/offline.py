@@ -17,16 +17,15 @@ import time
 from pathlib import Path
 
 from suite.records.benchmark import BenchmarkConfig
+from suite.runtime.vllm_alias import install_vllm_version_alias
+from suite.runtime.engine.batching import serve_engine_limits
+from suite.stages.benchmark.workload import task_prompts
 
 
 def measure(config: BenchmarkConfig) -> dict:
-    from suite.runtime.vllm_alias import install_vllm_version_alias
-
     install_vllm_version_alias()
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
-
-    from suite.runtime.engine.batching import serve_engine_limits
 
     e = config.engine
     # the engine `vllm serve` builds, without its HTTP front end: vLLM gives LLM and the OpenAI server different batch
@@ -39,8 +38,6 @@ def measure(config: BenchmarkConfig) -> dict:
               seed=config.seed, **args)
     load_s = time.perf_counter() - t0
     if config.workloads[0] == "tasks":
-        from suite.stages.benchmark.workload import task_prompts
-
         texts = task_prompts(Path(config.data_dir or "."), config.seed)
         prompts = [f"[offline-{i}] {texts[i % len(texts)]}" for i in range(config.num_prompts)]
         if config.chat_template:

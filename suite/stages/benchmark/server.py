@@ -42,9 +42,10 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from suite.runtime import safeio
+from suite.runtime import safeio, envs
 from suite.runtime import procs
 from suite.records.evaluate import EngineConfig
+from suite.runtime.engine.args import engine_cli_flags
 
 log = logging.getLogger(__name__)
 VLLM_CLI = [sys.executable, "-m", "suite.runtime.engine.vllm_cli"]
@@ -82,11 +83,8 @@ def engine_flags(engine: EngineConfig, facts: dict | None = None) -> list[str]:
     """vLLM engine arguments as `vllm serve` flags, in the forms the serve environment's vLLM parser takes
     (suite.runtime.engine.args.engine_cli_flags: lists of an nargs='+' argument as separate values, mappings as
     JSON). ``facts``: ``environments.engine_args_facts()`` (asked of this interpreter when not given)."""
-    from suite.runtime.engine.args import engine_cli_flags
-    from suite.runtime.envs import engine_args_facts
-
     if facts is None and engine.engine_args:
-        facts = engine_args_facts()  # cached on disk by `suite validate` / the plan
+        facts = envs.engine_args_facts()  # cached on disk by `suite validate` / the plan
     return ["--dtype", engine.dtype, "--max-model-len", str(engine.max_model_len),
             "--kv-cache-dtype", engine.kv_cache_dtype, *engine_cli_flags(engine.engine_args, facts)]
 
