@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from suite.analysis.paired import MAX_GZ_ROW_CHARS
 from suite.runtime import safeio
 
 CHECK_VERSION = 1
@@ -33,9 +34,13 @@ TEXT_SHOWN = 80  # characters of an answer shown
 
 def _rows(path: str | Path, filt: str, keep: set | None = None) -> dict[tuple[str, int], dict]:
     """{(subtask, doc_id): row} of one samples file's rows for the filter ``filt`` (only the keys in ``keep``)."""
-    out = {}
+    out, n = {}, 0
+    packed = str(path).endswith(".gz")  # an archived items file (suite.analysis.paired.item_scores): rows bounded
     with safeio.open_text(path, "samples") as fh:
-        for n, line in enumerate(fh, 1):
+        while line := (fh.readline(MAX_GZ_ROW_CHARS + 1) if packed else fh.readline()):
+            n += 1
+            if packed and len(line) > MAX_GZ_ROW_CHARS and not line.endswith("\n"):
+                raise ValueError(f"{path}: line {n}: a row longer than {MAX_GZ_ROW_CHARS} characters")
             row = safeio.loads_json(line, path, "samples", where=f"line {n}")
             if row.get("filter", "none") != filt:
                 continue
@@ -69,8 +74,8 @@ def item_difference(served: dict, checked: dict, name: str, exact: bool) -> str 
     if a != b and not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b)):
         return f"score {a} served, {b} in-process"
     if exact:
-        for field in ("filtered_resps", "resps"):
-            if not same(served.get(field), checked.get(field)):
+        for field in ("filtered_resps", "resps"):  # where both rows keep it (an archived items file has no resps)
+            if field in served and field in checked and not same(served[field], checked[field]):
                 return f"{field} {_shown(served.get(field))} served, {_shown(checked.get(field))} in-process"
     return None
 
@@ -136,4 +141,7 @@ def add_served_check(variants, metric_name) -> list[str]:
             v.metrics.update({f"{key}.served_check_items": float(r["items"]),
                               f"{key}.served_check_disagree": float(r["disagree"])})
         warnings += agreement_warnings(v.name, records)
+        compared = {r["task"] for r in records}
+        warnings += [f"{v.name}: served check: {sc.task}: not compared (no per-item records on one side): its "
+                     "accuracy gates are inconclusive" for sc in v.evaluate.scores if sc.task not in compared]
     return warnings

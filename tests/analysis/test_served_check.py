@@ -8,6 +8,7 @@ import json
 import pytest
 
 from conftest import build_gated_run
+from suite.analysis.gates.recompute import sha256_file
 from suite.analysis.served_check import CHECK_VERSION, LL_ATOL, add_served_check, compare_task, served_agreement
 from suite.analysis.summary import metric_name
 from suite.records.evaluate import EvaluateResult, TaskScore
@@ -100,7 +101,8 @@ def _gated(tmp_path, check_wrong=()):
         if r["doc_id"] in check_wrong:
             r["acc"] = 1.0 - r["acc"]
     check = _write(tmp_path / "check.jsonl", rows)
-    fp8.served_check = fp8.evaluate.model_copy(update={"samples_files": {TASK: str(check)}})
+    fp8.served_check = fp8.evaluate.model_copy(update={"samples_files": {TASK: str(check)},
+                                                       "samples_sha256": {TASK: sha256_file(check)}})
     return s
 
 
@@ -130,8 +132,23 @@ def test_an_agreeing_check_leaves_the_pass_and_a_disagreeing_one_makes_it_inconc
 
 def test_a_check_without_a_comparison_is_never_a_pass(tmp_path):
     s = _gated(tmp_path)
+    check = s.variants[1].served_check
+    s.variants[1].served_check = check.model_copy(update={"samples_files": {}, "samples_sha256": {}})
+    assert add_served_check(s.variants, metric_name) == [f"fp8: served check: {TASK}: not compared (no per-item "
+                                                         "records on one side): its accuracy gates are inconclusive"]
+    (c,) = [c for c in _gate(s).checks if c.variant == "fp8"]  # the task not compared: no figure, no pass
+    assert c.outcome == "inconclusive" and "has no comparison" in c.reason
+
+
+def test_a_checks_records_gone_or_changed_are_bad_input(tmp_path):
+    s = _gated(tmp_path)
+    path = s.variants[1].served_check.samples_files[TASK]
+    with open(path, "a") as fh:  # changed after the check recorded its sha256
+        fh.write(json.dumps({"task": TASK, "doc_id": 999, "filter": "none", "acc": 1.0}) + "\n")
+    add_served_check(s.variants, metric_name)
+    result = _gate(s)
+    assert result.outcome == "bad input" and any(f"fp8: served_check.samples_files.{TASK}" in p for p in result.missing)
     s.variants[1].served_check.samples_files[TASK] = str(tmp_path / "gone.jsonl")
     warnings = add_served_check(s.variants, metric_name)
     assert any("fp8: no served check: a samples file cannot be read" in w for w in warnings), warnings
-    (c,) = [c for c in _gate(s).checks if c.variant == "fp8"]
-    assert c.outcome == "inconclusive" and "has no comparison" in c.reason
+    assert _gate(s).outcome == "bad input"
