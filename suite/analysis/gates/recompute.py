@@ -33,12 +33,13 @@ def _close(a, b) -> bool:
                                                                                          abs_tol=1e-9)
 
 
-def _files_ok(v, bad, ev=None, part: str = "evaluate") -> bool:
-    """The per-item records of ``v``'s evaluation ``ev`` (default its evaluate result; ``part``: its summary field)
-    are there with the sha256 recorded."""
-    ok, ev = True, ev or v.evaluate
+def _files_ok(v, bad, served_check: bool = False) -> bool:
+    """The per-item records of ``v``'s evaluation (its evaluate result, or its served check's) are there with the
+    sha256 recorded."""
+    ok, ev = True, v.served_check if served_check else v.evaluate
     for task, f in ev.samples_files.items():
-        where = f"{v.name}: {part}.samples_files.{task}"
+        where = (f"{v.name}: served_check.samples_files.{task}" if served_check else
+                 f"{v.name}: evaluate.samples_files.{task}")
         if not Path(f).is_file():
             bad(where, f"per-item records {f} not found: the gate cannot recompute {task}", FIX_FILES)
             ok = False
@@ -116,7 +117,7 @@ def verify(s, base, bad) -> None:
         return
     for v in s.variants:
         if v.served_check is not None:  # what the served check compared is the evaluation's records as written
-            _files_ok(v, bad, v.served_check, "served_check")
+            _files_ok(v, bad, served_check=True)
         if v.evaluate is None or (v is not base and not _files_ok(v, bad)):
             continue
         _scores(v, bad)
