@@ -268,7 +268,7 @@ def _items_in_place_of_samples(summary: RunSummary) -> Iterator[list[str]]:
     read: list[str] = []
     try:
         for v in summary.variants:
-            for ev in [v.evaluate, *v.engine_checks.values()]:
+            for ev in [v.evaluate, *v.engine_checks.values(), v.served_check]:
                 for task, path in list((ev.samples_files if ev is not None else {}).items()):
                     if (items := _stand_in(ev, task, path)) is not None:
                         swapped.append((ev.samples_files, task, path))

@@ -18,7 +18,8 @@ def variant_starts(v: VariantSummary) -> list[tuple[str, object]]:
     """(part, EngineStart) for each start the variant's stages made in this run, in the order they made them."""
     out = []
     evaluations = ([("evaluation", v.evaluate)] if v.evaluate else []) + [
-        (f"engine_check {label}", ev) for label, ev in v.engine_checks.items()]
+        (f"engine_check {label}", ev) for label, ev in v.engine_checks.items()] + (
+        [("served check", v.served_check)] if v.served_check else [])
     for part, ev in evaluations:
         if not ev.cache_hit and ev.engine_start is not None:
             out.append((part, ev.engine_start))

@@ -55,6 +55,7 @@ import re
 
 from suite.analysis import ledger, perplexity as ppl, tput_spread
 from suite.analysis.engine_spread import add_engine_spread
+from suite.analysis.served_check import add_served_check
 from suite.analysis.paired import compare_variant, is_perplexity_metric
 from suite.recipe.checkpoint import label as ck_label
 from suite.recipe.kv import effective_kv_scales
@@ -328,6 +329,7 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
         summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
 
     summary.warnings += add_engine_spread(summary.variants, metric_name)  # eval.engine_check: each variant against itself
+    summary.warnings += add_served_check(summary.variants, metric_name)  # eval.engine: served against in-process
     summary.stage_wall_s, summary.warnings = stage_wall_s, summary.warnings + ledger.add_ledger(summary)  # engine starts
 
 

@@ -92,6 +92,23 @@ def engine_check(ctx: VariantContext, spec: StageSpec) -> EvaluateConfig | None:
     return checked.model_copy(update={"engine": engine, "output_dir": str(ctx.vdir / spec.output_dirs[0])})
 
 
+def served_check(ctx: VariantContext, spec: StageSpec) -> EvaluateConfig | None:
+    """eval.served_check_items: the served evaluation's first N items of each task scored by the in-process engine,
+    configured as the evaluate stage would be with eval.engine: vllm (the server's batch limits), in its own folder
+    (variants/<name>/evaluate-served-check). lm-eval's ``limit`` takes a task's first rows, so the items pair."""
+    n = ctx.recipe.eval.served_check_n()
+    bench = ctx.config(BENCHMARK)
+    if not n or bench is None or bench.evaluate is None:
+        return None
+    tasks = [t.model_copy(update={"limit": float(min(n, t.limit) if t.limit and t.limit >= 1 else n)})
+             for t in bench.evaluate.tasks]
+    checked = bench.evaluate.model_copy(update={"backend": "vllm", "base_url": None, "tasks": tasks,
+                                                "output_dir": str(ctx.vdir / spec.output_dirs[0])})
+    if not checked.engine.engine_args.get("enforce_eager"):
+        return checked.model_copy(update={"batch_limits": "serve"})
+    return checked
+
+
 def benchmark(ctx: VariantContext, spec: StageSpec) -> BenchmarkConfig | None:
     """The serving benchmark, from the recipe's throughput section (None: an accuracy-only recipe); with
     eval.engine: served it carries the variant's evaluation, scored on its server."""

@@ -113,6 +113,8 @@ def build(plan, executor: ExecutorSpec) -> list[Job]:
                 deps += [f"{s}:{name}" for s in order if STAGES[s].prerequisite and s != stage
                          and vp.config(s) is not None
                          and order.index(s) < order.index(stage)]
+            if (after := STAGES[stage].after) is not None and vp.config(after) is not None:
+                deps.append(f"{after}:{name}")
             # eval.sequential: its baseline's looks; throughput.adaptive_repetitions: its baseline's repetitions
             if any(getattr(getattr(cfg, f, None), "baseline_result", None) for f in ("sequential", "adaptive")):
                 deps.append(f"{stage}:{next(b.variant.name for b in plan.variants if b.is_baseline)}")

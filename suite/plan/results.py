@@ -51,7 +51,7 @@ def record(vs, stage: str, result, vp=None) -> None:
     if vp is not None and (label := vp.check_label(stage)) is not None:
         vs.engine_checks[label] = result
         return
-    setattr(vs, stage, result)
+    setattr(vs, STAGES[stage].summary_field or stage, result)
     if stage != EVALUATE and getattr(result, EVALUATE, None) is not None:
         vs.evaluate = getattr(result, EVALUATE)
 

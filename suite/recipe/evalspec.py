@@ -44,6 +44,11 @@ class SequentialSpec(Strict):
                       "every variant's: they are paired item by item)")
 
 
+# eval.served_check_items: the default with eval.engine: served (a handful of items a task: a mismatch in how the
+# served path scores shows on the first items, and the check costs an engine start, not the items), and the most
+DEFAULT_SERVED_CHECK_ITEMS = 20
+MAX_SERVED_CHECK_ITEMS = 100_000
+
 # eval.engine_args that would make the evaluation score another model, weights or KV cache than the variant's
 EVAL_ONLY_REFUSED = frozenset({
     "model", "tokenizer", "revision", "dtype", "quantization", "load_format", "hf_overrides", "max_model_len",
@@ -138,8 +143,21 @@ class EvalSpec(Strict):
         "it is needed (a variant with kv_skip_layers: auto, or gates.max_kv_flagged_layers): on the 2-core CPU "
         "demo it costs minutes, on a GPU seconds"
     )
+    served_check_items: int | None = Field(
+        None, ge=0, le=MAX_SERVED_CHECK_ITEMS, description="eval.engine: served: the first N items (rows) of every "
+        "task scored again by lm-eval's in-process vLLM engine (stage evaluate-served-check, after the benchmark's "
+        "server has stopped) and compared item by item with the served scores (suite.analysis.served_check): the "
+        "answer, the score and, under eval.deterministic, the responses and loglikelihoods. A disagreement makes that "
+        f"task's accuracy gates inconclusive. Null: {DEFAULT_SERVED_CHECK_ITEMS} with eval.engine: served; 0: no "
+        "check. Kept in the evaluation cache, so a configuration is checked once")
     kv_check_tokens: int = Field(512, ge=16, description="tokens of each held-out text the kvcheck stage reads")
     kv_check_texts: int = Field(2, ge=1, le=30, description="held-out texts (tasks/data/longtext documents) it reads")
+
+    def served_check_n(self) -> int:
+        """Items per task the served check scores again (0: none: eval.engine: vllm, or switched off)."""
+        if self.engine != "served":
+            return 0
+        return DEFAULT_SERVED_CHECK_ITEMS if self.served_check_items is None else self.served_check_items
 
     def engine_check_configs(self) -> list[dict]:
         """eval.engine_check as a list of engine-argument overrides, one extra evaluation each (empty: no check);
@@ -194,6 +212,10 @@ class EvalSpec(Strict):
             raise ValueError("eval.sequential scores the items in looks with lm-eval's in-process engine, one "
                              "evaluation per variant (fix: drop eval.sequential, or eval.engine: served and "
                              "eval.engine_check)")
+        if self.served_check_items and self.engine != "served":
+            raise ValueError("eval.served_check_items checks scores made on the benchmark's server against the "
+                             "in-process engine; with eval.engine: vllm nothing is served (fix: drop "
+                             "eval.served_check_items, or set eval.engine: served)")
         if self.loglikelihood == "grouped" and self.engine == "served":
             raise ValueError("eval.loglikelihood: grouped is built for lm-eval's in-process vLLM model; with eval.engine: "
                              "served lm-eval's local-completions scores one request per pair (fix: drop one of them)")

@@ -36,6 +36,11 @@ class VariantSummary(Record):
         "configurations, by label (e.g. 'max_num_seqs=64'); with the main evaluation, the engine spread's inputs")
     engine_spread: list[dict[str, Any]] = Field(default_factory=list, description="per task, the score range and "
                                                 "flip rate across engine configurations (suite.analysis.engine_spread)")
+    served_check: Optional[EvaluateResult] = Field(
+        None, description="eval.served_check_items: the served evaluation's first items of each task scored by the "
+        "in-process engine (stage evaluate-served-check)")
+    served_agreement: list[dict[str, Any]] = Field(default_factory=list, description="per task, the served check's "
+                                                   "item-by-item comparison (suite.analysis.served_check)")
     perplexity: list[dict[str, Any]] = Field(default_factory=list, description="per perplexity task, the paired "
                                              "per-document comparison with the baseline (suite.analysis.perplexity)")
     kv_scales: Optional[str] = Field(None, description="FP8 KV-cache scale option served with (suite.recipe.kv)")

@@ -34,6 +34,9 @@ SENSITIVITY = "sensitivity"
 # number of slots, so that every name a job, result file, resume or executor reads is a registered stage)
 MAX_ENGINE_CHECKS = 4
 ENGINE_CHECKS: tuple[str, ...] = tuple(f"{EVALUATE}-check-{i}" for i in range(1, MAX_ENGINE_CHECKS + 1))
+# eval.served_check_items: the first items of each task scored again by evaluate's in-process engine, after the
+# benchmark's server (which scored them served) has stopped, compared item by item (suite.analysis.served_check)
+SERVED_CHECK = f"{EVALUATE}-served-check"
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class StageSpec:
     shares_gpu: bool = True  # executor.gpu_fraction may give its jobs part of a GPU (False: the GPU is its alone)
     output_dirs: tuple[str, ...] = ()  # folders it writes in the variant folder, removed before it runs again
     check_of: str | None = None  # eval.engine_check: a second run of that stage's entry under other engine arguments
+    after: str | None = None  # its job waits for that stage's job of the same variant (e.g. its server stopped)
+    summary_field: str | None = None  # the VariantSummary field its result goes in (None: the stage's name)
     # 'module:function' ``build(ctx, spec) -> config | None``: the stage's config for one variant (None: the variant
     # does not run it), from the planner's ``VariantContext`` (recipe, variant, served model and engine, the other
     # stages' configs). A stage that builds_checkpoint: its config's ``checkpoint_dir`` is the variant's model folder.
@@ -107,6 +112,12 @@ for _spec in (
     StageSpec(BENCHMARK, BenchmarkConfig, BenchmarkResult, SERVE_ENV, "suite.stages.benchmark.stage:run",
               shares_gpu=False, output_dirs=(BENCHMARK,), config_builder=f"{_BUILDERS}:benchmark", colour="#e6550d",
               content_key=f"{_KEYS}:benchmark_job_key"),
+    # after the benchmark: the in-process engine never holds the GPU beside the server, and as an evaluation of its
+    # own it is keyed and kept in the evaluation cache, so one configuration pays for its check once
+    StageSpec(SERVED_CHECK, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
+              close="suite.stages.evaluate.stage:close", output_dirs=(SERVED_CHECK,), check_of=EVALUATE,
+              after=BENCHMARK, summary_field="served_check", config_builder=f"{_BUILDERS}:served_check",
+              colour="#74a9cf", **_EVALUATION),
     StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",
               in_run=False),
 ):

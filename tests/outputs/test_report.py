@@ -373,3 +373,17 @@ def test_the_throughput_table_shows_a_gated_points_repetitions_of_its_maximum_an
     said = r'<span title="decided after 2: repeated until the throughput gates were decided[^"]*">2 of 3</span>'
     assert re.search(said, html)
     assert "repetitions (hover: why)" in html
+
+
+def test_report_shows_the_served_check_and_its_first_disagreement(tmp_path):
+    s = summary_with_everything(tmp_path)
+    s.variants[1].served_agreement = [
+        {"version": 1, "task": "suite_gsm8k", "metric": "exact_match,strict-match", "exact": False, "ll_atol": None,
+         "items": 20, "disagree": 1, "unmatched": 0,
+         "differing": [{"subtask": "suite_gsm8k", "doc_id": 7, "what": "score 1.0 served, 0.0 in-process"}]}]
+    report.run(report.ReportConfig(s, tmp_path / "report.html"))
+    p = Collect()
+    p.feed((tmp_path / "report.html").read_text())
+    text = " ".join(p.text)
+    for needle in ("Served check", "scores only", "suite_gsm8k/7: score 1.0 served, 0.0 in-process"):
+        assert needle in text, needle

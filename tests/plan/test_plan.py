@@ -144,10 +144,12 @@ def test_the_stage_registry_names_each_stage_once_and_its_entry_exists():
     imported: the parent never imports a stage module); a run's jobs follow run_order()."""
     import importlib.util
 
-    from suite.stages.registry import ENGINE_CHECKS, STAGES, run_order
+    from suite.stages.registry import ENGINE_CHECKS, SERVED_CHECK, STAGES, run_order
 
-    # eval.engine_check's evaluate-check-<i> stages run after the main evaluations, before the benchmark
-    assert run_order() == ("quantize", "kvcheck", "evaluate", *ENGINE_CHECKS, "benchmark") and "sensitivity" in STAGES
+    # eval.engine_check's evaluate-check-<i> stages run after the main evaluations, before the benchmark; the served
+    # check after the benchmark whose server scored the served evaluation
+    assert run_order() == ("quantize", "kvcheck", "evaluate", *ENGINE_CHECKS, "benchmark", SERVED_CHECK)
+    assert "sensitivity" in STAGES
     assert ENGINE_CHECKS == tuple(f"evaluate-check-{i}" for i in range(1, 5))
     for name, spec in STAGES.items():
         module, _, func = spec.entry.partition(":")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from suite.plan.planner import make_plan
 from suite.plan.starts import planned_starts, starts_line
 from suite.recipe import load_recipe
-from suite.stages.registry import BENCHMARK, EVALUATE
+from suite.stages.registry import BENCHMARK, EVALUATE, SERVED_CHECK
 
 
 def test_the_demo_starts_one_engine_per_evaluation_and_one_server_per_benchmark(demo_recipe_copy, tmp_path):
@@ -33,6 +33,14 @@ def test_a_stored_evaluation_starts_nothing_and_an_unknown_key_is_said(demo_reci
     assert "1 evaluation(s) may still be reused from the store" in line
 
 
-def test_a_served_evaluation_starts_no_engine_of_its_own(demo_recipe_copy, tmp_path):
-    plan = make_plan(load_recipe(demo_recipe_copy(eval__engine="served")), tmp_path / "run")
+def test_a_served_evaluation_starts_no_engine_of_its_own_but_its_check_does(demo_recipe_copy, tmp_path):
+    plan = make_plan(load_recipe(demo_recipe_copy(eval__engine="served", eval__served_check_items=0)),
+                     tmp_path / "run")
     assert all(r["stage"] == BENCHMARK for r in planned_starts(plan))
+    plan = make_plan(load_recipe(demo_recipe_copy(eval__engine="served")), tmp_path / "run2")
+    rows = planned_starts(plan)  # the served check: one in-process engine per variant, after its benchmark
+    assert [(r["variant"], r["stage"], r["least"]) for r in rows] == [
+        ("bf16", BENCHMARK, 1), ("fp8-kv", BENCHMARK, 1), ("bf16", SERVED_CHECK, 1), ("fp8-kv", SERVED_CHECK, 1)]
+    held = planned_starts(plan, lambda stage, vp: stage == SERVED_CHECK)  # a configuration checked before
+    assert starts_line(held).startswith("engine starts: 2 (bf16 benchmark 1, fp8-kv benchmark 1, bf16 "
+                                        f"{SERVED_CHECK} reused from the store, fp8-kv {SERVED_CHECK} reused ")

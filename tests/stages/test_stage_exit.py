@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from suite.stages.registry import ENGINE_CHECKS, STAGES
+from suite.stages.registry import ENGINE_CHECKS, SERVED_CHECK, STAGES
 
 STAGE = textwrap.dedent("""
     import sys, threading, time
@@ -163,7 +163,8 @@ def test_evaluate_close_shuts_down_the_engine_it_started_and_says_when_it_cannot
 
 def test_only_the_evaluate_stage_skips_the_teardown():
     # quantize saves a checkpoint, benchmark stops a server, kvcheck writes scales: their exits stay normal; the
-    # engine-check stages are evaluate's entry run again (eval.engine_check), so they end as it does
-    assert {name for name, spec in STAGES.items() if spec.close} == {"evaluate", *ENGINE_CHECKS}
-    assert all(STAGES[name].close == STAGES["evaluate"].close for name in ENGINE_CHECKS)
+    # engine-check stages and the served check are evaluate's entry run again (eval.engine_check,
+    # eval.served_check_items), so they end as it does
+    assert {name for name, spec in STAGES.items() if spec.close} == {"evaluate", *ENGINE_CHECKS, SERVED_CHECK}
+    assert all(STAGES[name].close == STAGES["evaluate"].close for name in (*ENGINE_CHECKS, SERVED_CHECK))
     assert STAGES["evaluate"].load_close().__module__ == "suite.stages.evaluate.stage"

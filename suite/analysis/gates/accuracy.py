@@ -8,6 +8,8 @@ Rules (pass, fail, inconclusive):
   paired), the point estimate decides, as before.
 - an engine-induced spread (``acc.<task>.engine_spread``: the score range of a variant across engine
   configurations) larger than the room the gate allows turns a pass into inconclusive; a fail stays a fail.
+- a served evaluation whose served check disagreed (``acc.<task>.served_check_disagree`` > 0, variant or baseline)
+  is inconclusive, pass or fail: its scores are not those the in-process engine gives.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def drop_check(ctx, task: str, gate: str, drop: float, limit: float, scale: floa
         low, n, high, _ = paired
         c = judge(ctx.v.name, gate, drop, -high / scale, -low / scale, limit, True, n, measured=drop,
                   method=interval_method(ctx, task))
-    return engine_spread(ctx, c, task, room=limit * scale)
+    return served_check(ctx, engine_spread(ctx, c, task, room=limit * scale), task)
 
 
 def engine_spread(ctx, c: GateCheck, task: str, room: float) -> GateCheck:
@@ -67,4 +69,24 @@ def engine_spread(ctx, c: GateCheck, task: str, room: float) -> GateCheck:
     if spread != spread or spread > room:  # NaN counts as too large
         c.make_inconclusive(f"{name}'s {task} score moves by {spread:.4g} between engine configurations, more than "
                             f"the {room:.4g} the gate allows", "pin the engine (eval.deterministic) or widen the margin")
+    return c
+
+
+def served_check(ctx, c: GateCheck, task: str) -> GateCheck:
+    """A pass or a fail becomes inconclusive when the variant's or the baseline's served scores of ``task`` disagree
+    with the in-process engine's on the served check's items, or when a check that ran has no result for the task
+    (``suite.analysis.served_check``)."""
+    key = metric_name("acc", task)
+    for w in (ctx.v, ctx.base):
+        if getattr(w, "served_check", None) is None:
+            continue
+        disagree = w.metrics.get(f"{key}.served_check_disagree")
+        if not isinstance(disagree, (int, float)) or disagree != disagree:
+            return c.make_inconclusive(f"{w.name}'s served check has no comparison for {task}",
+                                       "see the run's warnings for why, or score with eval.engine: vllm")
+        if disagree > 0:
+            items = int(w.metrics.get(f"{key}.served_check_items", 0))
+            return c.make_inconclusive(f"{w.name}'s served {task} scores disagree with the in-process engine on "
+                                       f"{int(disagree)} of {items} checked items",
+                                       "score with eval.engine: vllm (the run's warnings name the items)")
     return c

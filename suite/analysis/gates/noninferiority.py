@@ -4,7 +4,7 @@ would decide it: the items needed at the observed variance)."""
 
 from __future__ import annotations
 
-from suite.analysis.gates.accuracy import engine_spread, interval_method
+from suite.analysis.gates.accuracy import engine_spread, interval_method, served_check
 from suite.analysis.gates.base import judge
 from suite.analysis.gates.registry import register_gate
 
@@ -19,4 +19,4 @@ def non_inferiority(ctx) -> None:
         low, n, high, delta = got
         c = judge(ctx.v.name, f"non-inferiority {task} (CI low of delta)", delta, low, high, -margin, False, n,
                   method=interval_method(ctx, task))
-        ctx.add(engine_spread(ctx, c, task, room=margin))
+        ctx.add(served_check(ctx, engine_spread(ctx, c, task, room=margin), task))

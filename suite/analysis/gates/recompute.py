@@ -33,15 +33,18 @@ def _close(a, b) -> bool:
                                                                                          abs_tol=1e-9)
 
 
-def _files_ok(v, bad) -> bool:
-    ok = True
-    for task, f in v.evaluate.samples_files.items():
-        where = f"{v.name}: evaluate.samples_files.{task}"
+def _files_ok(v, bad, served_check: bool = False) -> bool:
+    """The per-item records of ``v``'s evaluation (its evaluate result, or its served check's) are there with the
+    sha256 recorded."""
+    ok, ev = True, v.served_check if served_check else v.evaluate
+    for task, f in ev.samples_files.items():
+        where = (f"{v.name}: served_check.samples_files.{task}" if served_check else
+                 f"{v.name}: evaluate.samples_files.{task}")
         if not Path(f).is_file():
             bad(where, f"per-item records {f} not found: the gate cannot recompute {task}", FIX_FILES)
             ok = False
             continue
-        want = v.evaluate.samples_sha256.get(task)
+        want = ev.samples_sha256.get(task)
         if want is not None and (got := sha256_file(f)) != want:
             bad(where, f"{f} was changed after the evaluation: sha256 {got} but the evaluate result recorded {want}",
                 FIX_FILES)
@@ -113,6 +116,8 @@ def verify(s, base, bad) -> None:
     if base.evaluate is None or not _files_ok(base, bad):
         return
     for v in s.variants:
+        if v.served_check is not None:  # what the served check compared is the evaluation's records as written
+            _files_ok(v, bad, served_check=True)
         if v.evaluate is None or (v is not base and not _files_ok(v, bad)):
             continue
         _scores(v, bad)

@@ -3,7 +3,7 @@ CI high gives less, inconclusive when the bound falls inside."""
 
 from __future__ import annotations
 
-from suite.analysis.gates.accuracy import engine_spread, interval_method
+from suite.analysis.gates.accuracy import engine_spread, interval_method, served_check
 from suite.analysis.gates.base import judge
 from suite.analysis.gates.registry import register_gate
 from suite.analysis.summary import metric_name
@@ -26,4 +26,4 @@ def min_recovery_lower_bound(ctx) -> None:
         low, n, high, delta = got
         c = judge(ctx.v.name, f"recovery lower bound {task}", (b + delta) / b, (b + low) / b, (b + high) / b, bound,
                   False, n, method=interval_method(ctx, task))
-        ctx.add(engine_spread(ctx, c, task, room=max(0.0, (1 - bound) * b)))
+        ctx.add(served_check(ctx, engine_spread(ctx, c, task, room=max(0.0, (1 - bound) * b)), task))
