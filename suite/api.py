@@ -23,6 +23,8 @@ from typing import Any, Callable, Optional
 
 from suite.analysis import derive
 from suite.runtime.errors import Problem, SuiteError
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -114,10 +116,10 @@ class Run:
 
         rows = []
         for v in self.summary.variants:
-            if v.evaluate is None:
+            if (ev := v.result(EvaluateResult)) is None:
                 continue
-            for s in v.evaluate.scores:
-                f = v.evaluate.samples_files.get(s.task)
+            for s in ev.scores:
+                f = ev.samples_files.get(s.task)
                 if not f or is_perplexity_metric(s.metric):
                     continue
                 path = self._file(f)
@@ -132,7 +134,7 @@ class Run:
 
         rows = []
         for v in self.summary.variants:
-            for p in (v.benchmark.points if v.benchmark else []):
+            for p in (b.points if (b := v.result(BenchmarkResult)) else []):
                 rows.append({"variant": v.name, **p.model_dump(exclude_none=False)})
         return pd.DataFrame(rows)
 

@@ -44,6 +44,7 @@ from suite.records.summary import RUN_FACTS, RunFacts, RunSummary, VariantSummar
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.version import __version__
+from suite.records.evaluate import EvaluateResult
 
 ITEMS_FILE = "items.jsonl.gz"  # an archived evaluate folder's per-item scores (see the module docstring)
 ARCHIVED = "archived run folder: the paired comparisons read"  # the start of the warning that says so
@@ -268,7 +269,7 @@ def _items_in_place_of_samples(summary: RunSummary) -> Iterator[list[str]]:
     read: list[str] = []
     try:
         for v in summary.variants:
-            for ev in [v.evaluate, *v.engine_checks.values()]:
+            for ev in [v.result(EvaluateResult), *v.engine_checks.values()]:
                 for task, path in list((ev.samples_files if ev is not None else {}).items()):
                     if (items := _stand_in(ev, task, path)) is not None:
                         swapped.append((ev.samples_files, task, path))

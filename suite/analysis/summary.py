@@ -62,6 +62,9 @@ from suite.records.benchmark import BenchmarkResult, LoadPoint
 from suite.records.summary import CostBasis, RunSummary, VariantSummary
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark.labels import shown_label
+from suite.records.evaluate import EvaluateResult
+from suite.records.kvcheck import KVCheckResult
+from suite.records.quantize import QuantizeResult
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -86,12 +89,12 @@ def headline_rule(recipe) -> str:
 
 def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
     """A variant's metrics by stage: accuracy and evaluation times, throughput, quantize time, KV-cache checks."""
-    m = _evaluate_metrics(v.evaluate) if v.evaluate else {}
-    if v.benchmark:
-        m.update(_benchmark_metrics(v.benchmark, headline_rule))
-    if v.quantize:
-        m["time.quantize_s"] = v.quantize.wall_s
-    if (c := v.kvcheck) is not None:
+    m = _evaluate_metrics(ev) if (ev := v.result(EvaluateResult)) else {}
+    if b := v.result(BenchmarkResult):
+        m.update(_benchmark_metrics(b, headline_rule))
+    if q := v.result(QuantizeResult):
+        m["time.quantize_s"] = q.wall_s
+    if (c := v.result(KVCheckResult)) is not None:
         m["kv.flagged_layers"], m["kv.skip_layers"] = float(len(c.flagged_layers)), float(len(c.skip_layers))
         if c.capacity_vs_bf16 is not None:
             m["kv.capacity_vs_bf16"] = c.capacity_vs_bf16
@@ -180,7 +183,7 @@ def add_deltas(variants: list[VariantSummary], rule: str = "max") -> None:
 def _ceiling_kind(v: VariantSummary) -> bool | None:
     """Whether the variant's offline ceiling ran with the server's batch limits (False: LLM's own, measured before the
     suite gave it them); None without a ceiling."""
-    b = v.benchmark
+    b = v.result(BenchmarkResult)
     return None if b is None or b.offline_tok_s is None else b.offline_batch_limits is not None
 
 
@@ -228,12 +231,12 @@ def cost_per_1m(gpu_hour: float, gpus: int, output_tok_s: float) -> float:
 def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
     """Item-by-item comparison of each variant with the baseline (suite.analysis.paired), as metrics too."""
     base = next(v for v in variants if v.is_baseline)
-    if not base.evaluate:
+    if not (base_ev := base.result(EvaluateResult)):
         return
     for v in variants:
-        if v.is_baseline or not v.evaluate:
+        if v.is_baseline or not (ev := v.result(EvaluateResult)):
             continue
-        for c in compare_variant(base.evaluate, v.evaluate, seed=seed):
+        for c in compare_variant(base_ev, ev, seed=seed):
             key = metric_name("acc", c.task)
             v.metrics[f"{key}.items_paired"] = float(c.n)  # every delta states its n; 0 and 1 are recorded too
             if c.n < 2:  # no interval over 0 or 1 items: no CI metrics (`suite gate` refuses a CI gate here)
@@ -249,11 +252,12 @@ def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
     """Document-by-document perplexity of each variant against the baseline (suite.analysis.perplexity), as
     metrics too. Returns the warnings: documents that did not pair, no tokenizer to count tokens with."""
     base = next(v for v in variants if v.is_baseline)
-    tasks = [s.task for s in base.evaluate.scores if is_perplexity_metric(s.metric)] if base.evaluate else []
+    base_ev = base.result(EvaluateResult)
+    tasks = [s.task for s in base_ev.scores if is_perplexity_metric(s.metric)] if base_ev else []
     if not tasks:
         return []
     nothing = "no paired perplexity delta (`suite gate` refuses max_perplexity_increase on this run)"
-    count = ppl.token_counter_file(kept) if (kept := base.evaluate.tokenizer_file) else ppl.token_counter(base.model_path)
+    count = ppl.token_counter_file(kept) if (kept := base_ev.tokenizer_file) else ppl.token_counter(base.model_path)
     if count is None:
         return [f"{', '.join(tasks)}: {nothing}: no readable tokenizer.json ({kept or base.model_path}) for the "
                 "baseline's model to count tokens with"]
@@ -261,17 +265,17 @@ def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
     for v in variants:
         if v.is_baseline:
             try:
-                values = {t: ppl.corpus_ppl(v.evaluate, t, count) for t in tasks}
+                values = {t: ppl.corpus_ppl(base_ev, t, count) for t in tasks}
             except Exception as e:  # noqa: BLE001 - a broken samples file is a warning, not a lost summary
                 warnings.append(f"{v.name}: its perplexity samples cannot be read: {type(e).__name__}: {e}")
                 continue
             v.metrics.update({metric_name("ppl", t): x for t, x in values.items() if x is not None})
             continue
         v.perplexity = []  # computed here only: a second finish() does not double the records
-        if not v.evaluate:
+        if not (ev := v.result(EvaluateResult)):
             continue
         try:
-            found = ppl.compare_variant(base.evaluate, v.evaluate, count, seed=seed)
+            found = ppl.compare_variant(base_ev, ev, count, seed=seed)
         except Exception as e:  # noqa: BLE001 - a samples file gone or broken: say so, no record (the gate refuses)
             warnings.append(f"{v.name}: {nothing}: its or {base.name}'s samples cannot be read: {type(e).__name__}: {e}")
             continue
@@ -311,13 +315,14 @@ def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: 
     summary.versions = versions
     summary.warnings += [f"{v.name}: model-written code ran in the weaker 'process' sandbox (eval.code_sandbox: "
                          "process): no network, file-system or process isolation" for v in summary.variants
-                         if v.evaluate is not None and v.evaluate.code_sandbox == "process"]
+                         if (ev := v.result(EvaluateResult)) is not None and ev.code_sandbox == "process"]
     for v in summary.variants:
-        if v.kv_skip_layers_auto and v.kvcheck is not None:
-            v.kv_skip_layers = list(v.kvcheck.skip_layers)
-        if v.kv_scales == "auto" and v.kvcheck is not None and v.kvcheck.kv_scales_auto:
-            v.kv_scales, v.kv_scales_auto = v.kvcheck.kv_scales, True
-        if v.kvcheck is not None:
+        kvc = v.result(KVCheckResult)
+        if v.kv_skip_layers_auto and kvc is not None:
+            v.kv_skip_layers = list(kvc.skip_layers)
+        if v.kv_scales == "auto" and kvc is not None and kvc.kv_scales_auto:
+            v.kv_scales, v.kv_scales_auto = kvc.kv_scales, True
+        if kvc is not None:
             summary.warnings += kv_warnings(v)
         summary.warnings += slo_warnings(v)
         v.metrics = variant_metrics(v, headline_rule(recipe))
@@ -335,20 +340,21 @@ def point_bounds(v: VariantSummary) -> list[tuple[str, str]]:
     """Each load point's bound and its reason, in the points' order, by the current rule with the label recorded when
     the point ran beside it when they differ ("engine-cpu (as run: seq-cap)": suite.stages.benchmark.labels). For the
     summary's table and the report: a resumed run keeps results labelled under an older rule."""
-    return [shown_label(p, v.engine_args) for p in v.benchmark.points] if v.benchmark is not None else []
+    b = v.result(BenchmarkResult)
+    return [shown_label(p, v.engine_args) for p in b.points] if b is not None else []
 
 
 def rate_unjudged(v: VariantSummary) -> bool:
     """The variant's SLO result says its sustainable rate is no sustained one, or may not be: the deciding probe was a
     burst (``steady`` False), or a rate was found whose steadiness was not checked (``steady`` None). The
     sustainable-rate gate refuses such a rate and the SLO-rate frontier leaves it out (``slo_warnings`` says why)."""
-    slo = v.benchmark.slo if v.benchmark is not None else None
+    slo = b.slo if (b := v.result(BenchmarkResult)) is not None else None
     return slo is not None and (slo.steady is False or (slo.steady is None and slo.sustainable_rate is not None))
 
 
 def slo_warnings(v: VariantSummary) -> list[str]:
     """The SLO search's rate is a sustained one only if its deciding probes were (``suite.stages.benchmark.slo``)."""
-    slo = v.benchmark.slo if v.benchmark is not None else None
+    slo = b.slo if (b := v.result(BenchmarkResult)) is not None else None
     if slo is None or not slo.probes:
         return []
     if slo.steady is False:
@@ -364,7 +370,7 @@ def slo_warnings(v: VariantSummary) -> list[str]:
 
 def kv_warnings(v: VariantSummary) -> list[str]:
     """A warning naming the layers the kvcheck stage flagged under the scale option the variant serves with."""
-    c = v.kvcheck
+    c = v.result(KVCheckResult)
     if c is None or not c.flagged_layers:
         return []
     why = sorted({f"{r['tensor']}: {flag}" for r in c.flagged if r["layer"] in c.flagged_layers for flag in r["flags"]})

@@ -7,7 +7,7 @@ them off recorded load points (deriving them from the repetition rows of points 
 
 from __future__ import annotations
 
-from suite.records.benchmark import LoadPoint
+from suite.records.benchmark import LoadPoint, BenchmarkResult
 from suite.records.summary import VariantSummary
 from suite.runtime import spread
 from suite.runtime.spread import ratio_interval, rep_values
@@ -50,9 +50,10 @@ def goodput_metrics(p: LoadPoint) -> dict[str, float]:
 def add_goodput_ratio(v: VariantSummary, base: VariantSummary, headline) -> None:
     """tput.goodput_req_s.ratio (variant / baseline at each one's headline point) and its interval over both sides'
     repetitions (suite.runtime.spread.ratio_interval); none where either side has no goodput or the baseline's is 0."""
-    if v is base or v.benchmark is None or base.benchmark is None:
+    bv, bb = v.result(BenchmarkResult), base.result(BenchmarkResult)
+    if v is base or bv is None or bb is None:
         return
-    pv, pb = headline(v.benchmark), headline(base.benchmark)
+    pv, pb = headline(bv), headline(bb)
     if pv is None or pb is None or pv.goodput_req_s is None or not pb.goodput_req_s:
         return
     v.metrics["tput.goodput_req_s.ratio"] = pv.goodput_req_s / pb.goodput_req_s
@@ -66,15 +67,16 @@ def add_ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> None:
     rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any;
     and the goodput ratio (``add_goodput_ratio``)."""
     add_goodput_ratio(v, base, headline)
-    if v is base or v.benchmark is None or base.benchmark is None:
+    bv, bb = v.result(BenchmarkResult), base.result(BenchmarkResult)
+    if v is base or bv is None or bb is None:
         return
-    pv, pb = headline(v.benchmark), headline(base.benchmark)  # summary.headline_point under the recipe's rule
+    pv, pb = headline(bv), headline(bb)  # summary.headline_point under the recipe's rule
     if pv is None or pb is None or not pb.output_tok_s:
         return
     low, high, _ = ratio_interval(rep_values(pv), rep_values(pb))
     if low is not None:
         v.metrics["tput.output_tok_s.ratio.ci_low"], v.metrics["tput.output_tok_s.ratio.ci_high"] = low, high
-    same = next((q for q in base.benchmark.points if q.ok and q.label == pv.label and q.workload == pv.workload), None)
+    same = next((q for q in bb.points if q.ok and q.label == pv.label and q.workload == pv.workload), None)
     if same is not None and same.output_tok_s:
         v.metrics["tput.output_tok_s.ratio_equal_rate"] = pv.output_tok_s / same.output_tok_s
         low, high, _ = ratio_interval(rep_values(pv), rep_values(same))

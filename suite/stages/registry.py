@@ -21,7 +21,7 @@ from suite.records.evaluate import EvaluateConfig, EvaluateResult
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
 from suite.records.quantize import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
 from suite.records.base import Record
-from suite.records.registry import Registry, resolve
+from suite.records.registry import STAGE_GROUP, Registry, resolve
 from suite.runtime.envs import QUANTIZE_ENV, SERVE_ENV, Environment
 
 # the stages' names: code outside suite/stages/ names a stage by these constants (tests/test_architecture.py)
@@ -90,7 +90,7 @@ _BUILDERS = "suite.plan.configs"  # the built-in stages' config builders
 _KEYS = "suite.plan.keys"  # and their content keys
 _EVALUATION = {"content_key": f"{_KEYS}:evaluate_job_key",
                "result_files": ("results_file", "samples_files", "tokenizer_file")}
-STAGES: Registry[StageSpec] = Registry("stage", "suite.stages", base=StageSpec, name_of=lambda s: s.name)
+STAGES: Registry[StageSpec] = Registry("stage", STAGE_GROUP, base=StageSpec, name_of=lambda s: s.name)
 for _spec in (
     StageSpec(QUANTIZE, QuantizeConfig, QuantizeResult, QUANTIZE_ENV, "suite.stages.quantize.stage:run",
               builds_checkpoint=True, prerequisite=True, config_builder=f"{_BUILDERS}:quantize", colour="#8c6bb1"),

@@ -85,7 +85,7 @@ def test_perplexity_without_the_variants_records_is_inconclusive_not_judged(tmp_
     staged = json.loads(res.read_text())
     staged["samples_files"], staged["samples_sha256"] = {}, {}  # the variant's per-item records no longer named
     res.write_text(json.dumps(staged))
-    fp8["evaluate"]["samples_files"], fp8["evaluate"]["samples_sha256"] = {}, {}
+    fp8["stages"]["evaluate"]["samples_files"], fp8["stages"]["evaluate"]["samples_sha256"] = {}, {}
     rec = fp8["perplexity"][0]
     rec.update(delta=0.01, ci_low=0.0, ci_high=0.02, ppl=rec["baseline_ppl"] + 0.01)
     fp8["metrics"].update({"ppl.suite_longppl": rec["ppl"], "ppl.suite_longppl.delta": 0.01,

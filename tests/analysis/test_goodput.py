@@ -11,6 +11,7 @@ import statistics
 import pytest
 
 from conftest import STALE, build_gated_run, make_summary, run_gate, write_run_facts, write_run_recipe
+from suite.stages.registry import BENCHMARK
 
 
 def vllm_result(path, goodput, **over):
@@ -74,10 +75,10 @@ def goodput_run(tmp_path, base, var, gates=None, slo=True, errors=()):
 
     s = RunSummary.model_validate(build_gated_run(tmp_path, {}))
     for v, reps in zip(s.variants, (base, var)):
-        p = v.benchmark.points[0]
+        p = v.stages[BENCHMARK].points[0]
         if reps is not None:
             rows = [{**r, "goodput_req_s": g} for r, g in zip(p.repetitions, reps)]
-            v.benchmark.points[0] = p.model_copy(update={"repetitions": rows, "goodput_req_s": statistics.median(reps),
+            v.stages[BENCHMARK].points[0] = p.model_copy(update={"repetitions": rows, "goodput_req_s": statistics.median(reps),
                                                          "goodput_slo": {"ttft": 200.0}})
         v.metrics = variant_metrics(v, "max")
         v.errors = list(errors) if not v.is_baseline else []
@@ -95,7 +96,7 @@ def records(tmp_path, d: dict) -> dict:
     import json
 
     for v in d["variants"]:
-        (tmp_path / "run" / "variants" / v["name"] / "benchmark.result.json").write_text(json.dumps(v["benchmark"]))
+        (tmp_path / "run" / "variants" / v["name"] / "benchmark.result.json").write_text(json.dumps(v["stages"]["benchmark"]))
     write_run_facts(tmp_path / "run", d)
     return d
 
@@ -121,7 +122,7 @@ def test_summary_metric_ratio_and_interval(tmp_path):
 def test_gate_pass_fail_inconclusive(tmp_path, capsys, base, var, code, said):
     if said == "unstable":  # an unstable point is inconclusive whatever its goodput (as min_throughput_gain)
         s = goodput_run(tmp_path, base, var)
-        s["variants"][0]["benchmark"]["points"][0]["repetitions"][0]["output_tok_s"] = 27.0
+        s["variants"][0]["stages"]["benchmark"]["points"][0]["repetitions"][0]["output_tok_s"] = 27.0
         from suite.analysis.summary import add_deltas, variant_metrics
         from suite.records.summary import RunSummary
         summ = RunSummary.model_validate(s)

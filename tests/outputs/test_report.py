@@ -17,6 +17,7 @@ from suite.records.summary import RunSummary
 from suite.outputs import report
 from suite.records.benchmark import BenchmarkResult, LoadPoint, ServerStats, SloResult
 from suite.analysis.summary import add_deltas
+from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK
 
 
 def in_run_folder(s):
@@ -51,7 +52,7 @@ def summary_with_everything(tmp_path):
                          server=ServerStats(samples=10), bottleneck="engine" if r == 100 else "offered-load",
                          bottleneck_reason="the engine had a queue", roofline={"hbm_frac": 0.21, "tensor_frac": 0.44})
                for r in (50, 100)]
-        v.benchmark = BenchmarkResult(points=pts, kv_cache_tokens=900_000, kv_capacity_requests=1171.9, server_start_s=90,
+        v.stages[BENCHMARK] = BenchmarkResult(points=pts, kv_cache_tokens=900_000, kv_capacity_requests=1171.9, server_start_s=90,
                                       wall_s=300, server_log="/x/server.log", gpu="NVIDIA H200",
                                       slo=SloResult(sustainable_rate=32, bracket_high=48, output_tok_s=6900,
                                                     ttft_p99_ms=124, probes=[{"rate": 32, "meets": True, "why": "ok",
@@ -98,8 +99,8 @@ def test_report_escapes_names_once(tmp_path):
     s.variants[1].name = 'fp8<script>alert("x")</script>'
     s.variants[1].paired[0]["task"] = "<script>t</script>&amp;"
     s.tasks = ["suite_gsm8k", "<b>task</b>"]
-    s.variants[0].benchmark.points[0].bottleneck_reason = 'queue "full" <b>'
-    s.variants[0].benchmark.points[0].server = None  # no statistics to classify again: the recorded reason shows
+    s.variants[0].result(BenchmarkResult).points[0].bottleneck_reason = 'queue "full" <b>'
+    s.variants[0].result(BenchmarkResult).points[0].server = None  # no statistics to classify again: the recorded reason shows
     s.recipe["description"] = "<i>desc</i> & more"
     page = report.run(report.ReportConfig(s, tmp_path / "report.html", gate=gate)).html.read_text()
     p = Collect()
@@ -152,7 +153,7 @@ def summary_with_kv_check_and_perplexity(tmp_path):
                      tasks=("suite_longppl",), gates={"max_perplexity_increase": 0.2}, run_dir=str(tmp_path))
     for v, word_ppl in zip(s.variants, (80.1, 82.0)):
         v.metrics["acc.suite_longppl"] = word_ppl
-        v.evaluate = EvaluateResult(scores=[TaskScore(task="suite_longppl", metric="word_perplexity,none",
+        v.stages[EVALUATE] = EvaluateResult(scores=[TaskScore(task="suite_longppl", metric="word_perplexity,none",
                                                       value=word_ppl, n=30)], results_file="r", wall_s=1, engine_load_s=1)
     fp8 = s.variants[1]
     fp8.perplexity = [{"task": "suite_longppl", "unit": "document", "n": 30, "delta": 0.9394, "ci_low": 0.7448,
@@ -169,7 +170,7 @@ def summary_with_kv_check_and_perplexity(tmp_path):
                              "rel_err": err * (1.62 if bad and tensor == "attn" else 1 + layer / 10 * (option != "dynamic")),
                              "flags": flags})
     fp8.kv_cache_dtype = "fp8"
-    fp8.kvcheck = KVCheckResult(kv_scales="calibrated", option="calibrated", options=["calibrated", "unit", "dynamic"],
+    fp8.stages[KVCHECK] = KVCheckResult(kv_scales="calibrated", option="calibrated", options=["calibrated", "unit", "dynamic"],
                                 num_layers=6, num_texts=2, tokens=1024, rows=rows,
                                 flagged=[r for r in rows if r["flags"]], flagged_layers=[0],
                                 kl={"calibrated": {"kl": 0.0412, "ppl": 23.1, "ppl_bf16": 22.0, "top1_agree": 0.93},
@@ -235,7 +236,7 @@ def test_report_shows_cost_with_its_price_and_source(tmp_path):
 
 def test_report_marks_an_unstable_point_its_interval_and_an_offline_figure_that_is_no_ceiling(tmp_path):
     s = summary_with_everything(tmp_path)
-    bf16 = s.variants[0].benchmark
+    bf16 = s.variants[0].result(BenchmarkResult)
     bf16.points[0] = bf16.points[0].model_copy(update={  # the issue's 13x pair of repetitions
         "output_tok_s": 194.0, "repetitions": [{"output_tok_s": 27.0}, {"output_tok_s": 361.0}]})
     bf16.points[1] = bf16.points[1].model_copy(update={  # three tight repetitions, 111% of the offline figure
@@ -339,7 +340,7 @@ def test_report_states_the_looks_items_used_and_saved_of_a_sequential_evaluation
     assert "eval.sequential looks" not in report.run(report.ReportConfig(s, tmp_path / "a.html")).html.read_text()
     rec = SequentialTask(metric="acc,none", margin=0.02, n_items=14042, seed=0, looks_planned=4, looks_scored=2,
                          items_used=7021, items_saved=7021, decision="pass")
-    s.variants[1].evaluate = EvaluateResult(scores=[], results_file="r", wall_s=1, engine_load_s=1,
+    s.variants[1].stages[EVALUATE] = EvaluateResult(scores=[], results_file="r", wall_s=1, engine_load_s=1,
                                             sequential={"suite_mmlu": rec})
     p = Collect()
     p.feed(report.run(report.ReportConfig(s, tmp_path / "b.html")).html.read_text())
@@ -366,9 +367,9 @@ def test_the_throughput_table_shows_a_gated_points_repetitions_of_its_maximum_an
     """throughput.adaptive_repetitions: "2 of 3" with the reason on hover; a fixed-count point shows its count."""
     s = summary_with_everything(tmp_path)
     rows = [{"output_tok_s": 12000.0}, {"output_tok_s": 12100.0}]
-    gated = s.variants[1].benchmark.points[1].model_copy(update={"repetitions": rows, "repetitions_max": 3,
+    gated = s.variants[1].result(BenchmarkResult).points[1].model_copy(update={"repetitions": rows, "repetitions_max": 3,
                                                                  "stopped": "decided after 2"})
-    s.variants[1].benchmark.points[1] = gated
+    s.variants[1].result(BenchmarkResult).points[1] = gated
     html = report.run(report.ReportConfig(s, tmp_path / "r.html")).html.read_text()
     said = r'<span title="decided after 2: repeated until the throughput gates were decided[^"]*">2 of 3</span>'
     assert re.search(said, html)

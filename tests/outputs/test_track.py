@@ -8,6 +8,7 @@ from conftest import make_summary
 from suite.outputs import mlflow as track
 from suite.outputs import mlflow_files, mlflow_http
 from suite.analysis.summary import add_deltas
+from suite.stages.registry import QUANTIZE
 
 
 def test_parent_and_nested_runs(tmp_path):
@@ -75,7 +76,7 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
         ckpt.mkdir()
         (ckpt / "config.json").write_text("{}")
         (ckpt / "provenance.json").write_text("{}")
-        s.variants[1].quantize = QuantizeResult(checkpoint=str(ckpt), key=f"key-{name}", cache_hit=False, wall_s=1.0)
+        s.variants[1].stages[QUANTIZE] = QuantizeResult(checkpoint=str(ckpt), key=f"key-{name}", cache_hit=False, wall_s=1.0)
         add_deltas(s.variants)
         add_serving_intervals(s)  # a throughput ratio without its interval over repetitions is inconclusive
         s.recipe_sha256 = write_run_recipe(run_dir, {"recipe": s.recipe})["recipe_sha256"]  # the gate's trusted copy

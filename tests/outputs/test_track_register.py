@@ -10,6 +10,7 @@ from suite.analysis.gates.base import GateCheck, GateResult
 from suite.analysis.summary import add_deltas
 from suite.outputs import mlflow as track
 from suite.outputs.mlflow_registry import record_gate
+from suite.stages.registry import QUANTIZE
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -158,7 +159,7 @@ def test_the_quantized_variant_keeps_its_content_key(tmp_path):
 
     folder = checkpoint(tmp_path)
     s, _, uri = logged(tmp_path, str(folder))
-    s.variants[1].quantize = QuantizeResult(checkpoint=str(folder), key="k1", cache_hit=False, wall_s=1.0,
+    s.variants[1].stages[QUANTIZE] = QuantizeResult(checkpoint=str(folder), key="k1", cache_hit=False, wall_s=1.0,
                                             content_sha256="c" * 64)
     rec = record_gate(s, passed(s))
     from mlflow.tracking import MlflowClient

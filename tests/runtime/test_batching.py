@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from suite.runtime.engine import batching
+from suite.stages.registry import BENCHMARK
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def test_a_resumed_runs_older_ceiling_is_not_divided_by_a_newer_one():
     def variant(name, base, limits):
         bench = BenchmarkResult(points=[], offline_tok_s=100.0, offline_batch_limits=limits, server_start_s=1.0, wall_s=1.0,
                                 server_log="server.log")
-        return VariantSummary(name=name, is_baseline=base, model_path="m", benchmark=bench,
+        return VariantSummary(name=name, is_baseline=base, model_path="m", stages={BENCHMARK: bench},
                               metrics={"tput.offline_tok_s": 100.0 if base else 130.0})
 
     old, new, new2 = variant("bf16", True, None), variant("fp8", False, {"max_num_seqs": 1024}), variant("fp8b", False, None)
