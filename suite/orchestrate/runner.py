@@ -29,7 +29,7 @@ from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
 from suite.orchestrate.executors import JobCall, make_executor
 from suite.orchestrate.store import STORE_ENV, recorded_key, store_root
 from suite.plan import results
-from suite.stages.registry import STAGES
+from suite.stages.registry import QUANTIZE, STAGES
 from suite.outputs.publish import now, publish
 from suite.records.paths import recorded_run_dir
 from suite.runtime import envs
@@ -96,7 +96,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
     env = envs.stage_env(plan.env)
     env[STORE_ENV] = str(store_root(loaded, out_root))  # the evaluation cache and the engines' compile caches
-    quantizes = any(vp.quantize for vp in plan.variants)
+    quantizes = any(vp.config(QUANTIZE) for vp in plan.variants)
     earlier = None
     if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
         earlier = summaries.RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))

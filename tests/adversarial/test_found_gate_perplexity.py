@@ -21,6 +21,7 @@ from test_perplexity_gate import DOCS, model_dir, run_gate, run_with  # noqa: E4
 from suite import cli  # noqa: E402
 from suite.analysis.summary import add_perplexity  # noqa: E402
 from suite.records.summary import RunSummary  # noqa: E402
+from suite.records.evaluate import EvaluateResult
 
 FAILING = [0.3, 0.4, 0.25, 0.5, 0.35, 0.3]  # per-document token-perplexity rises: CI high above 0.2
 
@@ -75,8 +76,8 @@ def test_perplexity_without_the_variants_records_is_inconclusive_not_judged(tmp_
 
     s = run_with(tmp_path, model_dir, FAILING, gates={"max_perplexity_increase": 0.2})
     for v in s.variants:  # a run made since per-item hashes are recorded
-        v.evaluate.samples_sha256 = {t: hashlib.sha256(Path(f).read_bytes()).hexdigest()
-                                     for t, f in v.evaluate.samples_files.items()}
+        v.result(EvaluateResult).samples_sha256 = {t: hashlib.sha256(Path(f).read_bytes()).hexdigest()
+                                     for t, f in v.result(EvaluateResult).samples_files.items()}
     assert run_gate(tmp_path, capsys, s)[0] == 1
     run = tmp_path / "run"
     data = json.loads((run / "summary.json").read_text())

@@ -180,10 +180,10 @@ def with_engine_check(tmp_path, s, wrong_under_check):
     add_engine_spread(summ.variants, metric_name)
     d = write_run_recipe(tmp_path / "run", summ.model_dump(mode="json"))
     for v in d["variants"]:  # each check's result as its stage writes it, planned and stamped
-        v[ENGINE_CHECKS[0]] = v["engine_checks"]["max_num_seqs=1"]
+        v["stages"][ENGINE_CHECKS[0]] = v["engine_checks"]["max_num_seqs=1"]
     d = plan_run(tmp_path / "run", d)
     for v in d["variants"]:
-        del v[ENGINE_CHECKS[0]]
+        del v["stages"][ENGINE_CHECKS[0]]
     return d
 
 

@@ -26,6 +26,7 @@ from suite.analysis.perplexity import token_counter  # noqa: E402
 from suite.records.summary import VariantSummary  # noqa: E402
 from suite.analysis.summary import add_paired, add_perplexity  # noqa: E402
 from suite.records.evaluate import EvaluateResult  # noqa: E402
+from suite.stages.registry import EVALUATE  # noqa: E402
 
 
 def load(run: Path, variant: str) -> EvaluateResult | None:
@@ -67,14 +68,15 @@ def main(argv=None) -> int:
             continue
         evals[n] = e
     # the summary's records: model_path is where add_perplexity finds the baseline's tokenizer.json
-    summaries = [VariantSummary(name=n, is_baseline=n == base_name, model_path=args.tokenizer or "", evaluate=e)
+    summaries = [VariantSummary(name=n, is_baseline=n == base_name, model_path=args.tokenizer or "",
+                                stages={EVALUATE: e})
                  for n, e in evals.items()]
     add_paired(summaries)
     for w in add_perplexity(summaries) if args.tokenizer else []:
         print(f"warning: {w}", file=sys.stderr)
     out = {"run": str(args.run), "baseline": base_name, "scores": {}, "paired": {}, "perplexity": {}}
     for v in summaries:
-        e = v.evaluate
+        e = v.result(EvaluateResult)
         out["scores"][v.name] = {s.task: {"metric": s.metric, "value": s.value, "n": s.n} for s in e.scores}
         out["scores"][v.name]["_wall_s"] = e.wall_s
         out["scores"][v.name]["_engine_load_s"] = e.engine_load_s

@@ -27,6 +27,7 @@ from suite.analysis.summary import add_cost, add_deltas, slo_warnings, variant_m
 from suite.recipe import Recipe  # noqa: E402
 from suite.stages.benchmark.labels import relabel  # noqa: E402
 from suite.records.benchmark import BenchmarkResult  # noqa: E402
+from suite.stages.registry import BENCHMARK  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
             continue
         variants.append(VariantSummary(name=spec.name, is_baseline=spec is recipe.baseline, model_path="",
                                        engine_args=dict(spec.engine_args or {}),
-                                       benchmark=BenchmarkResult.model_validate_json(f.read_text())))
+                                       stages={BENCHMARK: BenchmarkResult.model_validate_json(f.read_text())}))
     if not any(v.is_baseline for v in variants):
         print(f"error: {args.run}: no benchmark result for the baseline {recipe.baseline.name}", file=sys.stderr)
         return 2
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
           "start s | bench wall s |")
     print("|---|---|---|---|---|---|")
     for v in variants:
-        m, b = v.metrics, v.benchmark
+        m, b = v.metrics, v.result(BenchmarkResult)
         out["metrics"][v.name] = m
         out["slo"][v.name] = b.slo.model_dump() if b.slo else None
         ratio = m.get("tput.output_tok_s.ratio", 1.0)
