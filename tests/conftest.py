@@ -271,7 +271,8 @@ def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0,
     from suite.analysis.gates.recompute import sha256_file
     from suite.records.benchmark import SloResult
     from suite.stages.registry import BENCHMARK, EVALUATE
-    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
+    from suite.analysis.assemble import with_comparisons, with_metrics
+    from suite.analysis.summary import delta_metrics, paired_comparisons, variant_metrics
     from suite.recipe import Recipe
     from suite.records.evaluate import EvaluateResult, TaskScore
     from suite.records.summary import VariantSummary
@@ -309,8 +310,8 @@ def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0,
         v.stages[BENCHMARK].slo = SloResult(sustainable_rate=rate, steady=True, output_tok_s=rate * 10)
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
-    add_paired(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
+    s.variants = with_comparisons(s.variants, paired_comparisons(s.variants), "paired", keep=True)
     return plan_run(run, write_run_recipe(run, s.model_dump(mode="json")))
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from suite.analysis import derive
-from suite.analysis import summary as summaries
+from suite.records.summary import RunSummary
 from suite.orchestrate import jobs, progress, rundir, stageproc, tracking
 from suite.orchestrate.executors import JobCall, make_executor
 from suite.orchestrate.store import STORE_ENV, recorded_key, store_root
@@ -55,7 +55,7 @@ class RunInterrupted(KeyboardInterrupt):
 
 def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report: Reporter | None = None,
             track: bool = True, force: bool = False, resume: Path | None = None,
-            watch: Watcher | None = None, accept_recipe_change: bool = False) -> "summaries.RunSummary":
+            watch: Watcher | None = None, accept_recipe_change: bool = False) -> RunSummary:
     """Run a recipe's plan in a new run folder, or with ``resume`` continue the run in that folder: stage
     results already there are kept (event 'resumed'), the other jobs run. The folder is locked
     (``run.lock``) for as long as this runs: a resume refuses while a run of it, or a stage of one, is alive.
@@ -90,7 +90,7 @@ def execute(loaded: "rundir.LoadedRecipe", out_root: Path | None = None, report:
 
 def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock, report: Reporter, track: bool, force: bool,
              resume: Path | None, watch: Watcher | None = None,
-             recipe_changed: list[str] | None = None) -> "summaries.RunSummary":
+             recipe_changed: list[str] | None = None) -> RunSummary:
     plan, expected = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
@@ -99,7 +99,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     quantizes = any(vp.config(QUANTIZE) for vp in plan.variants)
     earlier = None
     if resume and (run_dir / "summary.json").is_file():  # names resolved against the folder where it is now
-        earlier = summaries.RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
+        earlier = RunSummary.read(run_dir / "summary.json", root=run_dir, recorded=recorded_run_dir(run_dir))
     summary = derive.start(loaded, plan, run_dir, platform=envs.vllm_platform() if not earlier else "",
                               versions=envs.run_versions(quantize=quantizes) if not earlier else {}, earlier=earlier,
                               started=now())

@@ -66,7 +66,7 @@ def frontier_chart(s: RunSummary):
 
 def cost_rows(s: RunSummary) -> list[dict]:
     """Per variant with a cost figure: its GPUs, cost per 1M output tokens at the headline point and at the SLO
-    rate, and each against the baseline's (suite.analysis.summary.add_cost); [] when the recipe set no price."""
+    rate, and each against the baseline's (suite.analysis.summary.cost_metrics); [] when the recipe set no price."""
     if s.cost is None:
         return []
     k = "cost.per_1m_output_tokens"

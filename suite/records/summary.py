@@ -77,7 +77,7 @@ def _stage_result(name: str, value: Any, context: Any) -> Any:
 
 class CostBasis(Record):
     """The price behind a run's ``cost.*`` metrics: the recipe's ``throughput.gpu_hour_cost``, an assumption of
-    the recipe (never a built-in default), recorded once per run (suite.analysis.summary.add_cost)."""
+    the recipe (never a built-in default), recorded once per run (suite.analysis.summary.cost_metrics)."""
 
     gpu_hour: float = Field(description="price of one GPU hour")
     currency: str

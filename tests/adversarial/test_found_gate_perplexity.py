@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "tests" / "analysis"))
 from test_perplexity_gate import DOCS, model_dir, run_gate, run_with  # noqa: E402,F401 - model_dir: a fixture
 
 from suite import cli  # noqa: E402
-from suite.analysis.summary import add_perplexity  # noqa: E402
+from suite.analysis.summary import perplexity_comparisons  # noqa: E402
 from suite.records.summary import RunSummary  # noqa: E402
 from suite.records.evaluate import EvaluateResult
 
@@ -50,7 +50,7 @@ def test_baseline_tokenizer_swapped_through_the_summary_is_refused(tmp_path, mod
     summary = RunSummary.model_validate(data)
     for v in summary.variants:
         v.perplexity = []
-    assert add_perplexity(summary.variants) == []  # the figures recomputed as the summary would have them
+    assert perplexity_comparisons(summary.variants)[1] == []  # the figures recomputed as the summary would have them
     (run / "summary.json").write_text(json.dumps(summary.model_dump(mode="json")))
     code = cli.main(["gate", str(run), "--no-record"])
     out, err = capsys.readouterr()

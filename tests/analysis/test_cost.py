@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from conftest import edit_record, make_summary, run_folder
 from suite.analysis import frontier as fa
-from suite.analysis.summary import add_cost, add_deltas, cost_per_1m, finish, variant_metrics
+from suite.analysis.assemble import finish, with_metrics
+from suite.analysis.summary import cost_metrics, cost_per_1m, delta_metrics, variant_metrics
 from suite.recipe import Recipe
 from suite.records.benchmark import BenchmarkResult, LoadPoint, SloResult
 from suite.records.evaluate import EvaluateResult, TaskScore
@@ -41,7 +42,7 @@ def priced_run(price=PRICE):
     for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0), bench(2000.0, None, rate=None))):
         v.stages = {BENCHMARK: b}
     s.variants[2].engine_args = {"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "enforce_eager": True}
-    finish(s, recipe_with(s, price), {}, {})
+    s = finish(s, recipe_with(s, price), {}, {})
     return s
 
 
@@ -73,10 +74,11 @@ def test_no_price_no_cost_figures():
     assert s.variants[1].metrics["tput.output_tok_s.ratio"] == pytest.approx(2.0)  # the rest is still there
     # a price given, then taken away: a second summary pass leaves no stale figure
     s = priced_run()
-    add_cost(s, None)
+    s.cost, costs = cost_metrics(s.variants, None)
+    s.variants = with_metrics(s.variants, costs)
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     assert s.cost is None and not [k for v in s.variants for k in v.metrics if k.startswith("cost.")]
 
 
@@ -86,7 +88,7 @@ def test_headline_last_prices_the_last_point():
     s.variants[0].stages.pop(EVALUATE, None)
     r = recipe_with(s)
     r.throughput.headline = "last"  # rate-4: 250 tok/s
-    finish(s, r, {}, {})
+    s = finish(s, r, {}, {})
     assert s.variants[0].metrics["cost.per_1m_output_tokens"] == pytest.approx(4.0)
 
 
@@ -252,7 +254,7 @@ def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
     s.variants[1].result(BenchmarkResult).slo = s.variants[1].result(BenchmarkResult).slo.model_copy(update={
         "steady": False, "probes": [{"rate": 8.0, "meets": True}],
         "note": "the probe at 8 req/s was a burst even with 6000 prompts (slo.max_num_prompts): not a sustained rate"})
-    finish(s, recipe_with(s), {}, {})
+    s = finish(s, recipe_with(s), {}, {})
     bf16, fp8 = (v.metrics for v in s.variants)
     assert "tput.sustainable_rate" in bf16 and "tput.sustainable_rate" not in fp8
     assert "cost.per_1m_output_tokens.slo" not in fp8 and fp8["cost.per_1m_output_tokens"] == pytest.approx(0.5)
@@ -266,7 +268,7 @@ def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
     for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
         v.stages = {BENCHMARK: b}
         v.stages[BENCHMARK].slo.probes = [{"rate": 8.0, "meets": True}]
-    finish(s, recipe_with(s), {}, {})
+    s = finish(s, recipe_with(s), {}, {})
     assert all("tput.sustainable_rate" in v.metrics for v in s.variants)
     assert len([w for w in s.warnings if "was not checked" in w]) == 2
     # ... but the gate does not judge an unchecked rate (nor one whose 'steady' a tampered summary dropped)
@@ -291,7 +293,7 @@ def test_a_summary_that_keeps_a_bursts_rate_is_still_refused():
     s = make_summary({"bf16": {}, "fp8": {}})
     for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
         v.stages = {BENCHMARK: b}
-    finish(s, recipe_with(s), {}, {})
+    s = finish(s, recipe_with(s), {}, {})
     fp8 = s.variants[1]
     assert fp8.metrics["tput.sustainable_rate.ratio"] == 1.0  # both at 8 req/s: it would pass a 1.0 gate
     fp8.stages[BENCHMARK].slo = fp8.stages[BENCHMARK].slo.model_copy(update={"steady": False, "note": "a burst"})

@@ -70,7 +70,8 @@ def test_repetitions_keep_goodput_and_its_interval(tmp_path):
 def goodput_run(tmp_path, base, var, gates=None, slo=True, errors=()):
     """build_gated_run's run with goodput repetitions ``base`` / ``var`` (None: run without --goodput) on each side's
     headline point, its metrics derived as the summary derives them, and ``gates`` (default min_goodput_gain 1.1)."""
-    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
+    from suite.analysis.assemble import with_comparisons, with_metrics
+    from suite.analysis.summary import delta_metrics, paired_comparisons, variant_metrics
     from suite.records.summary import RunSummary
 
     s = RunSummary.model_validate(build_gated_run(tmp_path, {}))
@@ -82,8 +83,8 @@ def goodput_run(tmp_path, base, var, gates=None, slo=True, errors=()):
                                                          "goodput_slo": {"ttft": 200.0}})
         v.metrics = variant_metrics(v, "max")
         v.errors = list(errors) if not v.is_baseline else []
-    add_deltas(s.variants)
-    add_paired(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
+    s.variants = with_comparisons(s.variants, paired_comparisons(s.variants), "paired", keep=True)
     d = s.model_dump(mode="json")
     d["recipe"]["gates"] = gates or {"min_goodput_gain": 1.1}
     if slo:
@@ -123,12 +124,13 @@ def test_gate_pass_fail_inconclusive(tmp_path, capsys, base, var, code, said):
     if said == "unstable":  # an unstable point is inconclusive whatever its goodput (as min_throughput_gain)
         s = goodput_run(tmp_path, base, var)
         s["variants"][0]["stages"]["benchmark"]["points"][0]["repetitions"][0]["output_tok_s"] = 27.0
-        from suite.analysis.summary import add_deltas, variant_metrics
+        from suite.analysis.assemble import with_metrics
+        from suite.analysis.summary import delta_metrics, variant_metrics
         from suite.records.summary import RunSummary
         summ = RunSummary.model_validate(s)
         for v in summ.variants:
             v.metrics = {**v.metrics, **variant_metrics(v, "max")}
-        add_deltas(summ.variants)
+        summ.variants = with_metrics(summ.variants, delta_metrics(summ.variants))
         s = records(tmp_path, write_run_recipe(tmp_path / "run", summ.model_dump(mode="json")))
     else:
         s = goodput_run(tmp_path, base, var)

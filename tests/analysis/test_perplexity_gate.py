@@ -25,7 +25,8 @@ from suite import cli
 from suite.analysis import gate, perplexity
 from suite.analysis.paired import bootstrap_ci
 from suite.records.summary import VariantSummary
-from suite.analysis.summary import add_deltas, add_paired, add_perplexity, variant_metrics
+from suite.analysis.assemble import with_comparisons, with_metrics
+from suite.analysis.summary import delta_metrics, paired_comparisons, perplexity_comparisons, variant_metrics
 from suite.recipe import GateSpec, Recipe
 from suite.records.evaluate import EvaluateResult, TaskScore
 from suite.runtime import tokenizer
@@ -104,7 +105,7 @@ def shifted(lls, ppl_delta):
 
 
 def built(tmp_path, model_dir, base_ev, var_ev, gates=None, tasks=(TASK,)):
-    """A summary made as `suite run` makes one (variant_metrics, add_deltas, add_paired, add_perplexity)."""
+    """A summary made as `suite run` makes one (variant_metrics, deltas, paired, perplexity)."""
     s = make_summary({"bf16": {}, "fp8": {}}, tasks=tasks, gates=gates, run_dir=str(tmp_path / "run"))
     s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
     vdir = tmp_path / "run" / "variants" / "bf16"  # the baseline's tokenizer kept as its evaluate stage keeps it
@@ -115,9 +116,11 @@ def built(tmp_path, model_dir, base_ev, var_ev, gates=None, tasks=(TASK,)):
                   VariantSummary(name="fp8", is_baseline=False, model_path="/elsewhere", stages={EVALUATE: var_ev})]
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
-    add_paired(s.variants)
-    s.warnings += add_perplexity(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
+    s.variants = with_comparisons(s.variants, paired_comparisons(s.variants), "paired", keep=True)
+    found, said = perplexity_comparisons(s.variants)
+    s.variants = with_comparisons(s.variants, found, "perplexity")
+    s.warnings += said
     return s
 
 

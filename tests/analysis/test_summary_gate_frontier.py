@@ -14,7 +14,8 @@ from suite.analysis import gate
 from suite.recipe import GateSpec
 from suite.records.evaluate import EvaluateResult, TaskScore
 from suite.records.summary import VariantSummary
-from suite.analysis.summary import add_deltas, metric_name, variant_metrics
+from suite.analysis.assemble import with_metrics
+from suite.analysis.summary import delta_metrics, metric_name, variant_metrics
 from suite.stages.registry import BENCHMARK, EVALUATE
 
 BASE = {"acc.suite_gsm8k": 0.50, "acc.suite_mmlu": 0.60, "acc.mean": 0.55, "tput.output_tok_s": 100.0}
@@ -33,7 +34,7 @@ def test_metric_names_are_mlflow_legal():
 
 def test_deltas_and_ratio():
     s = make_summary({"bf16": BASE, "fp8": {**BASE, "acc.suite_gsm8k": 0.47, "tput.output_tok_s": 130.0}})
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     fp8 = s.variants[1]
     assert fp8.metrics["acc.suite_gsm8k.delta"] == pytest.approx(-0.03)
     assert fp8.metrics["tput.output_tok_s.ratio"] == pytest.approx(1.3)
@@ -42,7 +43,7 @@ def test_deltas_and_ratio():
 
 def gate_result(fp8_metrics, **policy):
     s = make_summary({"bf16": BASE, "fp8": fp8_metrics})
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     return gate.run(gate.GateConfig(add_serving_intervals(s), GateSpec(**policy)))
 
 
@@ -193,7 +194,7 @@ def test_the_issues_13x_baseline_is_unstable_and_its_ratio_interval_spans_one():
     bf16.stages[BENCHMARK], fp8.stages[BENCHMARK] = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    bf16, fp8 = s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     assert bf16.metrics["tput.stable"] == 0.0 and bf16.metrics["tput.repetitions"] == 2.0
     assert fp8.metrics["tput.stable"] == 1.0
     m = fp8.metrics
@@ -209,7 +210,7 @@ def test_ratio_equal_rate_beside_best_against_best_and_the_renamed_capacity():
     fp8.stages[BENCHMARK] = _bench(("50", [1020.0, 1000.0, 1010.0], 300), ("100", [1450.0, 1440.0, 1460.0], 1024))
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    bf16, fp8 = s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     m = fp8.metrics
     assert m["tput.output_tok_s.ratio"] == pytest.approx(1.45)
     assert m["tput.output_tok_s.ratio_equal_rate"] == pytest.approx(1450 / 890)
@@ -228,7 +229,7 @@ def test_run_table_marks_the_unstable_baseline_and_prints_the_ratio_interval(cap
     bf16.stages[BENCHMARK], fp8.stages[BENCHMARK] = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    bf16, fp8 = s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     print_summary(s)
     out = capsys.readouterr().out
     assert "194.0 UNSTABLE" in out and "27-361" in out  # the load-point table

@@ -16,7 +16,8 @@ from conftest import make_summary, plan_run, run_cli
 from suite.records.summary import RunSummary
 from suite.outputs import report
 from suite.records.benchmark import BenchmarkResult, LoadPoint, ServerStats, SloResult
-from suite.analysis.summary import add_deltas
+from suite.analysis.assemble import with_metrics
+from suite.analysis.summary import delta_metrics
 from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK
 
 
@@ -42,7 +43,7 @@ def summary_with_everything(tmp_path):
                               "tput.output_tok_s": 12000.0, "acc.suite_gsm8k.delta_ci_low": -0.06,
                               "acc.suite_gsm8k.delta_ci_high": -0.004}},
                      gates={"max_drop": {"suite_gsm8k": 0.02}, "min_throughput_gain": 1.2}, run_dir=str(tmp_path))
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     s.variants[1].paired = [{"task": "suite_gsm8k", "metric": "exact_match,strict-match", "n": 1319, "delta": -0.03,
                              "ci_low": -0.06, "ci_high": -0.004, "gained": 20, "lost": 60, "mcnemar_p": 0.0001,
                              "confidence": 0.95}]
@@ -213,13 +214,14 @@ def test_report_without_kv_check_or_perplexity_has_neither_section(tmp_path):
 def test_report_shows_cost_with_its_price_and_source(tmp_path):
     """With throughput.gpu_hour_cost: the price, currency and source as the recipe's assumption, a cost table
     (headline point and SLO rate, against the baseline) and accuracy against cost; without: none of it."""
-    from suite.analysis.summary import add_cost
+    from suite.analysis.summary import cost_metrics
     from suite.recipe.throughput import GpuHourCost
 
     s = summary_with_everything(tmp_path)
     for v in s.variants:
         v.metrics["tput.sustainable_output_tok_s"] = 6900.0
-    add_cost(s, GpuHourCost(amount=3.6, currency="EUR", source="quote <b>Q-17</b> & co, 2025-03"))
+    s.cost, costs = cost_metrics(s.variants, GpuHourCost(amount=3.6, currency="EUR", source="quote <b>Q-17</b> & co, 2025-03"))
+    s.variants = with_metrics(s.variants, costs)
     page = report.run(report.ReportConfig(s, tmp_path / "report.html")).html.read_text()
     p = Collect()
     p.feed(page)
@@ -260,7 +262,7 @@ def _one_task_run(tmp_path, with_intervals: bool):
                     "tput.output_tok_s.ci_low": 300.0, "tput.output_tok_s.ci_high": 360.0})
         base.update({"tput.output_tok_s.ci_low": 27.0, "tput.output_tok_s.ci_high": 361.0})
     s = make_summary({"bf16": base, "fp8": fp8}, tasks=("suite_gsm8k",), run_dir=str(tmp_path))
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     return s
 
 

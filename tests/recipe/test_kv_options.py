@@ -113,7 +113,8 @@ def test_options_reach_the_plan_and_change_the_keys(demo_recipe_copy, tmp_path):
 
 def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_copy, tmp_path, DELETE):
     from suite.analysis.derive import start
-    from suite.analysis.summary import finish, variant_summary
+    from suite.analysis.assemble import finish
+    from suite.analysis.summary import variant_summary
     from suite.plan.keys import cache_key
     from suite.plan.planner import make_plan, with_results
     from suite.records.kvcheck import KVCheckResult
@@ -142,7 +143,7 @@ def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_cop
     plan = make_plan(loaded, tmp_path / "run")
     s = start(loaded, plan, tmp_path / "run", "cpu", {}, started="2026-12-01T00:00:00")
     s.variants[1].stages[KVCHECK] = checked("unit")
-    finish(s, loaded.recipe, {}, {})
+    s = finish(s, loaded.recipe, {}, {})
     assert s.variants[1].kv_scales == "unit" and s.variants[1].kv_scales_auto
 
 

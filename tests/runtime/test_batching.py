@@ -50,7 +50,8 @@ def test_a_resumed_runs_older_ceiling_is_not_divided_by_a_newer_one():
     """A run resumed after the change keeps an older benchmark whose ceiling had LLM's own limits: its offline ratio
     against a ceiling with the server's limits would compare two engines, so there is none."""
     from suite.records.summary import VariantSummary
-    from suite.analysis.summary import add_deltas
+    from suite.analysis.assemble import with_metrics
+    from suite.analysis.summary import delta_metrics
     from suite.records.benchmark import BenchmarkResult
 
     def variant(name, base, limits):
@@ -60,5 +61,5 @@ def test_a_resumed_runs_older_ceiling_is_not_divided_by_a_newer_one():
                               metrics={"tput.offline_tok_s": 100.0 if base else 130.0})
 
     old, new, new2 = variant("bf16", True, None), variant("fp8", False, {"max_num_seqs": 1024}), variant("fp8b", False, None)
-    add_deltas([old, new, new2])
+    old, new, new2 = with_metrics([old, new, new2], delta_metrics([old, new, new2]))
     assert "tput.offline_tok_s.ratio" not in new.metrics and new2.metrics["tput.offline_tok_s.ratio"] == 1.3
