@@ -33,6 +33,8 @@ from suite.recipe import load_recipe
 from suite.recipe.checks import output_folder_problems
 from suite.recipe.load import MAX_DEPTH, load_run_recipe, load_yaml, read_text
 from suite.runtime.errors import Problem, SuiteError
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
 from suite.runtime.lock import refuse_live
 
 
@@ -117,10 +119,10 @@ class Run:
 
         rows = []
         for v in self.summary.variants:
-            if v.evaluate is None:
+            if (ev := v.result(EvaluateResult)) is None:
                 continue
-            for s in v.evaluate.scores:
-                f = v.evaluate.samples_files.get(s.task)
+            for s in ev.scores:
+                f = ev.samples_files.get(s.task)
                 if not f or is_perplexity_metric(s.metric):
                     continue
                 path = self._file(f)
@@ -135,7 +137,7 @@ class Run:
 
         rows = []
         for v in self.summary.variants:
-            for p in (v.benchmark.points if v.benchmark else []):
+            for p in (b.points if (b := v.result(BenchmarkResult)) else []):
                 rows.append({"variant": v.name, **p.model_dump(exclude_none=False)})
         return pd.DataFrame(rows)
 

@@ -30,6 +30,7 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
 
     from suite.recipe import Recipe
     from suite.records.summary import RunSummary, VariantSummary
+    from suite.stages.registry import BENCHMARK, EVALUATE
 
     recipe = yaml.safe_load(DEMO_RECIPE.read_text())
     recipe["gates"] = gates or {}
@@ -66,8 +67,8 @@ def make_summary(metrics: dict[str, dict[str, float]], tasks=("suite_gsm8k", "su
                if "tput.sustainable_rate" in m else None)
         return BenchmarkResult(points=[point], server_start_s=1, wall_s=2, server_log="/x/server.log", slo=slo)
 
-    variants = [VariantSummary(name=name, is_baseline=(i == 0), model_path="/m", metrics=dict(m), evaluate=evaluate(m),
-                               benchmark=benchmark(m), paired=paired(m))
+    variants = [VariantSummary(name=name, is_baseline=(i == 0), model_path="/m", metrics=dict(m), paired=paired(m),
+                               stages={k: r for k, r in ((EVALUATE, evaluate(m)), (BENCHMARK, benchmark(m))) if r})
                 for i, (name, m) in enumerate(metrics.items())]
     return RunSummary(suite_version="test", recipe_name=recipe["name"], recipe_path="r.yaml", recipe_sha256="0",
                       recipe=recipe, run_dir=run_dir, started="now", finished="now", platform="cpu", tasks=list(tasks),
@@ -220,12 +221,14 @@ def add_serving_intervals(summary, keys=("tput.output_tok_s.ratio", "tput.ttft_p
     """The interval over repetitions each gated serving figure has (``suite gate`` judges throughput and latency on
     it, and calls a figure without one inconclusive): [value, value], as identical repetitions give; each load point
     given three identical repetitions, the records the run folder's summary derives them from."""
+    from suite.stages.registry import BENCHMARK
+
     for v in summary.variants:
         for key in keys:
             if isinstance(v.metrics.get(key), (int, float)) and not v.is_baseline:
                 v.metrics.setdefault(key + ".ci_low", v.metrics[key])
                 v.metrics.setdefault(key + ".ci_high", v.metrics[key])
-        for p in (v.benchmark.points if v.benchmark is not None else []):  # the records they come from
+        for p in (v.stages[BENCHMARK].points if BENCHMARK in v.stages else []):  # the records they come from
             if not p.repetitions:
                 p.repetitions = [{k: getattr(p, k) for k in ("output_tok_s", "req_s", "ttft_p99_ms", "tpot_p99_ms")}
                                  for _ in range(3)]
@@ -267,7 +270,9 @@ def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0,
 
     from suite.analysis.gates.recompute import sha256_file
     from suite.records.benchmark import SloResult
-    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
+    from suite.stages.registry import BENCHMARK, EVALUATE
+    from suite.analysis.assemble import with_comparisons, with_metrics
+    from suite.analysis.summary import delta_metrics, paired_comparisons, variant_metrics
     from suite.recipe import Recipe
     from suite.records.evaluate import EvaluateResult, TaskScore
     from suite.records.summary import VariantSummary
@@ -297,16 +302,16 @@ def build_gated_run(tmp_path, gates, wrong=None, n=300, base_reps=(100.0, 101.0,
 
     s = make_summary({"bf16": {}, "fp8": {}}, tasks=tasks, gates=gates, run_dir=str(run))
     s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
-    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path="/m", evaluate=evaluation("bf16", {}),
-                                 benchmark=gate_bench(list(base_reps))),
-                  VariantSummary(name="fp8", is_baseline=False, model_path="/m", evaluate=evaluation("fp8", wrong),
-                                 benchmark=gate_bench(list(var_reps)))]
+    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path="/m", stages={
+                      EVALUATE: evaluation("bf16", {}), BENCHMARK: gate_bench(list(base_reps))}),
+                  VariantSummary(name="fp8", is_baseline=False, model_path="/m", stages={
+                      EVALUATE: evaluation("fp8", wrong), BENCHMARK: gate_bench(list(var_reps))})]
     for v, rate in zip(s.variants, slo or ()):
-        v.benchmark.slo = SloResult(sustainable_rate=rate, steady=True, output_tok_s=rate * 10)
+        v.stages[BENCHMARK].slo = SloResult(sustainable_rate=rate, steady=True, output_tok_s=rate * 10)
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
-    add_paired(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
+    s.variants = with_comparisons(s.variants, paired_comparisons(s.variants), "paired", keep=True)
     return plan_run(run, write_run_recipe(run, s.model_dump(mode="json")))
 
 
@@ -324,24 +329,26 @@ def plan_run(run_dir, s: dict) -> dict:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tasks = [t["name"] for t in ((s.get("recipe") or {}).get("eval") or {}).get("tasks") or []] or list(s["tasks"])
-    evaluated = any(isinstance(v.get(EVALUATE), dict) for v in s["variants"])  # the run evaluates every variant
-    headline = {sc["task"]: sc["metric"] for v in reversed(s["variants"]) if isinstance(v.get(EVALUATE), dict)
-                for sc in v[EVALUATE].get("scores") or [] if isinstance(sc, dict) and "task" in sc and "metric" in sc}
+    results = lambda v: v.get("stages") or {}  # noqa: E731 -- a variant's stage results by stage name
+    evaluated = any(isinstance(results(v).get(EVALUATE), dict) for v in s["variants"])  # the run evaluates every variant
+    headline = {sc["task"]: sc["metric"] for v in reversed(s["variants"]) if isinstance(results(v).get(EVALUATE), dict)
+                for sc in results(v)[EVALUATE].get("scores") or [] if isinstance(sc, dict) and "task" in sc
+                and "metric" in sc}
     plan = {"variants": {}}
     for v in s["variants"]:
         vdir = run_dir / "variants" / v["name"]
         vdir.mkdir(parents=True, exist_ok=True)
         jobs = plan["variants"][v["name"]] = {"model_path": v.get("model_path")}
         served = v.get("model_path") if v.get("is_baseline") else f"{v.get('model_path')}/{v['name']}"  # its checkpoint
-        for stage in [st for st in run_order() if isinstance(v.get(st), dict) or (st == EVALUATE and evaluated)]:
+        for stage in [st for st in run_order() if isinstance(results(v).get(st), dict) or (st == EVALUATE and evaluated)]:
             config = {"engine": {"model": served}}
             if stage == EVALUATE:  # each task's headline as its recorded scores name it (eval.tasks[].metric)
                 config["tasks"] = [{"name": t, **({"metric": headline[t]} if t in headline else {})} for t in tasks]
             jobs[stage] = config
             (vdir / f"{stage}.config.json").write_text(json.dumps(config, indent=2))
             res = vdir / f"{stage}.result.json"
-            if not res.is_file() and isinstance(v.get(stage), dict):
-                res.write_text(json.dumps(v[stage]))
+            if not res.is_file() and isinstance(results(v).get(stage), dict):
+                res.write_text(json.dumps(results(v)[stage]))
             if res.is_file():
                 stamp_result(res, v["name"], stage)
     if (run_dir / "recipe.yaml").is_file():
@@ -390,7 +397,7 @@ def stamp_summary(run_dir, s: dict) -> dict:
     for v in s.get("variants") or []:
         if not isinstance(v, dict):
             continue
-        for stage, held in list(v.items()):
+        for stage, held in list((v.get("stages") or {}).items()):
             path = Path(run_dir) / "variants" / str(v.get("name")) / f"{stage}.result.json"
             if not isinstance(held, dict) or not path.is_file():
                 continue

@@ -77,13 +77,13 @@ def test_every_stage_ran(demo_run):
     run_dir, s, res = demo_run
     by = {v["name"]: v for v in s["variants"]}
     assert set(by) == {"bf16", "fp8-kv"} and not any(v["errors"] for v in s["variants"])
-    assert by["fp8-kv"]["quantize"]["cache_hit"] is False and by["fp8-kv"]["quantize"]["kv_cache_scales"] == 60
+    assert by["fp8-kv"]["stages"]["quantize"]["cache_hit"] is False and by["fp8-kv"]["stages"]["quantize"]["kv_cache_scales"] == 60
     for v in by.values():
-        assert [sc["task"] for sc in v["evaluate"]["scores"]] and {sc["task"] for sc in v["evaluate"]["scores"]} == set(TASKS)
-        assert Path(v["evaluate"]["results_file"]).is_file()
-        for f in v["evaluate"]["samples_files"].values():
+        assert [sc["task"] for sc in v["stages"]["evaluate"]["scores"]] and {sc["task"] for sc in v["stages"]["evaluate"]["scores"]} == set(TASKS)
+        assert Path(v["stages"]["evaluate"]["results_file"]).is_file()
+        for f in v["stages"]["evaluate"]["samples_files"].values():
             assert sum(1 for _ in open(f)) > 0
-        (point,) = v["benchmark"]["points"]
+        (point,) = v["stages"]["benchmark"]["points"]
         assert point["ok"] and point["completed"] == 32 and point["output_tok_s"] > 0
         bench = json.loads(Path(point["result_file"]).read_text())  # vLLM's own benchmark JSON
         assert bench["num_prompts"] == 32 and bench["total_output_tokens"] == 32 * 64  # ignore_eos
@@ -137,11 +137,11 @@ def test_metrics(demo_run):
             assert m[k] > 0, k
     assert all(base["metrics"][f"acc.{t}.delta"] == 0.0 for t in TASKS)
     for v in (base, fp8):  # where each evaluation went adds up to its wall time
-        split = v["evaluate"]["time_split_s"]
+        split = v["stages"]["evaluate"]["time_split_s"]
         assert {"setup", "engine", "lm_eval.tasks", "lm_eval.build", "requests.loglikelihood",
                 "requests.generate_until", "lm_eval.scoring", "lm_eval.env_info", "lm_eval.other",
                 "write"} <= set(split) and min(split.values()) >= 0
-        assert abs(sum(split.values()) - v["evaluate"]["wall_s"]) < 0.05
+        assert abs(sum(split.values()) - v["stages"]["evaluate"]["wall_s"]) < 0.05
         assert v["metrics"]["time.evaluate.requests.generate_until_s"] == split["requests.generate_until"]
     # an FP8 KV cache holds twice the tokens in the same memory
     assert fp8["metrics"]["tput.kv_cache_tokens"] == 2 * base["metrics"]["tput.kv_cache_tokens"]
@@ -152,7 +152,7 @@ def test_metrics(demo_run):
         assert 0.0 <= m[f"acc.{t}.mcnemar_p"] <= 1.0
     assert {p["task"] for p in fp8["paired"]} == set(TASKS) and not base["paired"]
     # MMLU's 57 subjects x 1 row and C-Eval's 52 x 1 row were all scored
-    n = {sc["task"]: sc["n"] for sc in base["evaluate"]["scores"]}
+    n = {sc["task"]: sc["n"] for sc in base["stages"]["evaluate"]["scores"]}
     assert n["suite_mmlu"] == 57 and n["suite_ceval"] == 52 and n["suite_gsm8k"] == 8
 
 
@@ -228,4 +228,4 @@ def test_a_copied_run_folder_gives_the_same_verdicts_without_its_output_folder(d
     assert after == before and 2 not in before, (before, after)  # a verdict each (CPU throughput may be inconclusive)
     assert rebuilt.returncode == 0 and again == before[1], rebuilt.stdout + rebuilt.stderr
     for v in json.loads((copy / "summary.json").read_text())["variants"]:  # the checkpoints stay outside: not judged
-        assert all(not f.startswith("/") for f in v["evaluate"]["samples_files"].values()), v["evaluate"]
+        assert all(not f.startswith("/") for f in v["stages"]["evaluate"]["samples_files"].values()), v["stages"]["evaluate"]

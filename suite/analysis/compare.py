@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 from suite.analysis.paired import compare_variant
 from suite.records.summary import RunSummary
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
 
 
 @dataclass
@@ -104,10 +106,10 @@ def run(config: CompareConfig) -> CompareResult:
     res.only_in_b = sorted(set(vb) - set(va))
     for name in [v.name for v in a.variants if v.name in vb]:
         x, y = va[name], vb[name]
-        if x.evaluate and y.evaluate:
-            res.changes += _accuracy(name, x.evaluate, y.evaluate, config.seed)
-        if x.benchmark and y.benchmark:
-            res.changes += _throughput(name, x.benchmark, y.benchmark, config.min_tput_change)
+        if (ex := x.result(EvaluateResult)) and (ey := y.result(EvaluateResult)):
+            res.changes += _accuracy(name, ex, ey, config.seed)
+        if (bx := x.result(BenchmarkResult)) and (by := y.result(BenchmarkResult)):
+            res.changes += _throughput(name, bx, by, config.min_tput_change)
     for k in sorted(set(a.versions) | set(b.versions)):
         if a.versions.get(k) != b.versions.get(k):
             res.versions[k] = (a.versions.get(k), b.versions.get(k))

@@ -3,7 +3,7 @@
 It reads recipe.yaml, plan.json (the planned variants and jobs), run.json (``records.summary.RunFacts``: what the
 runner knew that the stage results do not say: when, where, versions, each variant's errors, the run's warnings),
 jobs.json (when each job ran) and ``variants/<name>/<stage>.result.json``, and makes the ``RunSummary`` with the
-current analysis code (``suite.analysis.summary.finish``). It writes nothing. The runner's closing summary, `suite
+current analysis code (``suite.analysis.assemble.finish``). It writes nothing. The runner's closing summary, `suite
 summarize` (which publishes it), `suite gate`, the report, `suite compare`, ``suite.load_run`` and MLflow all take
 the summary from here; summary.json is a cache of it and never an input.
 
@@ -31,6 +31,7 @@ import yaml
 from pydantic import ValidationError
 
 from suite.analysis import summary as summaries
+from suite.analysis.assemble import finish
 from suite.analysis.load import load_summary, with_tracking
 from suite.analysis.paired import is_perplexity_metric, item_scores
 from suite.plan.keys import brought_sha256
@@ -44,6 +45,7 @@ from suite.records.summary import RUN_FACTS, RunFacts, RunSummary, VariantSummar
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.version import __version__
+from suite.records.evaluate import EvaluateResult
 
 ITEMS_FILE = "items.jsonl.gz"  # an archived evaluate folder's per-item scores (see the module docstring)
 ARCHIVED = "archived run folder: the paired comparisons read"  # the start of the warning that says so
@@ -77,26 +79,25 @@ def summarize(run_dir: Path) -> RunSummary:
                 v.errors.append(f"{stage} not finished: " + (bad or f"no {stage}.result.json in the run folder"))
     try:
         with _items_in_place_of_samples(summary) as read:
-            summaries.finish(summary, loaded.recipe, summary.versions, totals)
+            summary = finish(summary, loaded.recipe, summary.versions, totals)
     except FileNotFoundError as e:  # an archived folder whose per-item samples were packed or left out
         raise SuiteError(Problem(str(e.filename), "", "a stage result names this file and it is not in the run folder",
                                  f"restore the run folder's stage files (the paired comparisons read every sample; "
                                  f"an {ITEMS_FILE} beside a gone samples file stands in for it when it is the only one "
                                  "its result names in that folder)")) from None
-    if read:
-        names = sorted({_relative(f, run_dir) for f in read})
-        summary.warnings.append(f"{ARCHIVED} {len(names)} {ITEMS_FILE} file(s) in place of lm-eval's samples files, "
-                                f"which are not in the folder (the same per-item scores): {', '.join(names)}")
+    names = sorted({_relative(f, run_dir) for f in read})
+    archived = [f"{ARCHIVED} {len(names)} {ITEMS_FILE} file(s) in place of lm-eval's samples files, which are not in "
+                f"the folder (the same per-item scores): {', '.join(names)}"] if names else []
     runner = [w for w in facts.warnings if not w.startswith(ARCHIVED)] if facts else []
-    summary.warnings = list(dict.fromkeys(runner + said + summary.warnings))  # the runner's, then the analysis' (once)
-    summary.finished = facts.finished if facts else None
-    summary.recipe_sha256 = facts.recipe_sha256 if facts else ""  # recorded by the run, never recipe.yaml's own
-    if facts and facts.stage_wall_s:  # the runner's measure of each job (a kept result: its own wall_s)
-        summary.stage_wall_s = {**summary.stage_wall_s, **facts.stage_wall_s}
-    summary.recipe_changed_on_resume = list(facts.recipe_changed_on_resume) if facts else []
-    if (run_dir / JOBS).is_file():
-        summary.stage_elapsed_s = elapsed_by_stage(safeio.read_json(run_dir / JOBS, "record").get("jobs", []))
-    return summary
+    jobs = safeio.read_json(run_dir / JOBS, "record").get("jobs", []) if (run_dir / JOBS).is_file() else None
+    return summary.model_copy(update={
+        "warnings": list(dict.fromkeys(runner + said + summary.warnings + archived)),  # the runner's, then the analysis'
+        "finished": facts.finished if facts else None,
+        "recipe_sha256": facts.recipe_sha256 if facts else "",  # recorded by the run, never recipe.yaml's own
+        # the runner's measure of each job (a kept result: its own wall_s)
+        "stage_wall_s": {**summary.stage_wall_s, **(facts.stage_wall_s if facts else {})},
+        "recipe_changed_on_resume": list(facts.recipe_changed_on_resume) if facts else [],
+        "stage_elapsed_s": elapsed_by_stage(jobs) if jobs is not None else summary.stage_elapsed_s})
 
 
 def start(loaded, plan, run_dir, platform: str, versions: dict[str, str], earlier: RunSummary | None = None,
@@ -268,7 +269,7 @@ def _items_in_place_of_samples(summary: RunSummary) -> Iterator[list[str]]:
     read: list[str] = []
     try:
         for v in summary.variants:
-            for ev in [v.evaluate, *v.engine_checks.values(), v.served_check]:
+            for ev in [v.result(EvaluateResult), *v.engine_checks.values(), v.check_result(EvaluateResult)]:
                 for task, path in list((ev.samples_files if ev is not None else {}).items()):
                     if (items := _stand_in(ev, task, path)) is not None:
                         swapped.append((ev.samples_files, task, path))

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from suite.analysis.paired import is_perplexity_metric, item_scores
+from suite.records.evaluate import EvaluateResult
 
 
 @dataclass
@@ -87,10 +88,10 @@ def add_engine_spread(variants, metric_name) -> list[str]:
     warnings = []
     for v in variants:
         v.engine_spread = []
-        if v.evaluate is None or not v.engine_checks:
+        if (ev := v.result(EvaluateResult)) is None or not v.engine_checks:
             continue
         try:
-            found = engine_spreads({"as run": v.evaluate, **v.engine_checks})
+            found = engine_spreads({"as run": ev, **v.engine_checks})
         except Exception as e:  # noqa: BLE001 - a samples file gone or broken: say so, no metric (the gate refuses)
             warnings.append(f"{v.name}: no engine spread: a samples file cannot be read: {type(e).__name__}: {e}")
             continue

@@ -23,7 +23,7 @@ from pathlib import Path
 from suite.records.summary import RunSummary
 from suite.analysis.summary import metric_name, rate_unjudged
 
-# each throughput metric's cost counterpart (suite.analysis.summary.add_cost)
+# each throughput metric's cost counterpart (suite.analysis.summary.cost_metrics)
 COST_OF = {"tput.output_tok_s": "cost.per_1m_output_tokens",
            "tput.sustainable_output_tok_s": "cost.per_1m_output_tokens.slo"}
 

@@ -71,6 +71,7 @@ from suite.analysis.gates.structure import (  # noqa: F401 - perplexity_tasks: r
 )
 from suite.records.summary import RunSummary
 from suite.analysis.summary import headline_rule
+from suite.records.evaluate import EvaluateResult
 
 
 @dataclass
@@ -205,7 +206,7 @@ def run(config: GateConfig) -> GateResult:
     folder = Path(config.source).parent if config.source else Path(s.run_dir)
     recorded_hashes = recompute.records(s, folder, bad)
     provenance.check(s, folder, bad)  # metric, per-item records and sequential stops: the plan's, not the result's
-    if ppl_tasks and base.evaluate is not None and base.evaluate.tokenizer_file:  # the copy the baseline's
+    if ppl_tasks and (base_ev := base.result(EvaluateResult)) is not None and base_ev.tokenizer_file:  # the copy the baseline's
         provenance.counter(s, base, bad)  # evaluation kept (its perplexities' token counts): unchanged since
     if result.problems:
         return result

@@ -12,19 +12,20 @@ confounded by the capacity (vLLM gives a cold first start a smaller cache, vLLM 
 from __future__ import annotations
 
 from suite.records.summary import RunSummary, VariantSummary
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
 
 
 def variant_starts(v: VariantSummary) -> list[tuple[str, object]]:
     """(part, EngineStart) for each start the variant's stages made in this run, in the order they made them."""
     out = []
-    evaluations = ([("evaluation", v.evaluate)] if v.evaluate else []) + [
+    evaluations = ([("evaluation", ev)] if (ev := v.result(EvaluateResult)) else []) + [
         (f"engine_check {label}", ev) for label, ev in v.engine_checks.items()] + (
-        [("served check", v.served_check)] if v.served_check else [])
+        [("served check", check)] if (check := v.check_result(EvaluateResult)) else [])
     for part, ev in evaluations:
         if not ev.cache_hit and ev.engine_start is not None:
             out.append((part, ev.engine_start))
-    if v.benchmark is not None:
-        b = v.benchmark
+    if (b := v.result(BenchmarkResult)) is not None:
         out += [("serving", s) for s in (b.engine_starts or ([b.engine_start] if b.engine_start else []))]
     return out
 

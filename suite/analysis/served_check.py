@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 
 from suite.analysis.paired import MAX_GZ_ROW_CHARS
+from suite.records.evaluate import EvaluateResult
 from suite.runtime import safeio
 
 CHECK_VERSION = 1
@@ -123,15 +124,16 @@ def agreement_warnings(variant: str, records: list[dict]) -> list[str]:
 
 
 def add_served_check(variants, metric_name) -> list[str]:
-    """Each variant's served check (``VariantSummary.served_check`` against its served ``evaluate``) as records,
+    """Each variant's served check (its checking stage's ``EvaluateResult`` against its served evaluation) as records,
     metrics and warnings (``metric_name``: the summary's). Returns the warnings."""
     warnings = []
     for v in variants:
         v.served_agreement = []
-        if v.evaluate is None or v.served_check is None:
+        evaluation, check = v.result(EvaluateResult), v.check_result(EvaluateResult)
+        if evaluation is None or check is None:
             continue
         try:
-            records = served_agreement(v.evaluate, v.served_check)
+            records = served_agreement(evaluation, check)
         except Exception as e:  # noqa: BLE001 - a samples file gone or broken: say so, no metric (the gate says why)
             warnings.append(f"{v.name}: no served check: a samples file cannot be read: {type(e).__name__}: {e}")
             continue
@@ -143,5 +145,5 @@ def add_served_check(variants, metric_name) -> list[str]:
         warnings += agreement_warnings(v.name, records)
         compared = {r["task"] for r in records}
         warnings += [f"{v.name}: served check: {sc.task}: not compared (no per-item records on one side): its "
-                     "accuracy gates are inconclusive" for sc in v.evaluate.scores if sc.task not in compared]
+                     "accuracy gates are inconclusive" for sc in evaluation.scores if sc.task not in compared]
     return warnings

@@ -52,17 +52,19 @@ Metric names are a public contract (and MLflow-legal: letters, digits, ``_ - . /
 from __future__ import annotations
 
 import re
+from typing import Any, NamedTuple
 
-from suite.analysis import ledger, perplexity as ppl, tput_spread
-from suite.analysis.engine_spread import add_engine_spread
-from suite.analysis.served_check import add_served_check
+from suite.analysis import perplexity as ppl, tput_spread
 from suite.analysis.paired import compare_variant, is_perplexity_metric
 from suite.recipe.checkpoint import label as ck_label
 from suite.recipe.kv import effective_kv_scales
 from suite.records.benchmark import BenchmarkResult, LoadPoint
-from suite.records.summary import CostBasis, RunSummary, VariantSummary
+from suite.records.summary import CostBasis, VariantSummary
 from suite.runtime.engine.parallel import parallel_size
 from suite.stages.benchmark.labels import shown_label
+from suite.records.evaluate import EvaluateResult
+from suite.records.kvcheck import KVCheckResult
+from suite.records.quantize import QuantizeResult
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -87,12 +89,12 @@ def headline_rule(recipe) -> str:
 
 def variant_metrics(v: VariantSummary, headline_rule: str) -> dict[str, float]:
     """A variant's metrics by stage: accuracy and evaluation times, throughput, quantize time, KV-cache checks."""
-    m = _evaluate_metrics(v.evaluate) if v.evaluate else {}
-    if v.benchmark:
-        m.update(_benchmark_metrics(v.benchmark, headline_rule))
-    if v.quantize:
-        m["time.quantize_s"] = v.quantize.wall_s
-    if (c := v.kvcheck) is not None:
+    m = _evaluate_metrics(ev) if (ev := v.result(EvaluateResult)) else {}
+    if b := v.result(BenchmarkResult):
+        m.update(_benchmark_metrics(b, headline_rule))
+    if q := v.result(QuantizeResult):
+        m["time.quantize_s"] = q.wall_s
+    if (c := v.result(KVCheckResult)) is not None:
         m["kv.flagged_layers"], m["kv.skip_layers"] = float(len(c.flagged_layers)), float(len(c.skip_layers))
         if c.capacity_vs_bf16 is not None:
             m["kv.capacity_vs_bf16"] = c.capacity_vs_bf16
@@ -162,26 +164,36 @@ def _headline_metrics(p) -> dict[str, float]:
     return m
 
 
-def add_deltas(variants: list[VariantSummary], rule: str = "max") -> None:
-    """acc.*.delta (variant minus baseline) for every accuracy metric, and the throughput ratio."""
+Figures = dict[str, dict[str, float]]  # variant name -> the metrics a step of the analysis adds to its own
+
+
+class Comparison(NamedTuple):
+    """What a comparison with the baseline gives one variant: metrics, and its records (None: its records stay)."""
+
+    metrics: dict[str, float]
+    records: list[dict[str, Any]] | None
+
+
+def delta_metrics(variants: list[VariantSummary], rule: str = "max") -> Figures:
+    """acc.*.delta (variant minus baseline) for every accuracy metric, and the throughput ratios, by variant."""
     base = next(v for v in variants if v.is_baseline)
     acc_keys = [k for k in base.metrics if k.startswith("acc.") and not k.endswith(".delta")]
+    out: Figures = {}
     for v in variants:
-        for key in acc_keys:
-            if key in v.metrics:
-                v.metrics[key + ".delta"] = v.metrics[key] - base.metrics[key]
+        m = {key + ".delta": v.metrics[key] - base.metrics[key] for key in acc_keys if key in v.metrics}
         for key in ("tput.output_tok_s", "tput.sustainable_rate", "tput.kv_cache_tokens", "tput.offline_tok_s"):
             if key == "tput.offline_tok_s" and _ceiling_kind(v) != _ceiling_kind(base):
                 continue  # a resumed run's older ceiling (LLM's own batch limits) beside one with the server's
             if base.metrics.get(key) and key in v.metrics:
-                v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
-        tput_spread.add_ratio_spread(v, base, lambda b: headline_point(b, rule))
+                m[key + ".ratio"] = v.metrics[key] / base.metrics[key]
+        out[v.name] = m | tput_spread.ratio_spread(v, base, lambda b: headline_point(b, rule))
+    return out
 
 
 def _ceiling_kind(v: VariantSummary) -> bool | None:
     """Whether the variant's offline ceiling ran with the server's batch limits (False: LLM's own, measured before the
     suite gave it them); None without a ceiling."""
-    b = v.benchmark
+    b = v.result(BenchmarkResult)
     return None if b is None or b.offline_tok_s is None else b.offline_batch_limits is not None
 
 
@@ -191,9 +203,9 @@ COST_SCOPE = ("GPU time only, at the measured output rate: GPU-hour price x the 
               "memory, network or storage cost")
 
 
-def add_cost(summary: RunSummary, price) -> None:
+def cost_metrics(variants: list[VariantSummary], price) -> tuple[CostBasis | None, Figures]:
     """Cost per 1M output tokens of each variant, from the recipe's ``throughput.gpu_hour_cost`` (``price``,
-    a ``GpuHourCost`` or None: then no cost figure and no ``summary.cost``).
+    a ``GpuHourCost`` or None: then no cost figure and no basis): the basis and each variant's figures.
 
     ``cost.per_1m_output_tokens`` = amount x GPUs / (output tok/s x 3600) x 1e6 at the headline load point
     (``tput.output_tok_s``), and ``.slo`` the same at the SLO's sustainable rate
@@ -201,24 +213,23 @@ def add_cost(summary: RunSummary, price) -> None:
     engine's, tensor_parallel_size x pipeline_parallel_size of the variant's engine_args (a variant on 2 GPUs
     costs twice per hour; data parallelism is not counted). What the figure includes: ``COST_SCOPE`` —
     GPU time only, at the measured rate; no idle time, no CPU/host cost. ``.ratio``: variant / baseline."""
-    summary.cost = None
     if price is None:
-        return
-    summary.cost = CostBasis(gpu_hour=price.amount, currency=price.currency, source=price.source, scope=COST_SCOPE)
-    for v in summary.variants:
+        return None, {}
+    basis = CostBasis(gpu_hour=price.amount, currency=price.currency, source=price.source, scope=COST_SCOPE)
+    out: Figures = {}
+    for v in variants:
         gpus = parallel_size(v.engine_args)
         figures = {"cost.per_1m_output_tokens": v.metrics.get("tput.output_tok_s"),
                    "cost.per_1m_output_tokens.slo": v.metrics.get("tput.sustainable_output_tok_s")}
-        for key, tok_s in figures.items():
-            if tok_s is not None and tok_s > 0:
-                v.metrics[key] = cost_per_1m(price.amount, gpus, tok_s)
-        if any(k in v.metrics for k in figures):
-            v.metrics["cost.gpus"] = float(gpus)
-    base = next((v for v in summary.variants if v.is_baseline), None)
-    for v in summary.variants if base is not None else ():
+        m = {key: cost_per_1m(price.amount, gpus, tok_s) for key, tok_s in figures.items()
+             if tok_s is not None and tok_s > 0}
+        out[v.name] = {**m, "cost.gpus": float(gpus)} if m else {}
+    base = next((v for v in variants if v.is_baseline), None)
+    for v in variants if base is not None else ():
         for key in ("cost.per_1m_output_tokens", "cost.per_1m_output_tokens.slo"):
-            if base.metrics.get(key) and key in v.metrics:
-                v.metrics[key + ".ratio"] = v.metrics[key] / base.metrics[key]
+            if out[base.name].get(key) and key in out[v.name]:
+                out[v.name][key + ".ratio"] = out[v.name][key] / out[base.name][key]
+    return basis, out
 
 
 def cost_per_1m(gpu_hour: float, gpus: int, output_tok_s: float) -> float:
@@ -226,59 +237,65 @@ def cost_per_1m(gpu_hour: float, gpus: int, output_tok_s: float) -> float:
     return gpu_hour * gpus / (output_tok_s * 3600.0) * 1e6
 
 
-def add_paired(variants: list[VariantSummary], seed: int = 0) -> None:
+def paired_comparisons(variants: list[VariantSummary], seed: int = 0) -> dict[str, Comparison]:
     """Item-by-item comparison of each variant with the baseline (suite.analysis.paired), as metrics too."""
     base = next(v for v in variants if v.is_baseline)
-    if not base.evaluate:
-        return
+    if not (base_ev := base.result(EvaluateResult)):
+        return {}
+    out = {}
     for v in variants:
-        if v.is_baseline or not v.evaluate:
+        if v.is_baseline or not (ev := v.result(EvaluateResult)):
             continue
-        for c in compare_variant(base.evaluate, v.evaluate, seed=seed):
+        m, records = {}, []
+        for c in compare_variant(base_ev, ev, seed=seed):
             key = metric_name("acc", c.task)
-            v.metrics[f"{key}.items_paired"] = float(c.n)  # every delta states its n; 0 and 1 are recorded too
+            m[f"{key}.items_paired"] = float(c.n)  # every delta states its n; 0 and 1 are recorded too
             if c.n < 2:  # no interval over 0 or 1 items: no CI metrics (`suite gate` refuses a CI gate here)
                 continue
-            v.paired.append(c.as_dict())
-            v.metrics.update({f"{key}.delta_ci_low": c.ci_low, f"{key}.delta_ci_high": c.ci_high,
-                              f"{key}.items_gained": float(c.gained), f"{key}.items_lost": float(c.lost)})
+            records.append(c.as_dict())
+            m.update({f"{key}.delta_ci_low": c.ci_low, f"{key}.delta_ci_high": c.ci_high,
+                      f"{key}.items_gained": float(c.gained), f"{key}.items_lost": float(c.lost)})
             if c.mcnemar_p is not None:
-                v.metrics[f"{key}.mcnemar_p"] = c.mcnemar_p
+                m[f"{key}.mcnemar_p"] = c.mcnemar_p
+        out[v.name] = Comparison(m, records)
+    return out
 
 
-def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
+def perplexity_comparisons(variants: list[VariantSummary], seed: int = 0) -> tuple[dict[str, Comparison], list[str]]:
     """Document-by-document perplexity of each variant against the baseline (suite.analysis.perplexity), as
-    metrics too. Returns the warnings: documents that did not pair, no tokenizer to count tokens with."""
+    metrics too (the baseline's: its corpus perplexities, its records kept), and the warnings: documents that did
+    not pair, no tokenizer to count tokens with."""
     base = next(v for v in variants if v.is_baseline)
-    tasks = [s.task for s in base.evaluate.scores if is_perplexity_metric(s.metric)] if base.evaluate else []
+    base_ev = base.result(EvaluateResult)
+    tasks = [s.task for s in base_ev.scores if is_perplexity_metric(s.metric)] if base_ev else []
     if not tasks:
-        return []
+        return {}, []
     nothing = "no paired perplexity delta (`suite gate` refuses max_perplexity_increase on this run)"
-    count = ppl.token_counter_file(kept) if (kept := base.evaluate.tokenizer_file) else ppl.token_counter(base.model_path)
+    count = ppl.token_counter_file(kept) if (kept := base_ev.tokenizer_file) else ppl.token_counter(base.model_path)
     if count is None:
-        return [f"{', '.join(tasks)}: {nothing}: no readable tokenizer.json ({kept or base.model_path}) for the "
-                "baseline's model to count tokens with"]
-    warnings = []
+        return {}, [f"{', '.join(tasks)}: {nothing}: no readable tokenizer.json ({kept or base.model_path}) for the "
+                    "baseline's model to count tokens with"]
+    out, warnings = {}, []
+    try:
+        values = {t: ppl.corpus_ppl(base_ev, t, count) for t in tasks}
+        out[base.name] = Comparison({metric_name("ppl", t): x for t, x in values.items() if x is not None}, None)
+    except Exception as e:  # noqa: BLE001 - a broken samples file is a warning, not a lost summary
+        warnings.append(f"{base.name}: its perplexity samples cannot be read: {type(e).__name__}: {e}")
     for v in variants:
         if v.is_baseline:
-            try:
-                values = {t: ppl.corpus_ppl(v.evaluate, t, count) for t in tasks}
-            except Exception as e:  # noqa: BLE001 - a broken samples file is a warning, not a lost summary
-                warnings.append(f"{v.name}: its perplexity samples cannot be read: {type(e).__name__}: {e}")
-                continue
-            v.metrics.update({metric_name("ppl", t): x for t, x in values.items() if x is not None})
             continue
-        v.perplexity = []  # computed here only: a second finish() does not double the records
-        if not v.evaluate:
+        out[v.name] = Comparison({}, [])  # computed here only: a second analysis does not double the records
+        if not (ev := v.result(EvaluateResult)):
             continue
         try:
-            found = ppl.compare_variant(base.evaluate, v.evaluate, count, seed=seed)
+            found = ppl.compare_variant(base_ev, ev, count, seed=seed)
         except Exception as e:  # noqa: BLE001 - a samples file gone or broken: say so, no record (the gate refuses)
-            warnings.append(f"{v.name}: {nothing}: its or {base.name}'s samples cannot be read: {type(e).__name__}: {e}")
+            warnings.append(f"{v.name}: {nothing}: its or {base.name}'s samples cannot be read: "
+                            f"{type(e).__name__}: {e}")
             continue
         for c in found:
-            key = metric_name("ppl", c.task)
-            v.metrics.update({f"{key}.docs_paired": float(c.n), f"{key}.docs_unpaired": float(c.unpaired)})
+            key, m = metric_name("ppl", c.task), out[v.name].metrics
+            m.update({f"{key}.docs_paired": float(c.n), f"{key}.docs_unpaired": float(c.unpaired)})
             if c.unpaired:
                 warnings.append(f"{v.name}: {c.task}: {c.unpaired} {c.unit}(s) not paired with {base.name}'s, left out "
                                 f"of the perplexity delta: {', '.join(c.unpaired_ids)}"
@@ -286,10 +303,10 @@ def add_perplexity(variants: list[VariantSummary], seed: int = 0) -> list[str]:
             if c.n < 2:  # no interval over 0 or 1 documents (`suite gate` refuses the gate here)
                 warnings.append(f"{v.name}: {c.task}: {nothing}: {c.n} {c.unit}(s) paired with {base.name}'s")
                 continue
-            v.perplexity.append(c.as_dict())
-            v.metrics.update({key: c.ppl, f"{key}.delta": c.delta, f"{key}.delta_ci_low": c.ci_low,
-                              f"{key}.delta_ci_high": c.ci_high, f"{key}.docs_worse": float(c.worse)})
-    return warnings
+            out[v.name].records.append(c.as_dict())
+            m.update({key: c.ppl, f"{key}.delta": c.delta, f"{key}.delta_ci_low": c.ci_low,
+                      f"{key}.delta_ci_high": c.ci_high, f"{key}.docs_worse": float(c.worse)})
+    return out, warnings
 
 
 def variant_summary(vp, model_sha256: str | None = None) -> VariantSummary:
@@ -305,52 +322,25 @@ def variant_summary(vp, model_sha256: str | None = None) -> VariantSummary:
                           kv_skip_layers_auto=skip == "auto")
 
 
-def finish(summary: RunSummary, recipe, versions: dict[str, str], stage_wall_s: dict[str, float]) -> None:
-    """After the last stage: versions, the weak-sandbox warnings, every variant's metrics (cost per 1M output
-    tokens too when the recipe prices a GPU hour), and (with a baseline that has metrics) the deltas and
-    paired comparisons (accuracy and perplexity) against it."""
-    summary.versions = versions
-    summary.warnings += [f"{v.name}: model-written code ran in the weaker 'process' sandbox (eval.code_sandbox: "
-                         "process): no network, file-system or process isolation" for v in summary.variants
-                         if v.evaluate is not None and v.evaluate.code_sandbox == "process"]
-    for v in summary.variants:
-        if v.kv_skip_layers_auto and v.kvcheck is not None:
-            v.kv_skip_layers = list(v.kvcheck.skip_layers)
-        if v.kv_scales == "auto" and v.kvcheck is not None and v.kvcheck.kv_scales_auto:
-            v.kv_scales, v.kv_scales_auto = v.kvcheck.kv_scales, True
-        if v.kvcheck is not None:
-            summary.warnings += kv_warnings(v)
-        summary.warnings += slo_warnings(v)
-        v.metrics = variant_metrics(v, headline_rule(recipe))
-    add_cost(summary, recipe.throughput.gpu_hour_cost if recipe.throughput else None)
-    if any(v.is_baseline and v.metrics for v in summary.variants):
-        add_deltas(summary.variants, headline_rule(recipe))
-        add_paired(summary.variants, seed=recipe.eval.seed)
-        summary.warnings += add_perplexity(summary.variants, seed=recipe.eval.seed)
-
-    summary.warnings += add_engine_spread(summary.variants, metric_name)  # eval.engine_check: each variant against itself
-    summary.warnings += add_served_check(summary.variants, metric_name)  # eval.engine: served against in-process
-    summary.stage_wall_s, summary.warnings = stage_wall_s, summary.warnings + ledger.add_ledger(summary)  # engine starts
-
-
 def point_bounds(v: VariantSummary) -> list[tuple[str, str]]:
     """Each load point's bound and its reason, in the points' order, by the current rule with the label recorded when
     the point ran beside it when they differ ("engine-cpu (as run: seq-cap)": suite.stages.benchmark.labels). For the
     summary's table and the report: a resumed run keeps results labelled under an older rule."""
-    return [shown_label(p, v.engine_args) for p in v.benchmark.points] if v.benchmark is not None else []
+    b = v.result(BenchmarkResult)
+    return [shown_label(p, v.engine_args) for p in b.points] if b is not None else []
 
 
 def rate_unjudged(v: VariantSummary) -> bool:
     """The variant's SLO result says its sustainable rate is no sustained one, or may not be: the deciding probe was a
     burst (``steady`` False), or a rate was found whose steadiness was not checked (``steady`` None). The
     sustainable-rate gate refuses such a rate and the SLO-rate frontier leaves it out (``slo_warnings`` says why)."""
-    slo = v.benchmark.slo if v.benchmark is not None else None
+    slo = b.slo if (b := v.result(BenchmarkResult)) is not None else None
     return slo is not None and (slo.steady is False or (slo.steady is None and slo.sustainable_rate is not None))
 
 
 def slo_warnings(v: VariantSummary) -> list[str]:
     """The SLO search's rate is a sustained one only if its deciding probes were (``suite.stages.benchmark.slo``)."""
-    slo = v.benchmark.slo if v.benchmark is not None else None
+    slo = b.slo if (b := v.result(BenchmarkResult)) is not None else None
     if slo is None or not slo.probes:
         return []
     if slo.steady is False:
@@ -366,7 +356,7 @@ def slo_warnings(v: VariantSummary) -> list[str]:
 
 def kv_warnings(v: VariantSummary) -> list[str]:
     """A warning naming the layers the kvcheck stage flagged under the scale option the variant serves with."""
-    c = v.kvcheck
+    c = v.result(KVCheckResult)
     if c is None or not c.flagged_layers:
         return []
     why = sorted({f"{r['tensor']}: {flag}" for r in c.flagged if r["layer"] in c.flagged_layers for flag in r["flags"]})

@@ -7,7 +7,7 @@ them off recorded load points (deriving them from the repetition rows of points 
 
 from __future__ import annotations
 
-from suite.records.benchmark import LoadPoint
+from suite.records.benchmark import LoadPoint, BenchmarkResult
 from suite.records.summary import VariantSummary
 from suite.runtime import spread
 from suite.runtime.spread import ratio_interval, rep_values
@@ -47,40 +47,44 @@ def goodput_metrics(p: LoadPoint) -> dict[str, float]:
     return m
 
 
-def add_goodput_ratio(v: VariantSummary, base: VariantSummary, headline) -> None:
+def goodput_ratio(v: VariantSummary, base: VariantSummary, headline) -> dict[str, float]:
     """tput.goodput_req_s.ratio (variant / baseline at each one's headline point) and its interval over both sides'
     repetitions (suite.runtime.spread.ratio_interval); none where either side has no goodput or the baseline's is 0."""
-    if v is base or v.benchmark is None or base.benchmark is None:
-        return
-    pv, pb = headline(v.benchmark), headline(base.benchmark)
+    bv, bb = v.result(BenchmarkResult), base.result(BenchmarkResult)
+    if v is base or bv is None or bb is None:
+        return {}
+    pv, pb = headline(bv), headline(bb)
     if pv is None or pb is None or pv.goodput_req_s is None or not pb.goodput_req_s:
-        return
-    v.metrics["tput.goodput_req_s.ratio"] = pv.goodput_req_s / pb.goodput_req_s
+        return {}
+    m = {"tput.goodput_req_s.ratio": pv.goodput_req_s / pb.goodput_req_s}
     low, high, _ = ratio_interval(rep_values(pv, "goodput_req_s"), rep_values(pb, "goodput_req_s"))
     if low is not None:
-        v.metrics["tput.goodput_req_s.ratio.ci_low"], v.metrics["tput.goodput_req_s.ratio.ci_high"] = low, high
+        m["tput.goodput_req_s.ratio.ci_low"], m["tput.goodput_req_s.ratio.ci_high"] = low, high
+    return m
 
 
-def add_ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> None:
+def ratio_spread(v: VariantSummary, base: VariantSummary, headline) -> dict[str, float]:
     """The headline ratio's interval (best against best: each variant's headline point) and the ratio at equal
     rate: the variant's headline point against the baseline's point of the same label (rate/concurrency), if any;
-    and the goodput ratio (``add_goodput_ratio``)."""
-    add_goodput_ratio(v, base, headline)
-    if v is base or v.benchmark is None or base.benchmark is None:
-        return
-    pv, pb = headline(v.benchmark), headline(base.benchmark)  # summary.headline_point under the recipe's rule
+    and the goodput ratio (``goodput_ratio``): the variant's metrics they add."""
+    m = goodput_ratio(v, base, headline)
+    bv, bb = v.result(BenchmarkResult), base.result(BenchmarkResult)
+    if v is base or bv is None or bb is None:
+        return m
+    pv, pb = headline(bv), headline(bb)  # summary.headline_point under the recipe's rule
     if pv is None or pb is None or not pb.output_tok_s:
-        return
+        return m
     low, high, _ = ratio_interval(rep_values(pv), rep_values(pb))
     if low is not None:
-        v.metrics["tput.output_tok_s.ratio.ci_low"], v.metrics["tput.output_tok_s.ratio.ci_high"] = low, high
-    same = next((q for q in base.benchmark.points if q.ok and q.label == pv.label and q.workload == pv.workload), None)
+        m["tput.output_tok_s.ratio.ci_low"], m["tput.output_tok_s.ratio.ci_high"] = low, high
+    same = next((q for q in bb.points if q.ok and q.label == pv.label and q.workload == pv.workload), None)
     if same is not None and same.output_tok_s:
-        v.metrics["tput.output_tok_s.ratio_equal_rate"] = pv.output_tok_s / same.output_tok_s
+        m["tput.output_tok_s.ratio_equal_rate"] = pv.output_tok_s / same.output_tok_s
         low, high, _ = ratio_interval(rep_values(pv), rep_values(same))
         if low is not None:
-            v.metrics["tput.output_tok_s.ratio_equal_rate.ci_low"] = low
-            v.metrics["tput.output_tok_s.ratio_equal_rate.ci_high"] = high
+            m["tput.output_tok_s.ratio_equal_rate.ci_low"] = low
+            m["tput.output_tok_s.ratio_equal_rate.ci_high"] = high
+    return m
 
 
 def ceiling_note(b) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from suite.analysis.summary import point_bounds
 from suite.analysis.tput_spread import point_spread
+from suite.records.benchmark import BenchmarkResult
+from suite.records.kvcheck import KVCheckResult
 
 
 
@@ -50,8 +52,8 @@ def print_summary(summary) -> None:
               f"per GPU hour (assumed; source: {summary.cost.source}), GPU time only")
     print_load_points(summary)
     for v in summary.variants:
-        if v.kvcheck is not None:
-            print_kvcheck(v.name, v.kvcheck)
+        if (kvc := v.result(KVCheckResult)) is not None:
+            print_kvcheck(v.name, kvc)
 
 
 
@@ -81,13 +83,14 @@ def print_load_points(summary) -> None:
 
     table = Table(title="load points (median of repetitions; 95% CI: t interval over >= 3 repetitions, none with 2; unstable: "
                         "max/min > 1.25 or CI beyond ±10%; bound = what limited the point)")
-    goodput = any(p.goodput_req_s is not None for v in summary.variants if v.benchmark for p in v.benchmark.points)
+    points = {v.name: b.points if (b := v.result(BenchmarkResult)) else [] for v in summary.variants}
+    goodput = any(p.goodput_req_s is not None for ps in points.values() for p in ps)
     for head in ("variant", "point", "out tok/s", "min-max", "95% CI", "req/s", *(["goodput req/s"] if goodput else []),
                  "TTFT p99 ms", "TPOT p99 ms", "of offline", "bound"):
         table.add_column(head, justify="left" if head in ("variant", "point", "bound") else "right")
     rows = 0
     for v in summary.variants:
-        for p, (bound, _) in zip(v.benchmark.points if v.benchmark else [], point_bounds(v)):
+        for p, (bound, _) in zip(points[v.name], point_bounds(v)):
             spread = f"{p.output_tok_s_min:.0f}-{p.output_tok_s_max:.0f}" if p.output_tok_s_min is not None else "-"
             ceiling = f"{p.ceiling_fraction:.0%}" if p.ceiling_fraction is not None else "-"
             sp = point_spread(p)

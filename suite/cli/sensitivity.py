@@ -16,7 +16,7 @@ from suite.records.schemes import SCHEMES
 from suite.runtime.envs import stage_env
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, Problem, SuiteError
 from suite.stages.quantize import calibration
-from suite.stages.registry import KVCHECK
+from suite.stages.registry import KVCHECK, QUANTIZE
 
 
 def first_calibration_set(loaded, calib) -> str:
@@ -96,7 +96,7 @@ def cmd_sensitivity_kv(args, loaded, variant) -> int:
                                  "pick a variant with kv_cache_dtype: fp8"))
     out = Path(args.out or loaded.resolve(r.output_dir) / "sensitivity") / f"{r.name}-{variant.name}-kv-{time.strftime('%Y%m%d-%H%M%S')}"
     vp = next(p for p in make_plan(loaded, out).variants if p.variant.name == variant.name)
-    if vp.quantize is not None and not (Path(vp.model_path) / "config.json").is_file():
+    if vp.config(QUANTIZE) is not None and not (Path(vp.model_path) / "config.json").is_file():
         raise SuiteError(Problem(f, f"variants[{variant.name}].quantization", f"its checkpoint {vp.model_path} is not "
                                  "built yet (the k/v scales to check are in it)", "run `suite run` on the recipe first"))
     # kv_scales: auto chooses unit unless another option wins, and kept layers are judged against unit's KL:

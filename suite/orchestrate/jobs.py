@@ -18,16 +18,16 @@ from suite.plan.dag import PUBLISH
 from suite.stages.evaluate import preflight as check
 
 
-def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
+def run_job(stage: str, vp, done, run_dir: Path, out_root: Path, env: dict[str, str], force: bool,
             lock=None, python: str | None = None) -> StageOutcome:
     """One job of a plan that ``look_up`` did not find: ``stage`` of the variant planned as ``vp`` (a ``VariantPlan``
-    as the job runs it: with what a prerequisite stage chose passed on, ``ready_plan``; ``vs`` its
-    ``VariantSummary``) run as its stage process, its result bound to the job under its key (the stage writes the
+    as the job runs it: with what a prerequisite stage chose passed on, ``ready_plan``; ``done`` its earlier stages'
+    results by stage name) run as its stage process, its result bound to the job under its key (the stage writes the
     key into it; the gate binds the result to its planned job by it) and put in the shared store, where its stage
     has one (the evaluation cache: a second copy, the run folder's is the one its summary names; ``force``
     refreshes the entry as any run does)."""
     vdir = run_dir / "variants" / vp.variant.name
-    key = job_key(vp, stage, vs, env)
+    key = job_key(vp, stage, done, env)
     config = vp.config(stage)
     outcome = run_stage(stage, config, vdir, env, lock, python, key)
     if outcome.result is None:
@@ -38,23 +38,24 @@ def run_job(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, st
     return outcome._replace(result=result)
 
 
-def look_up(stage: str, vp, vs, run_dir: Path, out_root: Path, env: dict[str, str], force: bool, lock=None) -> Found:
-    """A job's one lookup once it is ready (its prerequisites' results in ``vs``, so its key is known): the run
+def look_up(stage: str, vp, done, run_dir: Path, out_root: Path, env: dict[str, str], force: bool, lock=None) -> Found:
+    """A job's one lookup once it is ready (its prerequisites' results in ``done``, by stage name, so its key is
+    known): the run
     folder's result, else the shared store's (not under ``force``, but for a checkpoint), as ``store.find`` judges."""
-    vp = ready_plan(vp, stage, vs)
-    key, config = job_key(vp, stage, vs, env), vp.config(stage)
+    vp = ready_plan(vp, stage, done)
+    key, config = job_key(vp, stage, done, env), vp.config(stage)
     folder = RunFolder(run_dir / "variants" / vp.variant.name, lock)
     return find(stage, key, config, folder, shared_store(stage, config, env, out_root), use_shared=not force)
 
 
-def ready_plan(vp, stage: str, vs):
+def ready_plan(vp, stage: str, done):
     """The variant's plan as ``stage``'s job runs it: after a prerequisite stage of its variant, with what that
     chose passed on (``planner.with_results``: e.g. the layers kvcheck chose for kv_skip_layers: auto, into the
     evaluate and benchmark engine arguments); the plan itself for a job after none (nothing to pass on)."""
     if not prerequisites_before(vp, stage):
         return vp
 
-    return with_results(vp, vs)
+    return with_results(vp, done)
 
 
 def miss_note(stage: str, variant: str, found: Found, vp) -> list[str]:

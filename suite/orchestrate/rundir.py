@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from types import SimpleNamespace
 
 from suite.analysis import derive
 from suite.orchestrate.jobs import stage_jobs
@@ -86,7 +85,7 @@ def expected_hits(plan, run_dir: Path, out_root: Path) -> dict:
     planned = {vp.variant.name: vp for vp in plan.variants}
     for job in stage_jobs(plan):
         vp = planned[job.variant]
-        done = SimpleNamespace(**{s: r for (s, n), r in found.items() if n == job.variant})
+        done = {s: r for (s, n), r in found.items() if n == job.variant}
         key = job_key(vp, job.stage, done, env)
         shared = shared_store(job.stage, vp.config(job.stage), env, out_root)
         if key is not None and (hit := RunFolder(run_dir / "variants" / job.variant).lookup(job.stage, key, shared)):

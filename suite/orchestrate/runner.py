@@ -133,8 +133,8 @@ def schedule(plan, summary, expected: dict, spec, run_dir: Path, out_root: Path,
     fits, only when that misses (``expected``: the hits a resume's look before anything ran found). Writes
     ``jobs.json`` (where and when each job ran, the executor's overhead); returns each stage's total wall time."""
     loop = JobLoop(plan, summary, expected, make_executor(spec), report, env,
-                   lambda job, vp, vs: JobCall.of_stage(job.stage, vp, vs, run_dir, out_root, env, force, lock),
-                   lambda job, vs: jobs.look_up(job.stage, loop.plans[job.variant], vs, run_dir, out_root, env, force,
+                   lambda job, vp, done: JobCall.of_stage(job.stage, vp, done, run_dir, out_root, env, force, lock),
+                   lambda job, done: jobs.look_up(job.stage, loop.plans[job.variant], done, run_dir, out_root, env, force,
                                                 lock))
     executor, t0, checked = loop.executor, time.time(), False
     try:
@@ -211,7 +211,8 @@ class JobLoop:
                     why = f"{failed_dep} did not succeed" if failed_dep else why
                     vs.errors.append(f"{job.stage} not run: {why}")
                 self.settle(job, "skipped", "skipped")
-            elif self.executor.submit(job, self.call(job, jobs.ready_plan(self.plans[job.variant], job.stage, vs), vs)):
+            elif self.executor.submit(job, self.call(job, jobs.ready_plan(self.plans[job.variant], job.stage, vs.stages),
+                                                     dict(vs.stages))):
                 self.pending.remove(job)
                 where = dict((j.id, p) for j, p in self.executor.running()).get(job.id, "")
                 self.report(job.stage, job.variant, "start", where)
@@ -223,7 +224,7 @@ class JobLoop:
     def looked_up(self, job, vs):
         """The job's lookup (``store.Found``); a miss of a result the run folder held (a resume) says why it runs
         again (jobs.miss_note), and a checkpoint's is kept until the checkpoint is there again (jobs.checkpoint_note)."""
-        found = self.look_up(job, vs)
+        found = self.look_up(job, vs.stages)
         if found.earlier is not None:
             self.summary.warnings += jobs.miss_note(job.stage, job.variant, found, self.plans[job.variant])
             if jobs.builds_checkpoint(job.stage):

@@ -26,6 +26,7 @@ import os
 import shutil
 import threading
 from pathlib import Path
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from suite.orchestrate import store_seal
@@ -215,9 +216,9 @@ def prerequisites_before(vp, stage: str) -> list[str]:
     return [s for s in order[:order.index(stage)] if STAGES[s].prerequisite and vp.config(s) is not None]
 
 
-def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str | None:
+def job_key(vp, stage: str, done: Mapping[str, Record] | None = None, env: dict[str, str] | None = None) -> str | None:
     """The content key of ``stage``'s job of the variant planned as ``vp``, given what its earlier stages made
-    (``done``: its ``VariantSummary``, or any object with their results as attributes): a checkpoint's is its
+    (``done``: their results by stage name, as a ``VariantSummary``'s ``stages``): a checkpoint's is its
     config's ``key``; kvcheck's, evaluate's (and eval.engine_check's) and benchmark's hash their config (with what
     kvcheck chose passed on), the model's identity and their environment's versions (suite.plan.keys). None when the
     variant does not run ``stage``, or while a prerequisite stage it runs (its checkpoint, kvcheck's choices) has
@@ -229,11 +230,11 @@ def job_key(vp, stage: str, done=None, env: dict[str, str] | None = None) -> str
     if spec.builds_checkpoint:
         return getattr(config, "key", None)
     earlier = prerequisites_before(vp, stage)
-    if any(getattr(done, s, None) is None for s in earlier):
+    if any((done or {}).get(s) is None for s in earlier):
         return None  # known once they ran: the runner compares it then (runner.schedule)
 
     config = with_results(vp, done).config(stage) if done is not None else config
-    built = next((getattr(done, s) for s in earlier if STAGES[s].builds_checkpoint), None)
+    built = next((done[s] for s in earlier if STAGES[s].builds_checkpoint), None)
     key_of = spec.load_content_key()
     return key_of(config, keys.model_identity(vp.model_path, built), env) if key_of else None
 

@@ -26,6 +26,7 @@ from suite.analysis.summary import metric_name
 from suite.outputs import plots
 from suite.outputs.plots import MIN_ACCURACY_SPAN
 from suite.records.summary import RunSummary
+from suite.records.evaluate import EvaluateResult
 
 
 def points_of(runs: list[RunSummary], accuracy: str, x: str):
@@ -48,7 +49,7 @@ def y_label(key: str, runs: list[RunSummary]) -> str:
     if key == "acc.mean":
         return "accuracy, mean over tasks (share correct)"
     task = key.removeprefix("acc.")
-    metric = next((sc.metric for r in runs for v in r.variants if v.evaluate for sc in v.evaluate.scores
+    metric = next((sc.metric for r in runs for v in r.variants if (ev := v.result(EvaluateResult)) for sc in ev.scores
                    if metric_name("acc", sc.task) == key), None)
     return f"{task} score ({metric.split(',')[0]}, 0 to 1)" if metric else f"{task} score (0 to 1)"
 

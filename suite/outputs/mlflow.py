@@ -39,6 +39,10 @@ from suite.outputs.mlflow_files import OUTPUT_PNGS, variant_artifacts
 from suite.outputs.mlflow_http import bound_http_calls, refusal_status, unreachable
 from suite.recipe import Recipe
 from suite.records.summary import RunSummary, TrackingInfo, VariantSummary
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
+from suite.records.kvcheck import KVCheckResult
+from suite.records.quantize import QuantizeResult
 
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
@@ -193,11 +197,11 @@ def variant_params(v: VariantSummary, versions: dict[str, str], recipe: dict | N
     p = {"variant": v.name, "baseline": v.is_baseline, "scheme": v.scheme or "none",
          "kv_cache": v.kv_cache or "none", "kv_cache_dtype": v.kv_cache_dtype, "model_path": v.model_path}
     p.update({f"engine.{k}": val for k, val in v.engine_args.items()})
-    if v.quantize:
-        p["quantize.ignore"] = v.quantize.ignored_modules
-        p["quantize.key"] = v.quantize.key
-    if v.evaluate is not None and v.evaluate.code_sandbox:  # how HumanEval's programs were contained
-        p["eval.code_sandbox"] = v.evaluate.code_sandbox
+    if q := v.result(QuantizeResult):
+        p["quantize.ignore"] = q.ignored_modules
+        p["quantize.key"] = q.key
+    if (ev := v.result(EvaluateResult)) is not None and ev.code_sandbox:  # how HumanEval's programs were contained
+        p["eval.code_sandbox"] = ev.code_sandbox
     if v.kv_scales:
         p["kv.scales"] = v.kv_scales
         p["kv.skip_layers"] = v.kv_skip_layers or "none"
@@ -239,20 +243,20 @@ def _tables(client, run_id: str, v: VariantSummary) -> None:
     perplexity/paired.json (the paired perplexity comparisons; their ppl.<task>.* figures are metrics too)."""
     if v.perplexity:
         client.log_dict(run_id, {"comparisons": v.perplexity}, "perplexity/paired.json")
-    if v.kvcheck is not None and v.kvcheck.rows:
+    if (kvc := v.result(KVCheckResult)) is not None and kvc.rows:
         cols = ("layer", "option", "tensor", "absmax", "scale", "clipped_frac", "underflow_frac", "rel_err", "flags")
-        table = {c: [r.get(c) if c != "flags" else "; ".join(r.get(c) or []) for r in v.kvcheck.rows] for c in cols}
+        table = {c: [r.get(c) if c != "flags" else "; ".join(r.get(c) or []) for r in kvc.rows] for c in cols}
         client.log_table(run_id, data=table, artifact_file="kvcheck/rows.json")
-        client.log_dict(run_id, v.kvcheck.model_dump(exclude={"rows"}), "kvcheck/result.json")
+        client.log_dict(run_id, kvc.model_dump(exclude={"rows"}), "kvcheck/result.json")
 
 
 def _system_metrics(client, run_id: str, v: VariantSummary) -> None:
     """NVML during the load points as MLflow system metrics (suite.outputs.gpu_series)."""
     from mlflow.entities import Metric
 
-    if not v.benchmark:
+    if not (b := v.result(BenchmarkResult)):
         return
-    series = [Metric(k, val, ts, step) for k, val, ts, step in gpu_series(monitor_files(Path(v.benchmark.server_log).parent))]
+    series = [Metric(k, val, ts, step) for k, val, ts, step in gpu_series(monitor_files(Path(b.server_log).parent))]
     for i in range(0, len(series), MAX_METRICS_PER_BATCH):
         client.log_batch(run_id, metrics=series[i:i + MAX_METRICS_PER_BATCH])
 
@@ -260,8 +264,8 @@ def _system_metrics(client, run_id: str, v: VariantSummary) -> None:
 def variant_tags(v: VariantSummary) -> dict[str, str]:
     """Errors, and what bounded each load point (suite.stages.benchmark.bottleneck), as run tags."""
     tags = {"suite.runtime.errors": "; ".join(v.errors)[:5000]} if v.errors else {}
-    if v.benchmark:
-        for p in v.benchmark.points:
+    if b := v.result(BenchmarkResult):
+        for p in b.points:
             if p.bottleneck:
                 tags[metric_name("bottleneck", p.label)] = p.bottleneck
     return tags

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from suite.records.summary import VariantSummary
 from suite.outputs.gpu_series import monitor_files
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
+from suite.records.quantize import QuantizeResult
 
 OUTPUT_PNGS = ("frontier_png", "frontier_cost_png", "timeline_png")  # the run's pictures, on the parent run
 
@@ -38,19 +41,19 @@ def variant_artifacts(v: VariantSummary, vdir: Path | None = None) -> list[tuple
     """The variant's raw files: lm-eval's results and samples, vLLM's benchmark JSONs, the monitor's samples,
     the checkpoint's provenance, and (from its folder ``vdir``) every stage's log and stack profile."""
     files = stage_files(vdir) if vdir is not None and vdir.is_dir() else []
-    if v.evaluate:
-        files.append((v.evaluate.results_file, "lm_eval"))
-        files += [(f, "lm_eval/samples") for f in v.evaluate.samples_files.values()]
-    if v.benchmark:
-        out = Path(v.benchmark.server_log).parent  # the stage's folder, variants/<name>/<folder>/: its files go
+    if ev := v.result(EvaluateResult):
+        files.append((ev.results_file, "lm_eval"))
+        files += [(f, "lm_eval/samples") for f in ev.samples_files.values()]
+    if b := v.result(BenchmarkResult):
+        out = Path(b.server_log).parent  # the stage's folder, variants/<name>/<folder>/: its files go
         folder = out.name  # to an artifact folder of that name (outputs never import the stage registry)
-        for p in v.benchmark.points:
+        for p in b.points:
             files += [(r.get("result_file"), folder) for r in p.repetitions] or [(p.result_file, folder)]
-        files.append((v.benchmark.server_log, folder))
+        files.append((b.server_log, folder))
         files += [(str(f), folder) for f in sorted(out.glob("bench-slo-*.json"))]
         files.append((str(out / "offline.json"), folder))
         files += [(str(f), f"{folder}/monitor") for f in monitor_files(out)]
-    if v.quantize:
-        files.append((str(Path(v.quantize.checkpoint) / "provenance.json"), "checkpoint"))
-        files.append((str(Path(v.quantize.checkpoint) / "config.json"), "checkpoint"))
+    if q := v.result(QuantizeResult):
+        files.append((str(Path(q.checkpoint) / "provenance.json"), "checkpoint"))
+        files.append((str(Path(q.checkpoint) / "config.json"), "checkpoint"))
     return files

@@ -24,6 +24,7 @@ from suite.outputs import mlflow
 from suite.plan.keys import weights_fingerprint
 from suite.recipe.checkpoint import is_local_model
 from suite.records.summary import RunSummary
+from suite.records.quantize import QuantizeResult
 
 REGISTER_MAX_MB_ENV = "SUITE_REGISTER_MAX_MB"
 _NOT_IN_MODEL_NAMES = re.compile(r"[^A-Za-z0-9_\-./ ]")
@@ -106,8 +107,7 @@ class Target:
 
     @classmethod
     def of(cls, summary: RunSummary, v) -> tuple["Target | None", str]:
-        if v.quantize is not None:
-            q = v.quantize
+        if (q := v.result(QuantizeResult)) is not None:
             return cls(q.key, q.checkpoint, {"checkpoint_path": q.checkpoint, "checkpoint_key": q.key,
                                              "model_source": "quantize stage",
                                              **({"content_sha256": q.content_sha256} if q.content_sha256 else {})}), ""

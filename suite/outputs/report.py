@@ -26,6 +26,10 @@ from suite.recipe import Recipe
 from suite.records.summary import RunSummary
 from suite.runtime import safeio
 from suite.runtime.errors import Problem
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
+from suite.records.kvcheck import KVCheckResult
+from suite.records.quantize import QuantizeResult
 
 
 @dataclass
@@ -62,7 +66,7 @@ def frontier_chart(s: RunSummary):
 
 def cost_rows(s: RunSummary) -> list[dict]:
     """Per variant with a cost figure: its GPUs, cost per 1M output tokens at the headline point and at the SLO
-    rate, and each against the baseline's (suite.analysis.summary.add_cost); [] when the recipe set no price."""
+    rate, and each against the baseline's (suite.analysis.summary.cost_metrics); [] when the recipe set no price."""
     if s.cost is None:
         return []
     k = "cost.per_1m_output_tokens"
@@ -90,7 +94,7 @@ def throughput_chart(s: RunSummary):
     """Output throughput against offered load: each variant's load points and SLO probes, or None."""
     series: dict[str, list[tuple[float, float, str]]] = {}
     for v in s.variants:
-        b = v.benchmark
+        b = v.result(BenchmarkResult)
         if not b:
             continue
         for p in b.points:
@@ -130,7 +134,7 @@ def kv_sections(s: RunSummary, worst: int = 3) -> list[dict]:
     and the ``worst`` others by attention error under the option in use (``all`` holds every layer)."""
     out = []
     for v in s.variants:
-        res = v.kvcheck
+        res = v.result(KVCheckResult)
         if res is None:
             continue
         cells: dict[tuple[int, str], dict] = {}
@@ -166,18 +170,23 @@ def context(s: RunSummary, gate) -> dict:
     span = (max(max(abs(p["ci_low"]), abs(p["ci_high"])) for _, p in paired) or 1.0) if paired else 1.0
     png = s.artifacts.get("frontier_png")
     png_data = base64.b64encode(safeio.read_bytes(png, "image")).decode() if png and Path(png).is_file() else None
-    has_points = any(v.benchmark and v.benchmark.points for v in s.variants)
+    # each variant's stage results the page shows, by variant name (the template reads these, not the summary's stages)
+    benchmarks = {v.name: b for v in s.variants if (b := v.result(BenchmarkResult))}
+    quantized = {v.name: q for v in s.variants if (q := v.result(QuantizeResult))}
+    evaluations = {v.name: ev for v in s.variants if (ev := v.result(EvaluateResult)) is not None}
+    has_points = any(b.points for b in benchmarks.values())
     # HumanEval's programs: namespaces (contained) or process (weaker, asked for by the recipe)
-    sandboxes = [[v.name, v.evaluate.code_sandbox] for v in s.variants
-                 if v.evaluate is not None and getattr(v.evaluate, "code_sandbox", None)]
+    sandboxes = [[name, ev.code_sandbox] for name, ev in evaluations.items() if getattr(ev, "code_sandbox", None)]
     # eval.sequential: per variant and task, the looks scored, the items used and saved, the test's decision
-    sequential = [[v.name, t, f"{q.looks_scored} of {q.looks_planned}", f"{q.items_used} of {q.n_items}", q.items_saved,
-                   q.decision] for v in s.variants if v.evaluate is not None for t, q in v.evaluate.sequential.items()]
+    sequential = [[name, t, f"{q.looks_scored} of {q.looks_planned}", f"{q.items_used} of {q.n_items}", q.items_saved,
+                   q.decision] for name, ev in evaluations.items() for t, q in ev.sequential.items()]
     # each load point's bound by the current rule (the label as run beside it when they differ), in the points' order
-    bounds = {v.name: point_bounds(v) for v in s.variants if v.benchmark}
-    spreads = {v.name: [point_spread(p) for p in v.benchmark.points] for v in s.variants if v.benchmark}
-    ceiling_notes = {v.name: ceiling_note(v.benchmark) for v in s.variants if v.benchmark}
-    return {"s": s, "gate": gate, "bounds": bounds, "spreads": spreads, "ceiling_notes": ceiling_notes, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
+    bounds = {v.name: point_bounds(v) for v in s.variants if v.name in benchmarks}
+    spreads = {name: [point_spread(p) for p in b.points] for name, b in benchmarks.items()}
+    ceiling_notes = {name: ceiling_note(b) for name, b in benchmarks.items()}
+    slo_searched = [name for name, b in benchmarks.items() if b.slo]
+    return {"s": s, "gate": gate, "benchmarks": benchmarks, "quantized": quantized, "slo_searched": slo_searched,
+            "bounds": bounds, "spreads": spreads, "ceiling_notes": ceiling_notes, "task_columns": [t.removeprefix("suite_") for t in s.tasks], "paired": paired,
             "span": span, "sandboxes": sandboxes, "sequential": sequential, "stage_wall": [[k, f"{v:.1f}", f"{s.stage_elapsed_s[k]:.1f}" if k in s.stage_elapsed_s else "-"]
                            for k, v in s.stage_wall_s.items()],
             "frontier_png": png_data, "frontier_chart": frontier_chart(s), "has_points": has_points,

@@ -10,6 +10,7 @@ other stages' configs. The runner executes the plan; ``suite plan`` prints it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -195,12 +196,13 @@ def existing_checkpoint(loaded: LoadedRecipe, variant: VariantSpec) -> tuple[str
     return path, {"model": path, "revision": variant.model.revision, **info}
 
 
-def with_results(vp: VariantPlan, vs) -> VariantPlan:
+def with_results(vp: VariantPlan, done: Mapping[str, Record]) -> VariantPlan:
     """The variant's plan with what its finished stages decided passed on to the later ones: the layers
     kvcheck chose for ``kv_skip_layers: auto`` and the scale option it chose for ``kv_scales: auto`` go into
     its evaluate and benchmark engine arguments (and so into their configs, the evaluation cache key and
-    the summary). ``vs``: its ``VariantSummary``."""
-    chk = getattr(vs, KVCHECK, None)
+    the summary). ``done``: the results of its stages that ran, by stage name (its ``VariantSummary``'s
+    ``stages``)."""
+    chk = done.get(KVCHECK)
     extra: dict = {}
     if chk is not None and chk.auto and vp.variant.kv_skip_layers == "auto":
         extra.update(kv.skip_layer_args(chk.skip_layers))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from suite.plan.configs import check_label, engine_args_as_vllm_takes_them
 from suite.records.base import Record
+from suite.records.evaluate import EvaluateResult
 from suite.records.paths import recorded_run_dir, run_folder_of
 from suite.runtime.errors import SuiteError
 from suite.stages.registry import ENGINE_CHECKS, EVALUATE, STAGES, run_order
@@ -51,9 +52,9 @@ def record(vs, stage: str, result, vp=None) -> None:
     if vp is not None and (label := vp.check_label(stage)) is not None:
         vs.engine_checks[label] = result
         return
-    setattr(vs, STAGES[stage].summary_field or stage, result)
-    if stage != EVALUATE and getattr(result, EVALUATE, None) is not None:
-        vs.evaluate = getattr(result, EVALUATE)
+    vs.stages[stage] = result
+    if stage != EVALUATE and isinstance(served := getattr(result, EVALUATE, None), EvaluateResult):
+        vs.stages[EVALUATE] = served
 
 
 class CheckLabels:

@@ -14,7 +14,7 @@ import difflib
 import re
 from pathlib import Path
 
-from suite.records.benchmark import BenchmarkConfig
+from suite.records.benchmark import BenchmarkConfig, BenchmarkResult
 
 # options the suite passes and reads back (p50/p99 TTFT, TPOT, ITL, E2EL): a bench_args value is merged with its own
 MERGED_BENCH_ARGS = {"percentile_metrics": "ttft,tpot,itl,e2el", "metric_percentiles": "50,99"}
@@ -232,8 +232,8 @@ def check_run_folder(folder: Path, variants, bad) -> None:
     a repetition's argv that disagrees with its benchmark config in run folder ``folder``
     (variants/<name>/benchmark.config.json). A run that records no argv anywhere (made before they were recorded) is
     not checked; one that records some must record every one."""
-    rows = {v.name: [(p, r) for p in v.benchmark.points for r in p.repetitions] for v in variants
-            if v.benchmark is not None}
+    rows = {v.name: [(p, r) for p in b.points for r in p.repetitions] for v in variants
+            if (b := v.result(BenchmarkResult)) is not None}
     if not any("argv" in r for found in rows.values() for _, r in found):
         return
     fix = "rerun the benchmark (`suite run --resume --force`): the gate judges only the load the recipe asks for"

@@ -9,7 +9,8 @@ which a version-0 file's absolute names are made relative to.
 
 Version 0 (no ``schema_version``): files named by absolute path. Version 1: names relative to the run folder
 (``suite.records.paths``); a summary's evaluation names the run folder's copy of its samples files (the evaluation
-cache keeps a second copy).
+cache keeps a second copy). Version 2: a summary's variant holds its stage results in ``stages``, by stage name,
+where version 1 had one field per built-in stage (so a plug-in stage's result has a place).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any, Callable
 
 VERSION_FIELD = "schema_version"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FILE_FIELDS = ("results_file", "samples_files", "artifacts")  # the fields of a record that name files (paths.FileName)
 
 
@@ -59,7 +60,26 @@ def v0_to_v1(data: dict, recorded: str | None) -> dict:
     return _names_relative(data, recorded)
 
 
-MIGRATIONS: dict[int, Callable[[dict, str | None], dict]] = {0: v0_to_v1}
+# a version-1 summary's variant fields that held a stage's result: the built-in stages' names as that format fixed them
+V1_STAGE_FIELDS = ("quantize", "kvcheck", "evaluate", "benchmark")
+
+
+def v1_to_v2(data: dict, recorded: str | None) -> dict:
+    """A summary's (a record with ``recipe_name`` and a list of ``variants``) per-stage variant fields moved into the
+    variant's ``stages`` by stage name (an empty field is left out); any other record as it is."""
+    if "recipe_name" not in data or not isinstance(data.get("variants"), list):
+        return data
+    variants = []
+    for v in data["variants"]:
+        if isinstance(v, dict):
+            moved = {k: v[k] for k in V1_STAGE_FIELDS if v.get(k) is not None}
+            held = v.get("stages") if isinstance(v.get("stages"), dict) else {}  # none in a version-1 file
+            v = {**{k: x for k, x in v.items() if k not in V1_STAGE_FIELDS}, "stages": {**moved, **held}}
+        variants.append(v)
+    return {**data, "variants": variants}
+
+
+MIGRATIONS: dict[int, Callable[[dict, str | None], dict]] = {0: v0_to_v1, 1: v1_to_v2}
 
 
 def version_of(data: dict) -> int:

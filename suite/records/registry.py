@@ -47,6 +47,24 @@ def resolve(ref: str) -> Any:
     return obj
 
 
+_BY_GROUP: dict[str, "Registry"] = {}  # group -> its registry, for a reader on a lower floor (``of_group``)
+
+
+def of_group(group: str) -> "Registry":
+    """The registry of entry-point ``group`` (``suite.stages``...), for code on a floor below the module that makes it
+    (the summary's records type each stage's result by the stage registry's entry). RegistryError when none is made
+    in this process yet."""
+    try:
+        return _BY_GROUP[group]
+    except KeyError:
+        raise RegistryError("the registries", group, "no registry of that group is loaded in this process",
+                            f"import the module that makes it (for {STAGE_GROUP}: suite.stages.registry) "
+                            "before reading a record that needs it") from None
+
+
+STAGE_GROUP = "suite.stages"  # the stage registry's entry-point group (suite.stages.registry.STAGES)
+
+
 class Registry(Mapping, Generic[T]):
     """Named entries of one ``kind`` in registration order; a mapping name -> object (lookups load lazy entries).
 
@@ -62,6 +80,7 @@ class Registry(Mapping, Generic[T]):
         self._entry_points: dict[str, str] = {}  # name -> the 'module:object' of the entry point it came from
         self._discovered = False
         self._lock = threading.RLock()
+        _BY_GROUP[group] = self  # the last registry made for a group is the one ``of_group`` answers
 
     # registration ---------------------------------------------------------------------------------------------------
 

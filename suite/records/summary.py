@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
-from pydantic import Field
+from pydantic import Field, SerializeAsAny, ValidationInfo, field_validator
 
-from suite.records.benchmark import BenchmarkResult
 from suite.records.evaluate import EvaluateResult
-from suite.records.kvcheck import KVCheckResult
-from suite.records.quantize import QuantizeResult
 from suite.records.base import Record
 from suite.records.paths import FileName
+from suite.records.registry import STAGE_GROUP, RegistryError, of_group
+
+R = TypeVar("R", bound=Record)
 
 
 class VariantSummary(Record):
@@ -25,10 +25,10 @@ class VariantSummary(Record):
     model_sha256: Optional[str] = Field(None, description="a variant served from a local folder as it is (a brought "
                                         "checkpoint): the sha256 of its files when the run began (weights_fingerprint),"
                                         " what `suite gate` registers it by on a machine without the folder")
-    quantize: Optional[QuantizeResult] = None
-    kvcheck: Optional[KVCheckResult] = None
-    evaluate: Optional[EvaluateResult] = None
-    benchmark: Optional[BenchmarkResult] = None
+    stages: dict[str, SerializeAsAny[Record]] = Field(
+        default_factory=dict, description="each stage's result by the stage registry's name (a plug-in stage's "
+        "too), typed by its StageSpec's result; a served benchmark's evaluation is the evaluate stage's; the "
+        "eval.engine_check evaluations are in engine_checks, by label")
     metrics: dict[str, float] = Field(default_factory=dict, description="acc.*, acc.*.delta, tput.*, time.*")
     paired: list[dict[str, Any]] = Field(default_factory=list, description="per-task paired comparison with the baseline")
     engine_checks: dict[str, EvaluateResult] = Field(
@@ -36,9 +36,6 @@ class VariantSummary(Record):
         "configurations, by label (e.g. 'max_num_seqs=64'); with the main evaluation, the engine spread's inputs")
     engine_spread: list[dict[str, Any]] = Field(default_factory=list, description="per task, the score range and "
                                                 "flip rate across engine configurations (suite.analysis.engine_spread)")
-    served_check: Optional[EvaluateResult] = Field(
-        None, description="eval.served_check_items: the served evaluation's first items of each task scored by the "
-        "in-process engine (stage evaluate-served-check)")
     served_agreement: list[dict[str, Any]] = Field(default_factory=list, description="per task, the served check's "
                                                    "item-by-item comparison (suite.analysis.served_check)")
     perplexity: list[dict[str, Any]] = Field(default_factory=list, description="per perplexity task, the paired "
@@ -51,10 +48,51 @@ class VariantSummary(Record):
     tokenizer: dict[str, Any] = Field(default_factory=dict, description="BOS handling and chat template (suite.stages.evaluate.preflight)")
     errors: list[str] = Field(default_factory=list)
 
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _typed_results(cls, value: Any, info: ValidationInfo) -> Any:
+        """Each stage's result read as its registered result type (summary.json holds them as plain objects)."""
+        if not isinstance(value, dict):
+            return value
+        return {name: _stage_result(name, r, info.context) for name, r in value.items()}
+
+    def result(self, kind: type[R]) -> R | None:
+        """The result of the one stage whose result is a ``kind`` (e.g. ``EvaluateResult``: the variant's evaluation),
+        not counting a stage that checks another (``StageSpec.check_of``: ``check_result``); None when no stage gave
+        one; ValueError when two stages did (name the stage: ``stages[NAME]``)."""
+        return self._one(kind, checks=False)
+
+    def check_result(self, kind: type[R]) -> R | None:
+        """The result of the one checking stage (``StageSpec.check_of``, e.g. the served check of an evaluation) whose
+        result is a ``kind``; None when none gave one."""
+        return self._one(kind, checks=True)
+
+    def _one(self, kind: type[R], checks: bool) -> R | None:
+        if not any(type(r) is kind for r in self.stages.values()):
+            return None
+        specs = of_group(STAGE_GROUP)  # loaded: the results were typed by it
+        found = [(name, r) for name, r in self.stages.items()
+                 if type(r) is kind and (getattr(specs.get(name), "check_of", None) is not None) == checks]
+        if len(found) > 1:
+            raise ValueError(f"{self.name}: stages {', '.join(n for n, _ in found)} each hold a {kind.__name__}: "
+                             "read the one meant by its stage name")
+        return found[0][1] if found else None
+
+
+def _stage_result(name: str, value: Any, context: Any) -> Any:
+    """``value`` as the registered stage ``name``'s result type (a Record already typed is kept)."""
+    if isinstance(value, Record):
+        return value
+    try:
+        kind = of_group(STAGE_GROUP)[name].result
+    except RegistryError as e:
+        raise ValueError(f"stages: {e}") from None
+    return kind.model_validate(value, context=context)
+
 
 class CostBasis(Record):
     """The price behind a run's ``cost.*`` metrics: the recipe's ``throughput.gpu_hour_cost``, an assumption of
-    the recipe (never a built-in default), recorded once per run (suite.analysis.summary.add_cost)."""
+    the recipe (never a built-in default), recorded once per run (suite.analysis.summary.cost_metrics)."""
 
     gpu_hour: float = Field(description="price of one GPU hour")
     currency: str

@@ -35,6 +35,9 @@ from suite.runtime import safeio
 from suite.runtime.engine.args import _bench_serve_answer, _engine_args_answer, _quant_methods_answer
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
+from suite.records.benchmark import BenchmarkResult
+from suite.records.evaluate import EvaluateResult
+from suite.records.quantize import QuantizeResult
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The stage environments, by name. An environment is not a stage: the quantize, kvcheck and sensitivity stages all
@@ -328,8 +331,8 @@ def run_versions(variants=(), quantize: bool = False) -> dict[str, str]:
     environment's as ``quantize.<package>`` (from a quantize result, else asked when ``quantize``)."""
     recorded = lambda stages: next((r.versions for v in variants for r in stages(v)  # noqa: E731
                                     if r is not None and getattr(r, "versions", None)), None)
-    out = dict(recorded(lambda v: (v.evaluate, v.benchmark)) or serve_versions())
-    q = recorded(lambda v: (v.quantize,))
+    out = dict(recorded(lambda v: (v.result(EvaluateResult), v.result(BenchmarkResult))) or serve_versions())
+    q = recorded(lambda v: (v.result(QuantizeResult),))
     if q is None and quantize:
         q = quantize_versions()
     out.update({f"quantize.{k}": val for k, val in (q or {}).items()})

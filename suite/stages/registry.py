@@ -21,7 +21,7 @@ from suite.records.evaluate import EvaluateConfig, EvaluateResult
 from suite.records.kvcheck import KVCheckConfig, KVCheckResult
 from suite.records.quantize import QuantizeConfig, QuantizeResult, SensitivityConfig, SensitivityResult
 from suite.records.base import Record
-from suite.records.registry import Registry, resolve
+from suite.records.registry import STAGE_GROUP, Registry, resolve
 from suite.runtime.envs import QUANTIZE_ENV, SERVE_ENV, Environment
 
 # the stages' names: code outside suite/stages/ names a stage by these constants (tests/test_architecture.py)
@@ -60,7 +60,6 @@ class StageSpec:
     output_dirs: tuple[str, ...] = ()  # folders it writes in the variant folder, removed before it runs again
     check_of: str | None = None  # eval.engine_check: a second run of that stage's entry under other engine arguments
     after: str | None = None  # its job waits for that stage's job of the same variant (e.g. its server stopped)
-    summary_field: str | None = None  # the VariantSummary field its result goes in (None: the stage's name)
     # 'module:function' ``build(ctx, spec) -> config | None``: the stage's config for one variant (None: the variant
     # does not run it), from the planner's ``VariantContext`` (recipe, variant, served model and engine, the other
     # stages' configs). A stage that builds_checkpoint: its config's ``checkpoint_dir`` is the variant's model folder.
@@ -95,7 +94,7 @@ _BUILDERS = "suite.plan.configs"  # the built-in stages' config builders
 _KEYS = "suite.plan.keys"  # and their content keys
 _EVALUATION = {"content_key": f"{_KEYS}:evaluate_job_key",
                "result_files": ("results_file", "samples_files", "tokenizer_file")}
-STAGES: Registry[StageSpec] = Registry("stage", "suite.stages", base=StageSpec, name_of=lambda s: s.name)
+STAGES: Registry[StageSpec] = Registry("stage", STAGE_GROUP, base=StageSpec, name_of=lambda s: s.name)
 for _spec in (
     StageSpec(QUANTIZE, QuantizeConfig, QuantizeResult, QUANTIZE_ENV, "suite.stages.quantize.stage:run",
               builds_checkpoint=True, prerequisite=True, config_builder=f"{_BUILDERS}:quantize", colour="#8c6bb1"),
@@ -116,7 +115,7 @@ for _spec in (
     # own it is keyed and kept in the evaluation cache, so one configuration pays for its check once
     StageSpec(SERVED_CHECK, EvaluateConfig, EvaluateResult, SERVE_ENV, "suite.stages.evaluate.stage:run",
               close="suite.stages.evaluate.stage:close", output_dirs=(SERVED_CHECK,), check_of=EVALUATE,
-              after=BENCHMARK, summary_field="served_check", config_builder=f"{_BUILDERS}:served_check",
+              after=BENCHMARK, config_builder=f"{_BUILDERS}:served_check",
               colour="#74a9cf", **_EVALUATION),
     StageSpec(SENSITIVITY, SensitivityConfig, SensitivityResult, QUANTIZE_ENV, "suite.stages.quantize.sensitivity:run",
               in_run=False),

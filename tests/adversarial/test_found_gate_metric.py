@@ -22,12 +22,12 @@ def two_metric_run(tmp_path) -> dict:
     s = build_gated_run(tmp_path, {"max_drop": {T1: 0.02}}, wrong={T1: range(1, 300, 3)})
     run = tmp_path / "run"
     for v in s["variants"]:
-        f = Path(v["evaluate"]["samples_files"][T1])
+        f = Path(v["stages"]["evaluate"]["samples_files"][T1])
         rows = [json.loads(line) for line in f.read_text().splitlines()]
         for r in rows:
             r["acc_norm"] = float(r["doc_id"] % 3 != 0)
         f.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        sha = v["evaluate"]["samples_sha256"][T1] = sha256_file(f)
+        sha = v["stages"]["evaluate"]["samples_sha256"][T1] = sha256_file(f)
         res = run / "variants" / v["name"] / "evaluate.result.json"
         data = json.loads(res.read_text())
         data["samples_sha256"][T1] = sha
@@ -44,7 +44,7 @@ def swap_headline(tmp_path, s: dict, metric: str = "acc_norm,none") -> dict:
         for sc in data["scores"]:
             sc["metric"], sc["value"] = metric, 200 / 300
         res.write_text(json.dumps(data))
-        v["evaluate"]["scores"] = data["scores"]
+        v["stages"]["evaluate"]["scores"] = data["scores"]
         v["metrics"][f"acc.{T1}"] = 200 / 300
         for k in [k for k in v["metrics"] if k.startswith(f"acc.{T1}.")]:
             del v["metrics"][k]

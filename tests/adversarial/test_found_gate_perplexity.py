@@ -19,8 +19,9 @@ sys.path.insert(0, str(ROOT / "tests" / "analysis"))
 from test_perplexity_gate import DOCS, model_dir, run_gate, run_with  # noqa: E402,F401 - model_dir: a fixture
 
 from suite import cli  # noqa: E402
-from suite.analysis.summary import add_perplexity  # noqa: E402
+from suite.analysis.summary import perplexity_comparisons  # noqa: E402
 from suite.records.summary import RunSummary  # noqa: E402
+from suite.records.evaluate import EvaluateResult
 
 FAILING = [0.3, 0.4, 0.25, 0.5, 0.35, 0.3]  # per-document token-perplexity rises: CI high above 0.2
 
@@ -49,7 +50,7 @@ def test_baseline_tokenizer_swapped_through_the_summary_is_refused(tmp_path, mod
     summary = RunSummary.model_validate(data)
     for v in summary.variants:
         v.perplexity = []
-    assert add_perplexity(summary.variants) == []  # the figures recomputed as the summary would have them
+    assert perplexity_comparisons(summary.variants)[1] == []  # the figures recomputed as the summary would have them
     (run / "summary.json").write_text(json.dumps(summary.model_dump(mode="json")))
     code = cli.main(["gate", str(run), "--no-record"])
     out, err = capsys.readouterr()
@@ -75,8 +76,8 @@ def test_perplexity_without_the_variants_records_is_inconclusive_not_judged(tmp_
 
     s = run_with(tmp_path, model_dir, FAILING, gates={"max_perplexity_increase": 0.2})
     for v in s.variants:  # a run made since per-item hashes are recorded
-        v.evaluate.samples_sha256 = {t: hashlib.sha256(Path(f).read_bytes()).hexdigest()
-                                     for t, f in v.evaluate.samples_files.items()}
+        v.result(EvaluateResult).samples_sha256 = {t: hashlib.sha256(Path(f).read_bytes()).hexdigest()
+                                     for t, f in v.result(EvaluateResult).samples_files.items()}
     assert run_gate(tmp_path, capsys, s)[0] == 1
     run = tmp_path / "run"
     data = json.loads((run / "summary.json").read_text())
@@ -85,7 +86,7 @@ def test_perplexity_without_the_variants_records_is_inconclusive_not_judged(tmp_
     staged = json.loads(res.read_text())
     staged["samples_files"], staged["samples_sha256"] = {}, {}  # the variant's per-item records no longer named
     res.write_text(json.dumps(staged))
-    fp8["evaluate"]["samples_files"], fp8["evaluate"]["samples_sha256"] = {}, {}
+    fp8["stages"]["evaluate"]["samples_files"], fp8["stages"]["evaluate"]["samples_sha256"] = {}, {}
     rec = fp8["perplexity"][0]
     rec.update(delta=0.01, ci_low=0.0, ci_high=0.02, ppl=rec["baseline_ppl"] + 0.01)
     fp8["metrics"].update({"ppl.suite_longppl": rec["ppl"], "ppl.suite_longppl.delta": 0.01,

@@ -21,8 +21,8 @@ MARGIN = 0.02
 
 def shopped_seed(s: dict) -> int:
     """A seed whose item order lets the sequential test pass at an early look on the run's own per-item records."""
-    b = item_scores(s["variants"][0]["evaluate"]["samples_files"][T1], "acc,none")
-    w = item_scores(s["variants"][1]["evaluate"]["samples_files"][T1], "acc,none")
+    b = item_scores(s["variants"][0]["stages"]["evaluate"]["samples_files"][T1], "acc,none")
+    w = item_scores(s["variants"][1]["stages"]["evaluate"]["samples_files"][T1], "acc,none")
     for seed in range(2000):
         res = seq.run([w[k] - b[k] for k in seq.item_order(b, seed)], MARGIN, LOOKS, n_items=len(b))
         if res.decision == seq.PASS:
@@ -40,7 +40,7 @@ def claim_stop(tmp_path, s: dict, seed: int) -> dict:
         data = json.loads(res.read_text())
         data["sequential"] = {T1: rec}
         res.write_text(json.dumps(data))
-        v["evaluate"]["sequential"] = {T1: rec}
+        v["stages"]["evaluate"]["sequential"] = {T1: rec}
         for k in ("looks_scored", "items_used", "items_saved"):
             v["metrics"][f"seq.{T1}.{k}"] = float(rec[k])
     return s

@@ -26,7 +26,7 @@ def point_task_at_other(tmp_path, s: dict) -> dict:
             if sc["task"] == T1:
                 sc["value"] = other
         res.write_text(json.dumps(data))
-        v["evaluate"].update({k: data[k] for k in ("samples_files", "samples_sha256", "scores")})
+        v["stages"]["evaluate"].update({k: data[k] for k in ("samples_files", "samples_sha256", "scores")})
         v["metrics"][f"acc.{T1}"] = v["metrics"][f"acc.{T2}"]
         for k in [k for k in v["metrics"] if k.startswith(f"acc.{T1}.")]:
             del v["metrics"][k]

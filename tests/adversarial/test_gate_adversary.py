@@ -85,8 +85,8 @@ def test_failing_variant_dropped_from_summary_only_is_refused(tmp_path, capsys):
     # a second, passing variant: the run keeps a variant to judge
     good = copy.deepcopy(fp8(s))
     good["name"] = "fp8b"
-    good["benchmark"].pop("job", None)  # its own jobs (plan_run below stamps them), not fp8's or bf16's
-    ev = json.loads(json.dumps(bf16(s)["evaluate"]))
+    good["stages"]["benchmark"].pop("job", None)  # its own jobs (plan_run below stamps them), not fp8's or bf16's
+    ev = json.loads(json.dumps(bf16(s)["stages"]["evaluate"]))
     ev.pop("job", None)
     # its own per-item records (the baseline's answers on every item, its own file), as its evaluate stage writes them
     vdir = tmp_path / "run" / "variants" / "fp8b"
@@ -95,7 +95,7 @@ def test_failing_variant_dropped_from_summary_only_is_refused(tmp_path, capsys):
     own.write_text(open(ev["samples_files"][T1]).read().replace("bf16 answer", "fp8b answer"))
     ev["samples_files"][T1], ev["samples_sha256"][T1] = str(own), sha256_file(own)
     (vdir / "evaluate.result.json").write_text(json.dumps(ev))
-    good["evaluate"] = ev
+    good["stages"]["evaluate"] = ev
     good["metrics"] = {**good["metrics"], f"acc.{T1}": bf16(s)["metrics"][f"acc.{T1}"]}
     good["paired"] = []
     for k in list(good["metrics"]):
@@ -167,11 +167,11 @@ def with_engine_check(tmp_path, s, wrong_under_check):
         d.mkdir(parents=True, exist_ok=True)
         f = d / f"samples_{T1}.jsonl"
         w = set(wrong_under_check.get(v["name"], ()))
-        base_rows = [json.loads(line) for line in open(v["evaluate"]["samples_files"][T1])]
+        base_rows = [json.loads(line) for line in open(v["stages"]["evaluate"]["samples_files"][T1])]
         rows = [{**r, "acc": 0.0 if r["doc_id"] in w else r["acc"], "resps": [[f"{v['name']} check {r['doc_id']}"]]}
                 for r in base_rows]
         f.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        ev = copy.deepcopy(v["evaluate"])
+        ev = copy.deepcopy(v["stages"]["evaluate"])
         ev.pop("job", None), ev.pop("cache_key", None)  # its own job (plan_run stamps it), not the evaluation's
         ev["scores"][0]["value"] = sum(r["acc"] for r in rows) / len(rows)
         ev["samples_files"], ev["samples_sha256"] = {T1: str(f)}, {T1: sha256_file(f)}
@@ -180,10 +180,10 @@ def with_engine_check(tmp_path, s, wrong_under_check):
     add_engine_spread(summ.variants, metric_name)
     d = write_run_recipe(tmp_path / "run", summ.model_dump(mode="json"))
     for v in d["variants"]:  # each check's result as its stage writes it, planned and stamped
-        v[ENGINE_CHECKS[0]] = v["engine_checks"]["max_num_seqs=1"]
+        v["stages"][ENGINE_CHECKS[0]] = v["engine_checks"]["max_num_seqs=1"]
     d = plan_run(tmp_path / "run", d)
     for v in d["variants"]:
-        del v[ENGINE_CHECKS[0]]
+        del v["stages"][ENGINE_CHECKS[0]]
     return d
 
 
@@ -271,10 +271,10 @@ def test_deleted_stage_result_is_refused(tmp_path, capsys):
 
 def test_missing_hash_entry_is_refused(tmp_path, capsys):
     s = build(tmp_path, {"max_drop": {T1: 0.05}})
-    for where in (fp8(s)["evaluate"], ):
+    for where in (fp8(s)["stages"]["evaluate"], ):
         del where["samples_sha256"][T1]
     stage = tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json"
-    stage.write_text(json.dumps(fp8(s)["evaluate"]))
+    stage.write_text(json.dumps(fp8(s)["stages"]["evaluate"]))
     code, out, err = gate(tmp_path, capsys, s)
     assert code == 2 and f"fp8: evaluate.samples_sha256.{T1}" in err, out + err
 
@@ -282,10 +282,10 @@ def test_missing_hash_entry_is_refused(tmp_path, capsys):
 def test_variant_scored_on_the_baselines_samples_is_refused(tmp_path, capsys):
     s = build(tmp_path, {"max_drop": {T1: 0.02}}, wrong={T1: range(1, 90, 3)})
     for key in ("samples_files", "samples_sha256"):
-        fp8(s)["evaluate"][key] = dict(bf16(s)["evaluate"][key])
-    fp8(s)["evaluate"]["scores"] = copy.deepcopy(bf16(s)["evaluate"]["scores"])
+        fp8(s)["stages"]["evaluate"][key] = dict(bf16(s)["stages"]["evaluate"][key])
+    fp8(s)["stages"]["evaluate"]["scores"] = copy.deepcopy(bf16(s)["stages"]["evaluate"]["scores"])
     fp8(s)["metrics"][f"acc.{T1}"] = bf16(s)["metrics"][f"acc.{T1}"]
-    (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text(json.dumps(fp8(s)["evaluate"]))
+    (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text(json.dumps(fp8(s)["stages"]["evaluate"]))
     code, out, err = gate(tmp_path, capsys, s)
     assert code == 2 and "the same file" in err, out + err
 
@@ -295,9 +295,9 @@ def test_variants_configured_alike_may_share_their_evaluation(tmp_path, capsys):
     the same samples file: allowed when the two evaluate configs agree but for where each writes, refused when not."""
     s = build(tmp_path, {"max_drop": {T1: 0.02}}, wrong={T1: range(1, 90, 3)})
     for key in ("samples_files", "samples_sha256", "scores"):
-        fp8(s)["evaluate"][key] = copy.deepcopy(bf16(s)["evaluate"][key])
+        fp8(s)["stages"]["evaluate"][key] = copy.deepcopy(bf16(s)["stages"]["evaluate"][key])
     fp8(s)["metrics"][f"acc.{T1}"] = bf16(s)["metrics"][f"acc.{T1}"]
-    (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text(json.dumps(fp8(s)["evaluate"]))
+    (tmp_path / "run" / "variants" / "fp8" / "evaluate.result.json").write_text(json.dumps(fp8(s)["stages"]["evaluate"]))
     config = {"engine": {"model": "/m", "kv_cache_dtype": "auto"}, "tasks": [T1]}
     for name, out in (("bf16", "a"), ("fp8", "b")):
         (tmp_path / "run" / "variants" / name / "evaluate.config.json").write_text(

@@ -33,7 +33,7 @@ def test_a_result_pointed_at_the_baselines_records_is_not_judged(tmp_path, capsy
     s = run(tmp_path)
     for f in ("evaluate.result.json", "evaluate.config.json"):
         shutil.copy(vdir(tmp_path, "bf16") / f, vdir(tmp_path, "fp8") / f)
-    s["variants"][1]["evaluate"] = json.loads((vdir(tmp_path, "fp8") / "evaluate.result.json").read_text())
+    s["variants"][1]["stages"]["evaluate"] = json.loads((vdir(tmp_path, "fp8") / "evaluate.result.json").read_text())
     s["variants"][1]["metrics"][f"acc.{T1}"] = s["variants"][0]["metrics"][f"acc.{T1}"]
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 2 and "gate: PASS" not in out, out + err
@@ -49,7 +49,7 @@ def test_a_result_restamped_for_the_variant_but_made_with_the_baselines_config_i
     res = json.loads((vdir(tmp_path, "fp8") / "evaluate.result.json").read_text())
     res["job"]["variant"] = "fp8"
     (vdir(tmp_path, "fp8") / "evaluate.result.json").write_text(json.dumps(res))
-    s["variants"][1]["evaluate"] = res
+    s["variants"][1]["stages"]["evaluate"] = res
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 2 and "variants/fp8/evaluate.config.json: engine.model: differs from fp8's planned evaluate job" \
         in err, out + err
@@ -71,7 +71,7 @@ def test_a_result_without_its_key_is_not_judged(tmp_path, capsys):
     del res["job"], res["cache_key"]
     path.write_text(json.dumps(res))
     for fld in ("job", "cache_key"):
-        del s["variants"][1]["evaluate"][fld]
+        del s["variants"][1]["stages"]["evaluate"][fld]
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 2 and "variants/fp8/evaluate.result.json: job: records no job or content key" in err, out + err
 
@@ -96,7 +96,7 @@ def drop(s: dict, task: str) -> dict:
     s["tasks"] = [t for t in s["tasks"] if t != task]
     s["recipe"]["eval"]["tasks"] = [t for t in s["recipe"]["eval"]["tasks"] if t["name"] != task]
     for v in s["variants"]:
-        ev = v["evaluate"]
+        ev = v["stages"]["evaluate"]
         ev["scores"] = [sc for sc in ev["scores"] if sc["task"] != task]
         for fld in ("samples_files", "samples_sha256"):
             ev[fld].pop(task, None)
@@ -122,7 +122,7 @@ def test_a_task_dropped_from_summary_and_results_with_the_recipe_deleted_does_no
         for fld in ("samples_files", "samples_sha256"):
             res[fld].pop(T2, None)
         path.write_text(json.dumps(res))
-        v["evaluate"] = res
+        v["stages"]["evaluate"] = res
     code, out, err = run_gate(tmp_path, capsys, s, "--policy", str(policy))
     assert code == 2 and "gate: PASS" not in out, out + err
     assert "not a run folder (no recipe.yaml)" in err, err  # the summary is the records': without the recipe, none

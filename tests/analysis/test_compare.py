@@ -9,6 +9,7 @@ from conftest import make_summary, run_cli, run_folder
 from suite.analysis import compare
 from suite.records.benchmark import BenchmarkResult, LoadPoint
 from suite.records.evaluate import EvaluateResult, TaskScore
+from suite.stages.registry import BENCHMARK, EVALUATE
 
 
 def write_samples(path, scores):
@@ -23,12 +24,12 @@ def run_summary(tmp_path, name, gsm_scores, mmlu, tput, versions):
     s = make_summary({"bf16": {}}, run_dir=str(run_dir))
     write_samples(run_dir / "samples_gsm8k.jsonl", gsm_scores)
     v = s.variants[0]
-    v.evaluate = EvaluateResult(
+    v.stages[EVALUATE] = EvaluateResult(
         scores=[TaskScore(task="suite_gsm8k", metric="exact_match,strict-match", value=sum(gsm_scores) / len(gsm_scores)),
                 TaskScore(task="suite_mmlu", metric="acc,none", value=mmlu, stderr=0.004)],
         results_file="r.json", samples_files={"suite_gsm8k": str(run_dir / "samples_gsm8k.jsonl")}, wall_s=1,
         engine_load_s=1)
-    v.benchmark = BenchmarkResult(points=[
+    v.stages[BENCHMARK] = BenchmarkResult(points=[
         LoadPoint(label=label, request_rate=1, output_tok_s=med, output_tok_s_min=lo, output_tok_s_max=hi,
                   repetitions=[{}, {}, {}]) for label, (lo, med, hi) in tput.items()],
         server_start_s=1, wall_s=1, server_log="x")

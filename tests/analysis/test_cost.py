@@ -10,10 +10,12 @@ from pydantic import ValidationError
 
 from conftest import edit_record, make_summary, run_folder
 from suite.analysis import frontier as fa
-from suite.analysis.summary import add_cost, add_deltas, cost_per_1m, finish, variant_metrics
+from suite.analysis.assemble import finish, with_metrics
+from suite.analysis.summary import cost_metrics, cost_per_1m, delta_metrics, variant_metrics
 from suite.recipe import Recipe
 from suite.records.benchmark import BenchmarkResult, LoadPoint, SloResult
 from suite.records.evaluate import EvaluateResult, TaskScore
+from suite.stages.registry import BENCHMARK, EVALUATE
 
 PRICE = {"amount": 3.6, "currency": "USD", "source": "test price list, 2025-01"}
 
@@ -38,9 +40,9 @@ def priced_run(price=PRICE):
     tensor 2 x pipeline 2 = 4 GPUs at 2,000 tok/s, its SLO search found no sustainable rate."""
     s = make_summary({"bf16": {}, "fp8": {}, "fp8-tp": {}})
     for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0), bench(2000.0, None, rate=None))):
-        v.benchmark, v.evaluate = b, None
+        v.stages = {BENCHMARK: b}
     s.variants[2].engine_args = {"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "enforce_eager": True}
-    finish(s, recipe_with(s, price), {}, {})
+    s = finish(s, recipe_with(s, price), {}, {})
     return s
 
 
@@ -72,19 +74,21 @@ def test_no_price_no_cost_figures():
     assert s.variants[1].metrics["tput.output_tok_s.ratio"] == pytest.approx(2.0)  # the rest is still there
     # a price given, then taken away: a second summary pass leaves no stale figure
     s = priced_run()
-    add_cost(s, None)
+    s.cost, costs = cost_metrics(s.variants, None)
+    s.variants = with_metrics(s.variants, costs)
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     assert s.cost is None and not [k for v in s.variants for k in v.metrics if k.startswith("cost.")]
 
 
 def test_headline_last_prices_the_last_point():
     s = make_summary({"bf16": {}})
-    s.variants[0].benchmark, s.variants[0].evaluate = bench(1000.0), None
+    s.variants[0].stages[BENCHMARK] = bench(1000.0)
+    s.variants[0].stages.pop(EVALUATE, None)
     r = recipe_with(s)
     r.throughput.headline = "last"  # rate-4: 250 tok/s
-    finish(s, r, {}, {})
+    s = finish(s, r, {}, {})
     assert s.variants[0].metrics["cost.per_1m_output_tokens"] == pytest.approx(4.0)
 
 
@@ -170,18 +174,18 @@ def test_the_slo_frontier_leaves_out_rates_not_checked_as_steady(tmp_path, capsy
     s = priced_run()
     for v, acc in zip(s.variants, (0.60, 0.59, 0.61)):
         v.metrics["acc.mean"] = acc
-    s.variants[0].benchmark.slo.steady = True  # bf16 checked; fp8's rate unchecked (None); fp8-tp found none
+    s.variants[0].result(BenchmarkResult).slo.steady = True  # bf16 checked; fp8's rate unchecked (None); fp8-tp found none
     for key in ("tput.sustainable_output_tok_s", "cost.per_1m_output_tokens.slo"):
         res = frontier.run(fa.FrontierConfig(s, tmp_path / "f.png", throughput=key, out_html=tmp_path / "f.html"))
         assert [p.name for p in res.points] == ["bf16"] and res.left_out == ["fp8"]
         assert "Not shown: fp8." in res.html.read_text()
     assert frontier.run(fa.FrontierConfig(s, tmp_path / "g.png")).left_out == []  # saturation: every point
-    s.variants[1].benchmark.slo.steady = True
+    s.variants[1].result(BenchmarkResult).slo.steady = True
     assert fa.left_out([s], "acc.mean", "tput.sustainable_output_tok_s") == []
-    s.variants[1].benchmark.slo.steady = None
+    s.variants[1].result(BenchmarkResult).slo.steady = None
     run_dir = tmp_path / "run"
     for v, acc in zip(s.variants, (0.60, 0.59, 0.61)):  # the records acc.mean comes from, in the run folder
-        v.evaluate = EvaluateResult(scores=[TaskScore(task=t, metric="acc,none", value=acc, n=100) for t in s.tasks],
+        v.stages[EVALUATE] = EvaluateResult(scores=[TaskScore(task=t, metric="acc,none", value=acc, n=100) for t in s.tasks],
                                     results_file="r.json", wall_s=1, engine_load_s=1)
     run_folder(run_dir, s)
     args = SimpleNamespace(runs=[str(run_dir)], out=str(tmp_path / "cli"), accuracy="acc.mean", throughput="slo")
@@ -246,11 +250,11 @@ def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
 
     s = make_summary({"bf16": {}, "fp8": {}})
     for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
-        v.benchmark, v.evaluate = b, None
-    s.variants[1].benchmark.slo = s.variants[1].benchmark.slo.model_copy(update={
+        v.stages = {BENCHMARK: b}
+    s.variants[1].result(BenchmarkResult).slo = s.variants[1].result(BenchmarkResult).slo.model_copy(update={
         "steady": False, "probes": [{"rate": 8.0, "meets": True}],
         "note": "the probe at 8 req/s was a burst even with 6000 prompts (slo.max_num_prompts): not a sustained rate"})
-    finish(s, recipe_with(s), {}, {})
+    s = finish(s, recipe_with(s), {}, {})
     bf16, fp8 = (v.metrics for v in s.variants)
     assert "tput.sustainable_rate" in bf16 and "tput.sustainable_rate" not in fp8
     assert "cost.per_1m_output_tokens.slo" not in fp8 and fp8["cost.per_1m_output_tokens"] == pytest.approx(0.5)
@@ -262,9 +266,9 @@ def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
     # a result made before the check (steady unknown) keeps its rate, with a warning that it was not checked
     s = make_summary({"bf16": {}, "fp8": {}})
     for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
-        v.benchmark, v.evaluate = b, None
-        v.benchmark.slo.probes = [{"rate": 8.0, "meets": True}]
-    finish(s, recipe_with(s), {}, {})
+        v.stages = {BENCHMARK: b}
+        v.stages[BENCHMARK].slo.probes = [{"rate": 8.0, "meets": True}]
+    s = finish(s, recipe_with(s), {}, {})
     assert all("tput.sustainable_rate" in v.metrics for v in s.variants)
     assert len([w for w in s.warnings if "was not checked" in w]) == 2
     # ... but the gate does not judge an unchecked rate (nor one whose 'steady' a tampered summary dropped)
@@ -275,7 +279,7 @@ def test_a_burst_slo_rate_is_left_out_warned_and_refused_by_the_gate():
                                                                         for m in unchecked)] == ["bf16", "fp8"]
     # checked and steady on both sides: judged
     for v in s.variants:
-        v.benchmark.slo.steady = True
+        v.stages[BENCHMARK].slo.steady = True
     r = gate.run(gate.GateConfig(s, GateSpec(min_sustainable_rate_gain=0.5)))
     assert r.passed and [c.gate for c in r.checks] == ["min sustainable-rate gain"]
 
@@ -288,11 +292,11 @@ def test_a_summary_that_keeps_a_bursts_rate_is_still_refused():
 
     s = make_summary({"bf16": {}, "fp8": {}})
     for v, b in zip(s.variants, (bench(1000.0, 500.0), bench(2000.0, 1600.0))):
-        v.benchmark, v.evaluate = b, None
-    finish(s, recipe_with(s), {}, {})
+        v.stages = {BENCHMARK: b}
+    s = finish(s, recipe_with(s), {}, {})
     fp8 = s.variants[1]
     assert fp8.metrics["tput.sustainable_rate.ratio"] == 1.0  # both at 8 req/s: it would pass a 1.0 gate
-    fp8.benchmark.slo = fp8.benchmark.slo.model_copy(update={"steady": False, "note": "a burst"})
+    fp8.stages[BENCHMARK].slo = fp8.stages[BENCHMARK].slo.model_copy(update={"steady": False, "note": "a burst"})
     r = gate.run(gate.GateConfig(s, GateSpec(min_sustainable_rate_gain=1.0)))
     assert not r.passed and not [c for c in r.checks if "sustainable" in c.gate]
     assert any("fp8: tput.sustainable_rate" in m and "was a burst" in m for m in r.missing)

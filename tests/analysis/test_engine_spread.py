@@ -15,6 +15,7 @@ from conftest import make_summary
 from suite.analysis.engine_spread import add_engine_spread, engine_spreads
 from suite.analysis.summary import metric_name
 from suite.records.evaluate import EvaluateResult, TaskScore
+from suite.stages.registry import EVALUATE
 
 STUDY = (Path(__file__).resolve().parents[2] / "studies" / "2026-12-01-fp8-kv-cache" / "results"
          / "h200-fp8kv-batch-20261202")
@@ -40,7 +41,7 @@ def test_recorded_fp8kv_at_1024_and_64_sequences_flip_85_of_1319_items(tmp_path)
 def test_the_summary_gets_spread_and_flip_rate_metrics_for_each_variant_with_checks(tmp_path):
     s = make_summary({"bf16": {}, "fp8kv": {}}, tasks=("suite_gsm8k",))
     bf16, fp8 = s.variants
-    fp8.evaluate, fp8.engine_checks = recorded("fp8kv-default", tmp_path), {"max_num_seqs=64": recorded("fp8kv-seqs64",
+    fp8.stages[EVALUATE], fp8.engine_checks = recorded("fp8kv-default", tmp_path), {"max_num_seqs=64": recorded("fp8kv-seqs64",
                                                                                                         tmp_path)}
     assert add_engine_spread(s.variants, metric_name) == []
     m = fp8.metrics

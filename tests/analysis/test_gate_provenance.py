@@ -16,10 +16,10 @@ def rewrite_rows(tmp_path, s: dict, task: str, rename) -> dict:
     """Every variant's ``task`` samples rows given the task field ``rename(row)``, their sha256 recorded again in the
     stage result and the summary (what an honest stage would have written)."""
     for v in s["variants"]:
-        f = Path(v["evaluate"]["samples_files"][task])
+        f = Path(v["stages"]["evaluate"]["samples_files"][task])
         rows = [json.loads(line) for line in f.read_text().splitlines()]
         f.write_text("".join(json.dumps({**r, "task": rename(r)}) + "\n" for r in rows))
-        sha = v["evaluate"]["samples_sha256"][task] = sha256_file(f)
+        sha = v["stages"]["evaluate"]["samples_sha256"][task] = sha256_file(f)
         res = tmp_path / "run" / "variants" / v["name"] / "evaluate.result.json"
         data = json.loads(res.read_text())
         data["samples_sha256"][task] = sha
@@ -47,7 +47,7 @@ def test_a_headline_metric_other_than_the_planned_one_names_both(tmp_path, capsy
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert plan["variants"]["fp8"]["evaluate"]["tasks"] == [{"name": T1, "metric": "acc,none"}]
     for v in s["variants"]:  # the summary alone says acc_norm: a cache, not judged (the records say acc)
-        for sc in v["evaluate"]["scores"]:
+        for sc in v["stages"]["evaluate"]["scores"]:
             sc["metric"] = "acc_norm,none"
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 0 and "summary.json is not what the run folder's records give" in err, out + err
@@ -75,9 +75,9 @@ def plan_sequential(tmp_path, s: dict, spec: dict, records: dict) -> dict:
         (vdir / "evaluate.config.json").write_text(json.dumps(config))
         data = json.loads((vdir / "evaluate.result.json").read_text())
         data["job"]["config_sha256"] = hashlib.sha256((vdir / "evaluate.config.json").read_bytes()).hexdigest()
-        data["sequential"] = v["evaluate"]["sequential"] = records[v["name"]]
+        data["sequential"] = v["stages"]["evaluate"]["sequential"] = records[v["name"]]
         (vdir / "evaluate.result.json").write_text(json.dumps(data))
-        v["evaluate"]["job"] = data["job"]
+        v["stages"]["evaluate"]["job"] = data["job"]
     (run / "plan.json").write_text(json.dumps(plan))
     return s
 

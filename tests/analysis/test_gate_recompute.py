@@ -56,10 +56,10 @@ def test_accuracy_set_to_the_baselines_with_the_delta_untouched_is_refused(tmp_p
     s = build(tmp_path, var_wrong=range(1, 60, 3), gates={"max_drop": {TASK: 0.02}})  # 20 items lost: drop 0.067
     assert gate(tmp_path, capsys, s)[0] == 1
     fp8(s)["metrics"][f"acc.{TASK}"] = bf16(s)["metrics"][f"acc.{TASK}"]
-    fp8(s)["evaluate"]["scores"][0]["value"] = bf16(s)["evaluate"]["scores"][0]["value"]
+    fp8(s)["stages"]["evaluate"]["scores"][0]["value"] = bf16(s)["stages"]["evaluate"]["scores"][0]["value"]
     code, out, err = gate(tmp_path, capsys, s)  # summary.json alone: the records' verdict, said stale
     assert code == 1 and "FAILED fp8: max drop" in out and STALE in err, out + err
-    value = bf16(s)["evaluate"]["scores"][0]["value"]  # the stage result itself raised: refused by its per-item records
+    value = bf16(s)["stages"]["evaluate"]["scores"][0]["value"]  # the stage result itself raised: refused by its per-item records
     edit_record(tmp_path / "run", "fp8", "evaluate.result.json", lambda d: d["scores"][0].update(value=value))
     code, out, err = gate(tmp_path, capsys, s)
     assert code == 2 and "gate: PASS" not in out, out + err

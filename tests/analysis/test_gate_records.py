@@ -17,7 +17,7 @@ def stage_results(tmp_path, s: dict) -> None:
     for v in s["variants"]:
         d = tmp_path / "run" / "variants" / v["name"]
         d.mkdir(parents=True, exist_ok=True)
-        (d / "evaluate.result.json").write_text(json.dumps(v["evaluate"]))
+        (d / "evaluate.result.json").write_text(json.dumps(v["stages"]["evaluate"]))
 
 
 def test_samples_files_deleted_from_the_summary_are_refused(tmp_path, capsys):
@@ -26,13 +26,13 @@ def test_samples_files_deleted_from_the_summary_are_refused(tmp_path, capsys):
     s = build(tmp_path, var_wrong=range(1, 60, 3), gates={"max_drop": {TASK: 0.02}})
     stage_results(tmp_path, s)
     assert gate(tmp_path, capsys, s)[0] == 1
-    fp8(s)["evaluate"]["samples_files"] = {}
-    fp8(s)["evaluate"]["samples_sha256"] = {}
+    fp8(s)["stages"]["evaluate"]["samples_files"] = {}
+    fp8(s)["stages"]["evaluate"]["samples_sha256"] = {}
     fp8(s)["metrics"][f"acc.{TASK}"] = bf16(s)["metrics"][f"acc.{TASK}"]
-    fp8(s)["evaluate"]["scores"][0]["value"] = bf16(s)["evaluate"]["scores"][0]["value"]
+    fp8(s)["stages"]["evaluate"]["scores"][0]["value"] = bf16(s)["stages"]["evaluate"]["scores"][0]["value"]
     code, out, err = gate(tmp_path, capsys, s)  # summary.json alone: the stage result still names them
     assert code == 1 and "FAILED fp8: max drop" in out and STALE in err, out + err
-    value = bf16(s)["evaluate"]["scores"][0]["value"]  # the stage result edited alike: nothing to recompute from
+    value = bf16(s)["stages"]["evaluate"]["scores"][0]["value"]  # the stage result edited alike: nothing to recompute from
 
     def drop(d):
         d.update(samples_files={}, samples_sha256={})
@@ -50,7 +50,7 @@ def test_the_summary_may_name_the_evaluation_caches_copy_of_the_stages_records(t
     s = build(tmp_path, gates={"max_drop": {TASK: 0.05}})
     stage_results(tmp_path, s)
     for v in s["variants"]:
-        for task, f in v["evaluate"]["samples_files"].items():
+        for task, f in v["stages"]["evaluate"]["samples_files"].items():
             copy = tmp_path / "eval-cache" / v["name"] / Path(f).name
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(f, copy)
@@ -67,7 +67,7 @@ def test_the_summary_may_name_the_evaluation_caches_copy_of_the_stages_records(t
 def test_a_summary_hash_that_differs_from_the_stage_result_is_refused(tmp_path, capsys):
     s = build(tmp_path)
     stage_results(tmp_path, s)
-    fp8(s)["evaluate"]["samples_sha256"][TASK] = "0" * 64
+    fp8(s)["stages"]["evaluate"]["samples_sha256"][TASK] = "0" * 64
     code, out, err = gate(tmp_path, capsys, s)  # summary.json alone: not read
     assert code == 0 and STALE in err, out + err
     edit_record(tmp_path / "run", "fp8", "evaluate.result.json", lambda d: d["samples_sha256"].update({TASK: "0" * 64}))
@@ -96,7 +96,7 @@ def test_no_per_item_records_on_a_run_with_hashes_is_inconclusive(tmp_path, caps
     """A run made since samples_sha256 existed (the baseline recorded it), but the variant has no per-item records
     (a stand-in): its passing accuracy check cannot be recomputed, so it is inconclusive, not a pass."""
     s = build(tmp_path, gates={"max_drop": {TASK: 0.05}})
-    fp8(s)["evaluate"]["samples_files"], fp8(s)["evaluate"]["samples_sha256"] = {}, {}
+    fp8(s)["stages"]["evaluate"]["samples_files"], fp8(s)["stages"]["evaluate"]["samples_sha256"] = {}, {}
     for k in [k for k in fp8(s)["metrics"] if k.startswith(f"acc.{TASK}.")]:
         del fp8(s)["metrics"][k]  # no paired record either: nothing per item
     fp8(s)["paired"] = []
@@ -111,7 +111,7 @@ def test_a_run_from_before_the_hashes_is_judged_on_its_aggregates(tmp_path, caps
     anywhere; the gate judges its aggregates (checked against each other) and passes."""
     s = build(tmp_path, gates={"max_drop": {TASK: 0.05}})
     for v in s["variants"]:
-        v["evaluate"]["samples_files"], v["evaluate"]["samples_sha256"] = {}, {}
+        v["stages"]["evaluate"]["samples_files"], v["stages"]["evaluate"]["samples_sha256"] = {}, {}
         for k in [k for k in v["metrics"] if k.startswith(f"acc.{TASK}.")]:
             del v["metrics"][k]
         v["paired"] = []

@@ -15,6 +15,7 @@ from suite.recipe import GateSpec
 from suite.records.evaluate import EvaluateResult, SequentialTask, TaskScore
 from suite.records.summary import VariantSummary
 from suite.runtime import sequential as seq
+from suite.stages.registry import EVALUATE
 
 N, SEED, LOOKS, TASK = 120, 5, 4, "suite_gsm8k"
 KEYS = [(TASK, i) for i in range(N)]
@@ -28,7 +29,7 @@ def variant(tmp_path, name, scores: dict, items_used: int) -> VariantSummary:
                          items_used=items_used, items_saved=N - items_used, decision="pass")
     ev = EvaluateResult(scores=[TaskScore(task=TASK, metric="acc,none", value=0.5, n=len(scores))], results_file="r",
                         samples_files={TASK: str(f)}, wall_s=1, engine_load_s=1, sequential={TASK: rec})
-    return VariantSummary(name=name, is_baseline=name == "bf16", model_path="/m", evaluate=ev)
+    return VariantSummary(name=name, is_baseline=name == "bf16", model_path="/m", stages={EVALUATE: ev})
 
 
 def judge(tmp_path, variant_score, scored, **policy):

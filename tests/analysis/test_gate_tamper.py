@@ -20,6 +20,7 @@ import yaml
 from conftest import build_gated_run, edit_record, make_summary, needs_demo_model, publish_summary, run_cli
 from suite import cli
 from suite.runtime.errors import SuiteError
+from suite.stages.registry import BENCHMARK, EVALUATE
 
 TASKS = ("suite_gsm8k", "suite_mmlu")
 N = 300
@@ -95,6 +96,16 @@ def _set(path, value):
     return change
 
 
+def _drop(path):
+    def change(s):
+        node = s
+        *parents, leaf = path
+        for p in parents:
+            node = node[p]
+        del node[leaf]
+    return change
+
+
 def _both(*changes):
     def change(s):
         for c in changes:
@@ -146,11 +157,11 @@ CACHE_TAMPERS = [
     ("baseline-has-errors", _set(["variants", 0, "errors"], ["evaluate: lm-eval exited 1"])),
     ("variant-has-errors", _set(["variants", 1, "errors"], ["benchmark: exited 2"])),
     ("variants-not-a-list", _set(["variants"], {"fp8": {}})),
-    ("evaluate-removed", _set(["variants", 1, "evaluate"], None)),
-    ("scores-renamed", _set(["variants", 1, "evaluate", "scores", 0, "task"], "other")),
-    ("benchmark-removed", _set(["variants", 1, "benchmark"], None)),
-    ("samples-files-removed", _set(["variants", 1, "evaluate", "samples_files"], {})),
-    ("steadiness-dropped", _set(["variants", 1, "benchmark", "slo", "steady"], None)),
+    ("evaluate-removed", _drop(["variants", 1, "stages", EVALUATE])),
+    ("scores-renamed", _set(["variants", 1, "stages", EVALUATE, "scores", 0, "task"], "other")),
+    ("benchmark-removed", _drop(["variants", 1, "stages", BENCHMARK])),
+    ("samples-files-removed", _set(["variants", 1, "stages", EVALUATE, "samples_files"], {})),
+    ("steadiness-dropped", _set(["variants", 1, "stages", BENCHMARK, "slo", "steady"], None)),
 ]
 
 

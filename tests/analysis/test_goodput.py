@@ -11,6 +11,7 @@ import statistics
 import pytest
 
 from conftest import STALE, build_gated_run, make_summary, run_gate, write_run_facts, write_run_recipe
+from suite.stages.registry import BENCHMARK
 
 
 def vllm_result(path, goodput, **over):
@@ -69,20 +70,21 @@ def test_repetitions_keep_goodput_and_its_interval(tmp_path):
 def goodput_run(tmp_path, base, var, gates=None, slo=True, errors=()):
     """build_gated_run's run with goodput repetitions ``base`` / ``var`` (None: run without --goodput) on each side's
     headline point, its metrics derived as the summary derives them, and ``gates`` (default min_goodput_gain 1.1)."""
-    from suite.analysis.summary import add_deltas, add_paired, variant_metrics
+    from suite.analysis.assemble import with_comparisons, with_metrics
+    from suite.analysis.summary import delta_metrics, paired_comparisons, variant_metrics
     from suite.records.summary import RunSummary
 
     s = RunSummary.model_validate(build_gated_run(tmp_path, {}))
     for v, reps in zip(s.variants, (base, var)):
-        p = v.benchmark.points[0]
+        p = v.stages[BENCHMARK].points[0]
         if reps is not None:
             rows = [{**r, "goodput_req_s": g} for r, g in zip(p.repetitions, reps)]
-            v.benchmark.points[0] = p.model_copy(update={"repetitions": rows, "goodput_req_s": statistics.median(reps),
+            v.stages[BENCHMARK].points[0] = p.model_copy(update={"repetitions": rows, "goodput_req_s": statistics.median(reps),
                                                          "goodput_slo": {"ttft": 200.0}})
         v.metrics = variant_metrics(v, "max")
         v.errors = list(errors) if not v.is_baseline else []
-    add_deltas(s.variants)
-    add_paired(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
+    s.variants = with_comparisons(s.variants, paired_comparisons(s.variants), "paired", keep=True)
     d = s.model_dump(mode="json")
     d["recipe"]["gates"] = gates or {"min_goodput_gain": 1.1}
     if slo:
@@ -95,7 +97,7 @@ def records(tmp_path, d: dict) -> dict:
     import json
 
     for v in d["variants"]:
-        (tmp_path / "run" / "variants" / v["name"] / "benchmark.result.json").write_text(json.dumps(v["benchmark"]))
+        (tmp_path / "run" / "variants" / v["name"] / "benchmark.result.json").write_text(json.dumps(v["stages"]["benchmark"]))
     write_run_facts(tmp_path / "run", d)
     return d
 
@@ -121,13 +123,14 @@ def test_summary_metric_ratio_and_interval(tmp_path):
 def test_gate_pass_fail_inconclusive(tmp_path, capsys, base, var, code, said):
     if said == "unstable":  # an unstable point is inconclusive whatever its goodput (as min_throughput_gain)
         s = goodput_run(tmp_path, base, var)
-        s["variants"][0]["benchmark"]["points"][0]["repetitions"][0]["output_tok_s"] = 27.0
-        from suite.analysis.summary import add_deltas, variant_metrics
+        s["variants"][0]["stages"]["benchmark"]["points"][0]["repetitions"][0]["output_tok_s"] = 27.0
+        from suite.analysis.assemble import with_metrics
+        from suite.analysis.summary import delta_metrics, variant_metrics
         from suite.records.summary import RunSummary
         summ = RunSummary.model_validate(s)
         for v in summ.variants:
             v.metrics = {**v.metrics, **variant_metrics(v, "max")}
-        add_deltas(summ.variants)
+        summ.variants = with_metrics(summ.variants, delta_metrics(summ.variants))
         s = records(tmp_path, write_run_recipe(tmp_path / "run", summ.model_dump(mode="json")))
     else:
         s = goodput_run(tmp_path, base, var)

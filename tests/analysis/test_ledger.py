@@ -12,6 +12,7 @@ from suite.records.evaluate import EvaluateResult
 from suite.records.summary import RunSummary, VariantSummary
 from suite.runtime.engine.compilecache import CompileSlot
 from suite.runtime.engine.startlog import parse_engine_start
+from suite.stages.registry import BENCHMARK, EVALUATE
 
 DATA = Path(__file__).parents[1] / "stages"
 
@@ -49,12 +50,12 @@ def summary(*variants: VariantSummary) -> RunSummary:
 
 
 def test_the_run_ledger_lists_every_start_and_counts_them():
-    bf16 = VariantSummary(name="bf16", is_baseline=True, model_path="m",
-                          evaluate=evaluation(start("in-process", 40.0, 1000, "cold", "bf16-eval")),
-                          benchmark=serving(start("offline", 70.0, 900, "warm", "bf16-serve"),
-                                            start("server", 60.0, 900, "warm", "bf16-serve")))
+    bf16 = VariantSummary(name="bf16", is_baseline=True, model_path="m", stages={
+                          EVALUATE: evaluation(start("in-process", 40.0, 1000, "cold", "bf16-eval")),
+                          BENCHMARK: serving(start("offline", 70.0, 900, "warm", "bf16-serve"),
+                                             start("server", 60.0, 900, "warm", "bf16-serve"))})
     fp8 = VariantSummary(name="fp8", is_baseline=False, model_path="m",
-                         evaluate=evaluation(start("in-process", 30.0, 2000, key="fp8-eval"), hit=True),
+                         stages={EVALUATE: evaluation(start("in-process", 30.0, 2000, key="fp8-eval"), hit=True)},
                          engine_checks={"max_num_seqs=64": evaluation(start("in-process", 20.0, 2000, key="fp8-64"))})
     s = summary(bf16, fp8)
     assert add_ledger(s) == []
@@ -69,10 +70,10 @@ def test_the_run_ledger_lists_every_start_and_counts_them():
 def test_a_kv_capacity_that_differs_between_starts_of_one_configuration_is_flagged():
     """vLLM gave a cold first start a smaller cache (vLLM issue #54122): the two servers' throughput differs for it."""
     bf16 = VariantSummary(name="bf16", is_baseline=True, model_path="m",
-                          benchmark=serving(start("offline", 200.0, 800_000, "cold", "same"),
-                                            start("server", 60.0, 890_000, "warm", "same")))
+                          stages={BENCHMARK: serving(start("offline", 200.0, 800_000, "cold", "same"),
+                                                     start("server", 60.0, 890_000, "warm", "same"))})
     fp8 = VariantSummary(name="fp8", is_baseline=False, model_path="m",
-                         benchmark=serving(start("server", 60.0, 1_890_000, key="other")))
+                         stages={BENCHMARK: serving(start("server", 60.0, 1_890_000, key="other"))})
     warnings = add_ledger(summary(bf16, fp8))
     assert len(warnings) == 1 and "bf16 serving offline: 800,000" in warnings[0] and "890,000" in warnings[0]
     assert "confounded" in warnings[0] and "fp8" not in warnings[0]
@@ -80,6 +81,6 @@ def test_a_kv_capacity_that_differs_between_starts_of_one_configuration_is_flagg
 
 def test_an_older_benchmark_result_without_the_list_still_counts_its_server():
     b = serving(start("server", 60.0, 900)).model_copy(update={"engine_starts": []})
-    v = VariantSummary(name="bf16", is_baseline=True, model_path="m", benchmark=b)
+    v = VariantSummary(name="bf16", is_baseline=True, model_path="m", stages={BENCHMARK: b})
     add_ledger(summary(v))
     assert v.metrics["time.engine_starts"] == 1.0

@@ -25,10 +25,12 @@ from suite import cli
 from suite.analysis import gate, perplexity
 from suite.analysis.paired import bootstrap_ci
 from suite.records.summary import VariantSummary
-from suite.analysis.summary import add_deltas, add_paired, add_perplexity, variant_metrics
+from suite.analysis.assemble import with_comparisons, with_metrics
+from suite.analysis.summary import delta_metrics, paired_comparisons, perplexity_comparisons, variant_metrics
 from suite.recipe import GateSpec, Recipe
 from suite.records.evaluate import EvaluateResult, TaskScore
 from suite.runtime import tokenizer
+from suite.stages.registry import EVALUATE
 
 TASK = "suite_longppl"
 DOCS = [json.loads(line) for line in (ROOT / "tasks/data/longtext/docs.jsonl").read_text().splitlines()]
@@ -103,20 +105,22 @@ def shifted(lls, ppl_delta):
 
 
 def built(tmp_path, model_dir, base_ev, var_ev, gates=None, tasks=(TASK,)):
-    """A summary made as `suite run` makes one (variant_metrics, add_deltas, add_paired, add_perplexity)."""
+    """A summary made as `suite run` makes one (variant_metrics, deltas, paired, perplexity)."""
     s = make_summary({"bf16": {}, "fp8": {}}, tasks=tasks, gates=gates, run_dir=str(tmp_path / "run"))
     s.recipe = Recipe.model_validate(s.recipe).model_dump(mode="json")
     vdir = tmp_path / "run" / "variants" / "bf16"  # the baseline's tokenizer kept as its evaluate stage keeps it
     vdir.mkdir(parents=True, exist_ok=True)
     kept, sha = tokenizer.keep(str(model_dir), [sc.metric for sc in base_ev.scores], vdir)
     base_ev = base_ev.model_copy(update={"tokenizer_file": kept, "tokenizer_sha256": sha})
-    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path=str(model_dir), evaluate=base_ev),
-                  VariantSummary(name="fp8", is_baseline=False, model_path="/elsewhere", evaluate=var_ev)]
+    s.variants = [VariantSummary(name="bf16", is_baseline=True, model_path=str(model_dir), stages={EVALUATE: base_ev}),
+                  VariantSummary(name="fp8", is_baseline=False, model_path="/elsewhere", stages={EVALUATE: var_ev})]
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
-    add_paired(s.variants)
-    s.warnings += add_perplexity(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
+    s.variants = with_comparisons(s.variants, paired_comparisons(s.variants), "paired", keep=True)
+    found, said = perplexity_comparisons(s.variants)
+    s.variants = with_comparisons(s.variants, found, "perplexity")
+    s.warnings += said
     return s
 
 
@@ -418,7 +422,8 @@ def test_unpaired_documents_end_to_end_are_refused(tmp_path, model_dir, capsys):
 
 def test_a_variant_whose_evaluation_failed_fails_the_gate(tmp_path, model_dir, capsys):
     s = run_with(tmp_path, model_dir, SMALL, gates={"max_perplexity_increase": 0.2}).model_dump(mode="json")
-    _fp8(s).update(errors=["evaluate: lm-eval exited 1"], evaluate=None, perplexity=[],
+    _fp8(s)["stages"].pop(EVALUATE)
+    _fp8(s).update(errors=["evaluate: lm-eval exited 1"], perplexity=[],
                    metrics={k: v for k, v in _fp8(s)["metrics"].items() if not k.startswith(("ppl.", "acc."))})
     code, out, err = run_gate(tmp_path, capsys, s)
     assert code == 1 and "FAILED fp8: stage errors: evaluate: lm-eval exited 1" in out, out + err

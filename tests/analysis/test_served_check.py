@@ -12,6 +12,7 @@ from suite.analysis.gates.recompute import sha256_file
 from suite.analysis.served_check import CHECK_VERSION, LL_ATOL, add_served_check, compare_task, served_agreement
 from suite.analysis.summary import metric_name
 from suite.records.evaluate import EvaluateResult, TaskScore
+from suite.stages.registry import SERVED_CHECK
 
 TASK = "suite_gsm8k"
 
@@ -96,13 +97,14 @@ def _gated(tmp_path, check_wrong=()):
     build_gated_run(tmp_path, {"max_drop": {TASK: 0.05}}, wrong={TASK: ()}, n=300, tasks=(TASK,))
     s = summarize(tmp_path / "run")
     fp8 = s.variants[1]
-    rows = [json.loads(line) for line in open(fp8.evaluate.samples_files[TASK])][:40]
+    evaluation = fp8.result(EvaluateResult)
+    rows = [json.loads(line) for line in open(evaluation.samples_files[TASK])][:40]
     for r in rows:
         if r["doc_id"] in check_wrong:
             r["acc"] = 1.0 - r["acc"]
     check = _write(tmp_path / "check.jsonl", rows)
-    fp8.served_check = fp8.evaluate.model_copy(update={"samples_files": {TASK: str(check)},
-                                                       "samples_sha256": {TASK: sha256_file(check)}})
+    fp8.stages[SERVED_CHECK] = evaluation.model_copy(update={"samples_files": {TASK: str(check)},
+                                                             "samples_sha256": {TASK: sha256_file(check)}})
     return s
 
 
@@ -132,8 +134,8 @@ def test_an_agreeing_check_leaves_the_pass_and_a_disagreeing_one_makes_it_inconc
 
 def test_a_check_without_a_comparison_is_never_a_pass(tmp_path):
     s = _gated(tmp_path)
-    check = s.variants[1].served_check
-    s.variants[1].served_check = check.model_copy(update={"samples_files": {}, "samples_sha256": {}})
+    check = s.variants[1].stages[SERVED_CHECK]
+    s.variants[1].stages[SERVED_CHECK] = check.model_copy(update={"samples_files": {}, "samples_sha256": {}})
     assert add_served_check(s.variants, metric_name) == [f"fp8: served check: {TASK}: not compared (no per-item "
                                                          "records on one side): its accuracy gates are inconclusive"]
     (c,) = [c for c in _gate(s).checks if c.variant == "fp8"]  # the task not compared: no figure, no pass
@@ -142,13 +144,13 @@ def test_a_check_without_a_comparison_is_never_a_pass(tmp_path):
 
 def test_a_checks_records_gone_or_changed_are_bad_input(tmp_path):
     s = _gated(tmp_path)
-    path = s.variants[1].served_check.samples_files[TASK]
+    path = s.variants[1].stages[SERVED_CHECK].samples_files[TASK]
     with open(path, "a") as fh:  # changed after the check recorded its sha256
         fh.write(json.dumps({"task": TASK, "doc_id": 999, "filter": "none", "acc": 1.0}) + "\n")
     add_served_check(s.variants, metric_name)
     result = _gate(s)
     assert result.outcome == "bad input" and any(f"fp8: served_check.samples_files.{TASK}" in p for p in result.missing)
-    s.variants[1].served_check.samples_files[TASK] = str(tmp_path / "gone.jsonl")
+    s.variants[1].stages[SERVED_CHECK].samples_files[TASK] = str(tmp_path / "gone.jsonl")
     warnings = add_served_check(s.variants, metric_name)
     assert any("fp8: no served check: a samples file cannot be read" in w for w in warnings), warnings
     assert _gate(s).outcome == "bad input"

@@ -14,7 +14,9 @@ from suite.analysis import gate
 from suite.recipe import GateSpec
 from suite.records.evaluate import EvaluateResult, TaskScore
 from suite.records.summary import VariantSummary
-from suite.analysis.summary import add_deltas, metric_name, variant_metrics
+from suite.analysis.assemble import with_metrics
+from suite.analysis.summary import delta_metrics, metric_name, variant_metrics
+from suite.stages.registry import BENCHMARK, EVALUATE
 
 BASE = {"acc.suite_gsm8k": 0.50, "acc.suite_mmlu": 0.60, "acc.mean": 0.55, "tput.output_tok_s": 100.0}
 
@@ -22,9 +24,9 @@ BASE = {"acc.suite_gsm8k": 0.50, "acc.suite_mmlu": 0.60, "acc.mean": 0.55, "tput
 def test_metric_names_are_mlflow_legal():
     assert metric_name("acc", "suite_humaneval", "pass@1,create_test") == "acc.suite_humaneval.pass_at_1.create_test"
     assert metric_name("acc", "gsm8k", "exact_match,strict-match") == "acc.gsm8k.exact_match.strict-match"
-    v = VariantSummary(name="x", is_baseline=True, model_path="m", evaluate=EvaluateResult(
+    v = VariantSummary(name="x", is_baseline=True, model_path="m", stages={EVALUATE: EvaluateResult(
         scores=[TaskScore(task="t", metric="pass@1,f", value=0.5, all_metrics={"pass@1,f": 0.5, "other,g": 0.1})],
-        results_file="r", wall_s=1, engine_load_s=1))
+        results_file="r", wall_s=1, engine_load_s=1)})
     m = variant_metrics(v, "max")
     assert m["acc.t"] == 0.5 and m["acc.t.other.g"] == 0.1 and "acc.t.pass_at_1.f" not in m
     assert all(re.fullmatch(r"[A-Za-z0-9_\-./ ]+", k) for k in m)
@@ -32,7 +34,7 @@ def test_metric_names_are_mlflow_legal():
 
 def test_deltas_and_ratio():
     s = make_summary({"bf16": BASE, "fp8": {**BASE, "acc.suite_gsm8k": 0.47, "tput.output_tok_s": 130.0}})
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     fp8 = s.variants[1]
     assert fp8.metrics["acc.suite_gsm8k.delta"] == pytest.approx(-0.03)
     assert fp8.metrics["tput.output_tok_s.ratio"] == pytest.approx(1.3)
@@ -41,7 +43,7 @@ def test_deltas_and_ratio():
 
 def gate_result(fp8_metrics, **policy):
     s = make_summary({"bf16": BASE, "fp8": fp8_metrics})
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     return gate.run(gate.GateConfig(add_serving_intervals(s), GateSpec(**policy)))
 
 
@@ -189,10 +191,10 @@ def test_the_issues_13x_baseline_is_unstable_and_its_ratio_interval_spans_one():
     """Recorded as the issue's fresh clone had it (points from before intervals were kept: derived from the rows)."""
     s = make_summary({"bf16": {}, "fp8": {}})
     bf16, fp8 = s.variants
-    bf16.benchmark, fp8.benchmark = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
+    bf16.stages[BENCHMARK], fp8.stages[BENCHMARK] = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    bf16, fp8 = s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     assert bf16.metrics["tput.stable"] == 0.0 and bf16.metrics["tput.repetitions"] == 2.0
     assert fp8.metrics["tput.stable"] == 1.0
     m = fp8.metrics
@@ -204,11 +206,11 @@ def test_ratio_equal_rate_beside_best_against_best_and_the_renamed_capacity():
     """The issue's H100 case: BF16 peaks at rate 50, FP8 at rate 100; best vs best 1.45x, at equal rate more."""
     s = make_summary({"bf16": {}, "fp8": {}})
     bf16, fp8 = s.variants
-    bf16.benchmark = _bench(("50", [1000.0, 990.0, 1010.0], 825), ("100", [890.0, 900.0, 880.0], 830))
-    fp8.benchmark = _bench(("50", [1020.0, 1000.0, 1010.0], 300), ("100", [1450.0, 1440.0, 1460.0], 1024))
+    bf16.stages[BENCHMARK] = _bench(("50", [1000.0, 990.0, 1010.0], 825), ("100", [890.0, 900.0, 880.0], 830))
+    fp8.stages[BENCHMARK] = _bench(("50", [1020.0, 1000.0, 1010.0], 300), ("100", [1450.0, 1440.0, 1460.0], 1024))
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    bf16, fp8 = s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     m = fp8.metrics
     assert m["tput.output_tok_s.ratio"] == pytest.approx(1.45)
     assert m["tput.output_tok_s.ratio_equal_rate"] == pytest.approx(1450 / 890)
@@ -224,10 +226,10 @@ def test_run_table_marks_the_unstable_baseline_and_prints_the_ratio_interval(cap
 
     s = make_summary({"bf16": {}, "fp8": {}})
     bf16, fp8 = s.variants
-    bf16.benchmark, fp8.benchmark = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
+    bf16.stages[BENCHMARK], fp8.stages[BENCHMARK] = _bench(("inf", [27.0, 361.0], 16)), _bench(("inf", [330.0, 345.0], 16))
     for v in s.variants:
         v.metrics = variant_metrics(v, "max")
-    add_deltas(s.variants)
+    bf16, fp8 = s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     print_summary(s)
     out = capsys.readouterr().out
     assert "194.0 UNSTABLE" in out and "27-361" in out  # the load-point table

@@ -67,7 +67,7 @@ def test_the_jobs_lookup_files_a_cached_evaluation_and_force_runs_it(demo_recipe
     key = keys.cache_key(vp.evaluate, weights_fingerprint(vp.model_path))  # the serve environment's versions
     Store(tmp_path / "eval-cache").put(EVALUATE, key, finished_evaluation(tmp_path / "earlier"))
     run_dir, vdir = tmp_path / "run", tmp_path / "run" / "variants" / "bf16"
-    found = look_up(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=False)  # the store: <out>/eval-cache
+    found = look_up(EVALUATE, vp, vs.stages, run_dir, tmp_path, {}, force=False)  # the store: <out>/eval-cache
     result = found.result
     assert found.where == "store" and result.cache_hit and found.earlier is None
     # the hit is this job's result in its run folder: bound to its variant, key and the config it would have run
@@ -80,17 +80,17 @@ def test_the_jobs_lookup_files_a_cached_evaluation_and_force_runs_it(demo_recipe
     assert result.samples_files and all(Path(f).parent == filed and Path(f).is_file() for f in result.samples_files.values())
     shutil.rmtree(tmp_path / "eval-cache")  # the cache's copy gone: the run folder's stays, and is the job's hit
     assert all(Path(f).is_file() for f in result.samples_files.values())
-    assert look_up(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=False).where == "run"
+    assert look_up(EVALUATE, vp, vs.stages, run_dir, tmp_path, {}, force=False).where == "run"
     # --force: a cache entry is not looked up, the stage process is started (an interpreter that answers the version
     # probe and fails every stage at once stands in for it here)
     (vdir / "evaluate.result.json").unlink()
     Store(tmp_path / "eval-cache").put(EVALUATE, key, finished_evaluation(tmp_path / "earlier"))
-    assert look_up(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=True).result is None
+    assert look_up(EVALUATE, vp, vs.stages, run_dir, tmp_path, {}, force=True).result is None
     fake = tmp_path / "python"
     fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\nexit 1\n')
     fake.chmod(0o755)
     monkeypatch.setenv("SUITE_SERVE_PYTHON", str(fake))
-    result, error, _, _ = run_job(EVALUATE, vp, vs, run_dir, tmp_path, {}, force=True)
+    result, error, _, _ = run_job(EVALUATE, vp, vs.stages, run_dir, tmp_path, {}, force=True)
     assert result is None and error.startswith("evaluate failed (exit 1)") and (vdir / "evaluate.log").is_file()
 
 

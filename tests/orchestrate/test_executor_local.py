@@ -19,6 +19,8 @@ from suite.orchestrate.jobs import StageOutcome
 from suite.plan import dag
 from suite.plan.dag import Job, Resources
 from suite.recipe.executor import ExecutorSpec
+from suite.records.evaluate import EvaluateResult
+from suite.records.quantize import QuantizeResult
 
 
 @dataclass
@@ -190,7 +192,7 @@ def test_a_run_on_two_fake_gpus_overlaps_variants_and_keeps_the_results(demo_rec
     common = dict(throughput=None, gates__min_throughput_gain=None)
     sequential = execute(load_recipe(demo_recipe_copy(**common)), track=False)
     calls.unlink()
-    shutil.rmtree(next(v for v in sequential.variants if v.quantize).quantize.checkpoint)  # else found: not built
+    shutil.rmtree(next(q for v in sequential.variants if (q := v.result(QuantizeResult))).checkpoint)  # else found: not built
     (tmp_path / "meet").touch()  # from here, the two jobs that must overlap wait for each other to start
     events = []
     shared = execute(load_recipe(demo_recipe_copy(**common, executor={"gpus": [0, 1],
@@ -269,7 +271,7 @@ def test_a_job_that_can_never_fit_is_refused_before_anything_runs(demo_recipe_co
     assert all(events.index((s, v, "skipped")) < first_start for s, v in skipped)  # refused before bf16 started
     fp8 = next(v for v in summary.variants if v.name == "fp8-kv")
     assert fp8.errors[0].startswith("evaluate not run: evaluate:fp8-kv asks for 2 GPUs")
-    assert fp8.quantize is None and fp8.evaluate is None
+    assert fp8.result(QuantizeResult) is None and fp8.result(EvaluateResult) is None
 
 
 def _refused_beside_a_sharing_variant(demo_recipe_copy) -> Path:
@@ -296,7 +298,7 @@ def test_a_refused_variant_still_builds_the_checkpoint_another_variant_uses(demo
     ran = [(s, v) for s, v, *_ in (json.loads(line) for line in calls.read_text().splitlines())]
     assert ("quantize", "fp8-kv") in ran and ("evaluate", "fp8-kv-tp1") in ran and ("evaluate", "fp8-kv") not in ran
     by = {v.name: v for v in summary.variants}
-    assert by["fp8-kv-tp1"].errors == [] and by["fp8-kv-tp1"].evaluate is not None
+    assert by["fp8-kv-tp1"].errors == [] and by["fp8-kv-tp1"].result(EvaluateResult) is not None
     assert by["fp8-kv"].errors[0].startswith("evaluate not run: evaluate:fp8-kv asks for 2 GPUs")
 
 
@@ -316,7 +318,7 @@ def test_a_resume_on_fewer_gpus_keeps_the_results_it_has_and_refuses_only_what_c
     monkeypatch.setattr(local, "visible_gpus", lambda: ["0", "1"])
     first = execute(load_recipe(demo_recipe_copy(
         variants__0__engine_args={"enforce_eager": True, "tensor_parallel_size": 2})), track=False)
-    assert next(v for v in first.variants if v.name == "fp8-kv").evaluate is not None
+    assert next(v for v in first.variants if v.name == "fp8-kv").result(EvaluateResult) is not None
     monkeypatch.setattr(local, "visible_gpus", lambda: ["0"])
     events = []
     run_dir = Path(first.run_dir)
@@ -324,5 +326,5 @@ def test_a_resume_on_fewer_gpus_keeps_the_results_it_has_and_refuses_only_what_c
     assert ("quantize", "fp8-kv", "resumed") in events and ("evaluate", "fp8-kv", "resumed") in events
     assert ("benchmark", "fp8-kv", "skipped") in events
     fp8 = next(v for v in resumed.variants if v.name == "fp8-kv")
-    assert fp8.quantize is not None and fp8.evaluate is not None and fp8.metrics
+    assert fp8.result(QuantizeResult) is not None and fp8.result(EvaluateResult) is not None and fp8.metrics
     assert fp8.errors[0].startswith("benchmark not run: benchmark:fp8-kv asks for 2 GPUs")

@@ -20,6 +20,7 @@ from test_executor_local import timed_stages  # noqa: E402  the stand-in stage i
 
 from suite.orchestrate.runner import execute  # noqa: E402
 from suite.recipe import load_recipe  # noqa: E402
+from suite.records.evaluate import EvaluateResult
 
 COMMON = dict(throughput=None, gates__min_throughput_gain=None)
 
@@ -113,7 +114,7 @@ def test_a_killed_ray_worker_is_a_failed_attempt_recorded_and_retried(demo_recip
     assert not (vdir / "evaluate" / "half.json").exists()  # its partial outputs were removed
     if retries:
         assert job["attempts"] == 2 and job["state"] == "ok"
-        assert summary.variants[1].errors == [] and summary.variants[1].evaluate is not None
+        assert summary.variants[1].errors == [] and summary.variants[1].result(EvaluateResult) is not None
     else:
         assert job["attempts"] == 1 and job["state"] == "failed"
         assert "no retries left (executor.max_retries 0)" in summary.variants[1].errors[0]

@@ -6,7 +6,6 @@ and its job runs."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -67,13 +66,13 @@ def test_job_key_covers_kvcheck_and_benchmark_once_the_checkpoint_is_known(plan)
     assert store.job_key(fp8, KVCHECK) is None and store.job_key(fp8, BENCHMARK) is None  # checkpoint not built yet
     built = QuantizeResult(checkpoint=fp8.model_path, key=fp8.quantize.key, cache_hit=False, wall_s=1.0,
                            content_sha256="a" * 64)
-    chk = store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built}))
+    chk = store.job_key(fp8, KVCHECK, {QUANTIZE: built})
     assert chk == keys.kvcheck_key(fp8.kvcheck, f"checkpoint:{'a' * 64}")  # the checkpoint by its content
-    assert store.job_key(fp8, BENCHMARK, SimpleNamespace(**{QUANTIZE: built})) is None  # kvcheck's choice not known
+    assert store.job_key(fp8, BENCHMARK, {QUANTIZE: built}) is None  # kvcheck's choice not known
     same = built.model_copy(update={"key": "another-checkpoint-key"})  # the same bytes built under another key
-    assert store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: same})) == chk  # (a quantizer upgrade): same model
+    assert store.job_key(fp8, KVCHECK, {QUANTIZE: same}) == chk  # (a quantizer upgrade): same model
     other = built.model_copy(update={"content_sha256": "b" * 64})  # a rebuild that differs: another model
-    assert store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: other})) != chk
+    assert store.job_key(fp8, KVCHECK, {QUANTIZE: other}) != chk
     base = keys.weights_fingerprint(bf16.model_path)
     assert store.job_key(bf16, BENCHMARK) == keys.benchmark_key(bf16.benchmark, base)
 
@@ -157,18 +156,18 @@ def test_a_kept_kvcheck_is_judged_by_its_key_once_its_checkpoint_result_is_kept_
     built = checkpoint(fp8)
     built.write(vdir / "quantize.result.json")
     made = KVCheckResult(kv_scales="unit", option="unit", options=["unit"], num_layers=2, num_texts=1, tokens=8,
-                         rows=[], wall_s=1.0, key=store.job_key(fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built})))
+                         rows=[], wall_s=1.0, key=store.job_key(fp8, KVCHECK, {QUANTIZE: built}))
     made.write(vdir / "kvcheck.result.json")
     run = Path(p.run_dir)
     assert {(QUANTIZE, fp8.variant.name), (KVCHECK, fp8.variant.name)} <= set(rundir.expected_hits(p, run, run.parent))
     assert look(p, fp8, QUANTIZE).where == "run"
-    assert look(p, fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built})).where == "run"
+    assert look(p, fp8, KVCHECK, {QUANTIZE: built}).where == "run"
     import suite.plan.keys as k
 
     real = k.quantizer_versions
     monkeypatch.setattr(k, "quantizer_versions", lambda: {**real(), "torch": "0.0.1"})  # kvcheck's env changed
     assert (KVCHECK, fp8.variant.name) not in rundir.expected_hits(p, run, run.parent)
-    assert look(p, fp8, KVCHECK, SimpleNamespace(**{QUANTIZE: built})).result is None
+    assert look(p, fp8, KVCHECK, {QUANTIZE: built}).result is None
     assert (vdir / "kvcheck.result.stale-key.json").is_file()
 
 
@@ -215,18 +214,18 @@ def test_the_plan_is_not_opened_again_for_a_job_after_no_prerequisite(demo_recip
     p = make_plan(load_recipe(demo_recipe_copy(variants__0__kv_skip_layers="auto")), tmp_path / "run")
     auto, bf16 = variant(p, quantized=True), variant(p, quantized=False)
     vs = variant_summary(auto)
-    vs.kvcheck = KVCheckResult(kv_scales="calibrated", option="calibrated", options=[], num_layers=30, num_texts=1,
-                               tokens=10, rows=[], skip_layers=[0], auto=True, wall_s=1.0)
-    assert ready_plan(auto, QUANTIZE, vs) is auto and ready_plan(bf16, EVALUATE, variant_summary(bf16)) is bf16
-    ready = ready_plan(auto, EVALUATE, vs)
+    vs.stages[KVCHECK] = KVCheckResult(kv_scales="calibrated", option="calibrated", options=[], num_layers=30,
+                                       num_texts=1, tokens=10, rows=[], skip_layers=[0], auto=True, wall_s=1.0)
+    assert ready_plan(auto, QUANTIZE, vs.stages) is auto and ready_plan(bf16, EVALUATE, {}) is bf16
+    ready = ready_plan(auto, EVALUATE, vs.stages)
     assert ready.evaluate.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
     assert ready.benchmark.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
     built = QuantizeResult(checkpoint=auto.model_path, key=auto.quantize.key, cache_hit=False, wall_s=1.0)
-    vs.quantize = built
+    vs.stages[QUANTIZE] = built
     # the key of the job as it runs: the same whether given the plan or the plan as the job runs it
-    other_choice = vs.kvcheck.model_copy(update={"skip_layers": [1]})
-    assert store.job_key(auto, BENCHMARK, vs) == store.job_key(ready, BENCHMARK, vs) != store.job_key(
-        auto, BENCHMARK, SimpleNamespace(**{QUANTIZE: built, KVCHECK: other_choice}))
+    other_choice = vs.stages[KVCHECK].model_copy(update={"skip_layers": [1]})
+    assert store.job_key(auto, BENCHMARK, vs.stages) == store.job_key(ready, BENCHMARK, vs.stages) != store.job_key(
+        auto, BENCHMARK, {QUANTIZE: built, KVCHECK: other_choice})
 
 
 def test_the_run_folder_records_a_key_only_while_the_run_owns_the_folder(tmp_path):
@@ -320,7 +319,7 @@ def test_a_benchmark_copied_from_another_variants_folder_is_not_kept(demo_recipe
         done[KVCHECK] = KVCheckResult(kv_scales="unit", option="unit", options=["unit"], num_layers=2, num_texts=1,
                                       tokens=8, rows=[], wall_s=1.0)
     benchmark_result(store.job_key(bf16, BENCHMARK, env=env)).write(fdir / "benchmark.result.json")
-    found = look(p, fp8, BENCHMARK, SimpleNamespace(**done))
+    found = look(p, fp8, BENCHMARK, done)
     assert found.result is None and (fdir / "benchmark.result.stale-key.json").is_file()
     assert note(found, fp8, BENCHMARK) == (f"{fp8.variant.name}: its benchmark result's content key changed since the "
                                            "run began: it runs again")

@@ -130,7 +130,7 @@ def test_force_survives_a_resume(demo_recipe_copy, tmp_path, monkeypatch, capsys
     assert cli.main(["run", "--resume", str(run_dir), "--no-track"]) == 0
     assert calls.read_text() == "evaluate fp8-kv\n"  # recomputed, not a cache hit
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert not next(v for v in summary["variants"] if v["name"] == "fp8-kv")["evaluate"].get("cache_hit")
+    assert not next(v for v in summary["variants"] if v["name"] == "fp8-kv")["stages"]["evaluate"].get("cache_hit")
 
 
 def test_a_recipe_edited_in_the_run_folder_is_refused_or_accepted_and_shown(demo_recipe_copy, tmp_path, monkeypatch,

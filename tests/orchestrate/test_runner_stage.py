@@ -19,6 +19,7 @@ from suite.runtime.envs import SERVE_PYTHON_ENV
 from suite.records.evaluate import EngineConfig
 from suite.records.evaluate import EvaluateConfig, EvaluateResult, TaskScore
 from suite.orchestrate.jobs import run_stage
+from suite.records.quantize import QuantizeResult
 
 RESULT = EvaluateResult(scores=[TaskScore(task="suite_mmlu", metric="acc,none", value=0.27, n=14042)],
                         results_file="r.json", wall_s=1.0, engine_load_s=0.5)
@@ -236,11 +237,11 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)
     monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
     first = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)), track=False)
-    made = first.variants[1].quantize.content_sha256
-    assert made and Path(first.variants[1].quantize.checkpoint).is_dir()
+    made = first.variants[1].result(QuantizeResult).content_sha256
+    assert made and Path(first.variants[1].result(QuantizeResult).checkpoint).is_dir()
     import shutil
 
-    shutil.rmtree(first.variants[1].quantize.checkpoint)  # the machine the run continues on has no checkpoints
+    shutil.rmtree(first.variants[1].result(QuantizeResult).checkpoint)  # the machine the run continues on has no checkpoints
     if not same:
         sha.write_text("b" * 64)  # e.g. another GPU's reductions
     calls.write_text("")
@@ -253,7 +254,7 @@ def test_resume_on_a_fresh_machine_rebuilds_the_checkpoint_and_redoes_what_a_dif
     else:
         assert ran == ["quantize fp8-kv", "evaluate fp8-kv"]
         assert "differs" in warning and "redoing evaluate fp8-kv" in warning
-        assert resumed.variants[1].quantize.content_sha256 not in (None, made)
+        assert resumed.variants[1].result(QuantizeResult).content_sha256 not in (None, made)
 
 
 def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_path, monkeypatch):
@@ -281,13 +282,13 @@ def test_resume_redoes_what_was_made_from_other_inputs(demo_recipe_copy, tmp_pat
     versions.write_text(json.dumps({"bf16": now, "fp8-kv": {**now, "torch": "0.0.1-older"}}))
     first = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)), track=False)
     run_dir = Path(first.run_dir)
-    key = first.variants[1].quantize.key
+    key = first.variants[1].result(QuantizeResult).key
     real = planner.quantizer_versions
     monkeypatch.setattr(planner, "quantizer_versions", lambda: {**real(), "llmcompressor": "99.0"})
     calls.write_text("")
     resumed = execute(load_run_recipe(run_dir), track=False, resume=run_dir)
     assert calls.read_text().split("\n")[:-1] == ["quantize fp8-kv", "evaluate fp8-kv"]
-    assert resumed.variants[1].quantize.key != key and all(not v.errors for v in resumed.variants)
+    assert resumed.variants[1].result(QuantizeResult).key != key and all(not v.errors for v in resumed.variants)
     assert any(f"fp8-kv: the checkpoint's content key changed since the run began ({key[:12]} -> " in w
                for w in resumed.warnings)
     assert any("identical" in w for w in resumed.warnings)  # the same bytes: nothing redone for the checkpoint
@@ -383,7 +384,7 @@ def test_a_second_run_finds_the_checkpoint_by_the_same_lookup_and_starts_no_quan
     events = []
     second = execute(load_recipe(recipe), track=False, report=lambda *e: events.append(e))
     assert "quantize fp8-kv" not in calls.read_text() and ("quantize", "fp8-kv", "cached") in events
-    made, found = first.variants[1].quantize, second.variants[1].quantize
+    made, found = first.variants[1].result(QuantizeResult), second.variants[1].result(QuantizeResult)
     assert found.cache_hit and found.content_sha256 == made.content_sha256 and found.job.variant == "fp8-kv"
     assert Path(second.run_dir, "variants", "fp8-kv", "quantize.config.json").is_file()
     (Path(made.checkpoint) / "model.safetensors").write_text("b" * 64)  # rewritten in place since

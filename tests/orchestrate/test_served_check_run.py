@@ -1,6 +1,6 @@
 """eval.served_check_items through a run, with stand-in stages (test_runner_stage.fake_stage, as
 test_engine_check_run.py): the benchmark's served evaluation and the evaluate-served-check job each write their
-per-item records; the check runs after its variant's benchmark, lands in the summary's served_check, is compared item
+per-item records; the check runs after its variant's benchmark, lands in the summary's stages under its name, is compared item
 by item (suite.analysis.served_check, the real code), gates the task, and a second run on the same store reuses it."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_the_check_runs_after_the_benchmark_is_compared_and_is_reused_from_the_s
     for v in summary["variants"]:
         (rec,) = v["served_agreement"]
         assert (rec["task"], rec["items"], rec["disagree"], rec["exact"]) == ("suite_mmlu", 2, 0, False), v["name"]
-        assert v["served_check"]["backend"] == "vllm" and v["evaluate"]["backend"] == "served"
+        assert v["stages"][SERVED_CHECK]["backend"] == "vllm" and v["stages"]["evaluate"]["backend"] == "served"
         assert v["metrics"]["acc.suite_mmlu.served_check_disagree"] == 0.0
     assert any("served check: scores compared only" in w for w in summary["warnings"])
 

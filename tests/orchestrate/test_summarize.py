@@ -19,6 +19,7 @@ from suite import cli
 from suite.analysis.load import load_summary
 from suite.analysis.derive import ARCHIVED, summarize
 from suite.runtime.errors import EXIT_BAD_INPUT, EXIT_OK, SuiteError
+from suite.records.evaluate import EvaluateResult
 
 
 def a_run(tmp_path, demo_recipe_copy, monkeypatch) -> Path:
@@ -29,7 +30,7 @@ def a_run(tmp_path, demo_recipe_copy, monkeypatch) -> Path:
 
 
 def metrics(summary) -> dict:
-    return {v.name: (v.metrics, v.errors, [s.model_dump() for s in (v.evaluate.scores if v.evaluate else [])])
+    return {v.name: (v.metrics, v.errors, [s.model_dump() for s in (v.result(EvaluateResult).scores if v.result(EvaluateResult) else [])])
             for v in summary.variants}
 
 
@@ -171,7 +172,7 @@ def test_an_archived_folder_is_compared_item_by_item_from_its_items_files(tmp_pa
     assert [v.paired for v in after.variants] == [v.paired for v in full.variants]
     assert after.warnings == [*full.warnings, said[1]]
     # the summary keeps the paths the stage recorded (the gate's per-item records are the stage's, not the archive's)
-    assert [v.evaluate.samples_files for v in after.variants] == [v.evaluate.samples_files for v in full.variants]
+    assert [v.result(EvaluateResult).samples_files for v in after.variants] == [v.result(EvaluateResult).samples_files for v in full.variants]
     assert cli.main(["summarize", str(run_dir)]) == EXIT_OK  # summarized again: said once
     assert load_summary(run_dir).warnings == after.warnings
 
@@ -253,9 +254,9 @@ def test_a_copied_run_folder_gives_the_same_answers_with_its_output_folder_gone(
     stored = json.loads((run_dir / "summary.json").read_text())
     for record in ("plan.json", "jobs.json", "run-options.json", "variants/bf16/evaluate.config.json",
                    "variants/bf16/evaluate.result.json", "variants/bf16/benchmark.result.json"):
-        assert json.loads((run_dir / record).read_text())["schema_version"] == 1, record
-    assert stored["schema_version"] == 1
-    assert stored["variants"][0]["evaluate"]["samples_files"] == {TASK: f"variants/bf16/evaluate/samples_{TASK}.jsonl"}
+        assert json.loads((run_dir / record).read_text())["schema_version"] == 2, record
+    assert stored["schema_version"] == 2
+    assert stored["variants"][0]["stages"]["evaluate"]["samples_files"] == {TASK: f"variants/bf16/evaluate/samples_{TASK}.jsonl"}
 
     copy = tmp_path / "another-machine" / "artifacts" / run_dir.name
     shutil.copytree(run_dir, copy)

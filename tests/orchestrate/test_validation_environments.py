@@ -7,6 +7,7 @@ import os
 
 from conftest import ROOT
 from suite.runtime import envs as environments
+from suite.stages.registry import EVALUATE, QUANTIZE
 
 
 def test_slow_facts_are_cached_by_interpreter_and_versions(tmp_path, monkeypatch):
@@ -60,8 +61,8 @@ def test_run_versions_are_those_the_stages_recorded():
     ev = EvaluateResult(scores=[], results_file="r", samples_files={}, wall_s=1, engine_load_s=1,
                         versions={"vllm": "9.9.9", "lm-eval": "0.9"})
     q = QuantizeResult(checkpoint="c", key="k", cache_hit=False, wall_s=1, versions={"llmcompressor": "0.99"})
-    vs = [VariantSummary(name="b", is_baseline=True, model_path="/m", evaluate=ev),
-          VariantSummary(name="v", is_baseline=False, model_path="/c", quantize=q)]
+    vs = [VariantSummary(name="b", is_baseline=True, model_path="/m", stages={EVALUATE: ev}),
+          VariantSummary(name="v", is_baseline=False, model_path="/c", stages={QUANTIZE: q})]
     assert environments.run_versions(vs) == {"vllm": "9.9.9", "lm-eval": "0.9", "quantize.llmcompressor": "0.99"}
     # nothing recorded yet: asked of the serve (and quantize) interpreters, not this process's metadata
     fresh = environments.run_versions([], quantize=(ROOT / ".venv-quantize" / "bin" / "python").exists())
@@ -100,7 +101,7 @@ def test_the_runner_keys_evaluations_by_the_serve_environments_versions(demo_rec
     Store(tmp_path / "eval-cache").put("evaluate", key, EvaluateResult(
         scores=[], results_file=str(tmp_path / "e" / "r.json"), wall_s=1, engine_load_s=1))
     vs = VariantSummary(name="bf16", is_baseline=True, model_path=vp.model_path)
-    found = look_up("evaluate", vp, vs, tmp_path / "run", tmp_path, {}, force=False)
+    found = look_up("evaluate", vp, vs.stages, tmp_path / "run", tmp_path, {}, force=False)
     assert found.where == "store" and found.result.cache_hit
 
 

@@ -16,7 +16,9 @@ from conftest import make_summary, plan_run, run_cli
 from suite.records.summary import RunSummary
 from suite.outputs import report
 from suite.records.benchmark import BenchmarkResult, LoadPoint, ServerStats, SloResult
-from suite.analysis.summary import add_deltas
+from suite.analysis.assemble import with_metrics
+from suite.analysis.summary import delta_metrics
+from suite.stages.registry import BENCHMARK, EVALUATE, KVCHECK
 
 
 def in_run_folder(s):
@@ -41,7 +43,7 @@ def summary_with_everything(tmp_path):
                               "tput.output_tok_s": 12000.0, "acc.suite_gsm8k.delta_ci_low": -0.06,
                               "acc.suite_gsm8k.delta_ci_high": -0.004}},
                      gates={"max_drop": {"suite_gsm8k": 0.02}, "min_throughput_gain": 1.2}, run_dir=str(tmp_path))
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     s.variants[1].paired = [{"task": "suite_gsm8k", "metric": "exact_match,strict-match", "n": 1319, "delta": -0.03,
                              "ci_low": -0.06, "ci_high": -0.004, "gained": 20, "lost": 60, "mcnemar_p": 0.0001,
                              "confidence": 0.95}]
@@ -51,7 +53,7 @@ def summary_with_everything(tmp_path):
                          server=ServerStats(samples=10), bottleneck="engine" if r == 100 else "offered-load",
                          bottleneck_reason="the engine had a queue", roofline={"hbm_frac": 0.21, "tensor_frac": 0.44})
                for r in (50, 100)]
-        v.benchmark = BenchmarkResult(points=pts, kv_cache_tokens=900_000, kv_capacity_requests=1171.9, server_start_s=90,
+        v.stages[BENCHMARK] = BenchmarkResult(points=pts, kv_cache_tokens=900_000, kv_capacity_requests=1171.9, server_start_s=90,
                                       wall_s=300, server_log="/x/server.log", gpu="NVIDIA H200",
                                       slo=SloResult(sustainable_rate=32, bracket_high=48, output_tok_s=6900,
                                                     ttft_p99_ms=124, probes=[{"rate": 32, "meets": True, "why": "ok",
@@ -98,8 +100,8 @@ def test_report_escapes_names_once(tmp_path):
     s.variants[1].name = 'fp8<script>alert("x")</script>'
     s.variants[1].paired[0]["task"] = "<script>t</script>&amp;"
     s.tasks = ["suite_gsm8k", "<b>task</b>"]
-    s.variants[0].benchmark.points[0].bottleneck_reason = 'queue "full" <b>'
-    s.variants[0].benchmark.points[0].server = None  # no statistics to classify again: the recorded reason shows
+    s.variants[0].result(BenchmarkResult).points[0].bottleneck_reason = 'queue "full" <b>'
+    s.variants[0].result(BenchmarkResult).points[0].server = None  # no statistics to classify again: the recorded reason shows
     s.recipe["description"] = "<i>desc</i> & more"
     page = report.run(report.ReportConfig(s, tmp_path / "report.html", gate=gate)).html.read_text()
     p = Collect()
@@ -152,7 +154,7 @@ def summary_with_kv_check_and_perplexity(tmp_path):
                      tasks=("suite_longppl",), gates={"max_perplexity_increase": 0.2}, run_dir=str(tmp_path))
     for v, word_ppl in zip(s.variants, (80.1, 82.0)):
         v.metrics["acc.suite_longppl"] = word_ppl
-        v.evaluate = EvaluateResult(scores=[TaskScore(task="suite_longppl", metric="word_perplexity,none",
+        v.stages[EVALUATE] = EvaluateResult(scores=[TaskScore(task="suite_longppl", metric="word_perplexity,none",
                                                       value=word_ppl, n=30)], results_file="r", wall_s=1, engine_load_s=1)
     fp8 = s.variants[1]
     fp8.perplexity = [{"task": "suite_longppl", "unit": "document", "n": 30, "delta": 0.9394, "ci_low": 0.7448,
@@ -169,7 +171,7 @@ def summary_with_kv_check_and_perplexity(tmp_path):
                              "rel_err": err * (1.62 if bad and tensor == "attn" else 1 + layer / 10 * (option != "dynamic")),
                              "flags": flags})
     fp8.kv_cache_dtype = "fp8"
-    fp8.kvcheck = KVCheckResult(kv_scales="calibrated", option="calibrated", options=["calibrated", "unit", "dynamic"],
+    fp8.stages[KVCHECK] = KVCheckResult(kv_scales="calibrated", option="calibrated", options=["calibrated", "unit", "dynamic"],
                                 num_layers=6, num_texts=2, tokens=1024, rows=rows,
                                 flagged=[r for r in rows if r["flags"]], flagged_layers=[0],
                                 kl={"calibrated": {"kl": 0.0412, "ppl": 23.1, "ppl_bf16": 22.0, "top1_agree": 0.93},
@@ -212,13 +214,14 @@ def test_report_without_kv_check_or_perplexity_has_neither_section(tmp_path):
 def test_report_shows_cost_with_its_price_and_source(tmp_path):
     """With throughput.gpu_hour_cost: the price, currency and source as the recipe's assumption, a cost table
     (headline point and SLO rate, against the baseline) and accuracy against cost; without: none of it."""
-    from suite.analysis.summary import add_cost
+    from suite.analysis.summary import cost_metrics
     from suite.recipe.throughput import GpuHourCost
 
     s = summary_with_everything(tmp_path)
     for v in s.variants:
         v.metrics["tput.sustainable_output_tok_s"] = 6900.0
-    add_cost(s, GpuHourCost(amount=3.6, currency="EUR", source="quote <b>Q-17</b> & co, 2025-03"))
+    s.cost, costs = cost_metrics(s.variants, GpuHourCost(amount=3.6, currency="EUR", source="quote <b>Q-17</b> & co, 2025-03"))
+    s.variants = with_metrics(s.variants, costs)
     page = report.run(report.ReportConfig(s, tmp_path / "report.html")).html.read_text()
     p = Collect()
     p.feed(page)
@@ -235,7 +238,7 @@ def test_report_shows_cost_with_its_price_and_source(tmp_path):
 
 def test_report_marks_an_unstable_point_its_interval_and_an_offline_figure_that_is_no_ceiling(tmp_path):
     s = summary_with_everything(tmp_path)
-    bf16 = s.variants[0].benchmark
+    bf16 = s.variants[0].result(BenchmarkResult)
     bf16.points[0] = bf16.points[0].model_copy(update={  # the issue's 13x pair of repetitions
         "output_tok_s": 194.0, "repetitions": [{"output_tok_s": 27.0}, {"output_tok_s": 361.0}]})
     bf16.points[1] = bf16.points[1].model_copy(update={  # three tight repetitions, 111% of the offline figure
@@ -259,7 +262,7 @@ def _one_task_run(tmp_path, with_intervals: bool):
                     "tput.output_tok_s.ci_low": 300.0, "tput.output_tok_s.ci_high": 360.0})
         base.update({"tput.output_tok_s.ci_low": 27.0, "tput.output_tok_s.ci_high": 361.0})
     s = make_summary({"bf16": base, "fp8": fp8}, tasks=("suite_gsm8k",), run_dir=str(tmp_path))
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     return s
 
 
@@ -339,7 +342,7 @@ def test_report_states_the_looks_items_used_and_saved_of_a_sequential_evaluation
     assert "eval.sequential looks" not in report.run(report.ReportConfig(s, tmp_path / "a.html")).html.read_text()
     rec = SequentialTask(metric="acc,none", margin=0.02, n_items=14042, seed=0, looks_planned=4, looks_scored=2,
                          items_used=7021, items_saved=7021, decision="pass")
-    s.variants[1].evaluate = EvaluateResult(scores=[], results_file="r", wall_s=1, engine_load_s=1,
+    s.variants[1].stages[EVALUATE] = EvaluateResult(scores=[], results_file="r", wall_s=1, engine_load_s=1,
                                             sequential={"suite_mmlu": rec})
     p = Collect()
     p.feed(report.run(report.ReportConfig(s, tmp_path / "b.html")).html.read_text())
@@ -366,9 +369,9 @@ def test_the_throughput_table_shows_a_gated_points_repetitions_of_its_maximum_an
     """throughput.adaptive_repetitions: "2 of 3" with the reason on hover; a fixed-count point shows its count."""
     s = summary_with_everything(tmp_path)
     rows = [{"output_tok_s": 12000.0}, {"output_tok_s": 12100.0}]
-    gated = s.variants[1].benchmark.points[1].model_copy(update={"repetitions": rows, "repetitions_max": 3,
+    gated = s.variants[1].result(BenchmarkResult).points[1].model_copy(update={"repetitions": rows, "repetitions_max": 3,
                                                                  "stopped": "decided after 2"})
-    s.variants[1].benchmark.points[1] = gated
+    s.variants[1].result(BenchmarkResult).points[1] = gated
     html = report.run(report.ReportConfig(s, tmp_path / "r.html")).html.read_text()
     said = r'<span title="decided after 2: repeated until the throughput gates were decided[^"]*">2 of 3</span>'
     assert re.search(said, html)

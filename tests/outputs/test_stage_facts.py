@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import make_summary
 from suite.outputs import mlflow_files, timeline
 from suite.stages.registry import BENCHMARK, EVALUATE, QUANTIZE, STAGES
+from suite.records.benchmark import BenchmarkResult
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
@@ -63,7 +64,7 @@ def test_the_benchmarks_files_keep_their_artifact_folders(tmp_path):
     s = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "tput.output_tok_s": 100.0},
                       "fp8": {"acc.suite_gsm8k": 0.5, "tput.output_tok_s": 140.0}})
     v = s.variants[1]
-    v.benchmark = v.benchmark.model_copy(update={"server_log": str(out / "server.log")})
+    v.stages[BENCHMARK] = v.result(BenchmarkResult).model_copy(update={"server_log": str(out / "server.log")})
     files = mlflow_files.variant_artifacts(v, vdir)
     folders = {Path(f).name: folder for f, folder in files if f and Path(f).parent == out}
     assert folders == {"server.log": "benchmark", "bench-slo-1.json": "benchmark", "offline.json": "benchmark",

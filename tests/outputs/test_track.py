@@ -7,7 +7,9 @@ import pytest
 from conftest import make_summary
 from suite.outputs import mlflow as track
 from suite.outputs import mlflow_files, mlflow_http
-from suite.analysis.summary import add_deltas
+from suite.analysis.assemble import with_metrics
+from suite.analysis.summary import delta_metrics
+from suite.stages.registry import QUANTIZE
 
 
 def test_parent_and_nested_runs(tmp_path):
@@ -19,7 +21,7 @@ def test_parent_and_nested_runs(tmp_path):
     s.variants[1].scheme = "FP8_DYNAMIC"
     s.variants[1].engine_args = {"enforce_eager": True}
     s.versions = {"mlflow": "3.17.2"}
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     fp8_dir = tmp_path / "variants" / "fp8"  # each stage's log and stack profile, as a stage leaves them, beside
     (fp8_dir / "benchmark").mkdir(parents=True)  # summary.json (run_dir names the folder where the run was made)
     for name in ("evaluate.log", "evaluate.stacks.json", "evaluate.result.json", "benchmark/evaluate.log",
@@ -75,8 +77,8 @@ def test_gate_verdict_tags_runs_and_registers_the_candidate(tmp_path):
         ckpt.mkdir()
         (ckpt / "config.json").write_text("{}")
         (ckpt / "provenance.json").write_text("{}")
-        s.variants[1].quantize = QuantizeResult(checkpoint=str(ckpt), key=f"key-{name}", cache_hit=False, wall_s=1.0)
-        add_deltas(s.variants)
+        s.variants[1].stages[QUANTIZE] = QuantizeResult(checkpoint=str(ckpt), key=f"key-{name}", cache_hit=False, wall_s=1.0)
+        s.variants = with_metrics(s.variants, delta_metrics(s.variants))
         add_serving_intervals(s)  # a throughput ratio without its interval over repetitions is inconclusive
         s.recipe_sha256 = write_run_recipe(run_dir, {"recipe": s.recipe})["recipe_sha256"]  # the gate's trusted copy
         s = RunSummary.model_validate(plan_run(run_dir, s.model_dump(mode="json")))  # plan.json, stage results

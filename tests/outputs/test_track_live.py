@@ -15,6 +15,8 @@ from test_track_server import free_port, start_mlflow_server, stop_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "orchestrate"))  # the stand-in stages live there
 from test_executor_local import timed_stages  # noqa: E402
+from suite.records.quantize import QuantizeResult
+from suite.records.evaluate import EvaluateResult
 
 pytestmark = pytest.mark.integration
 
@@ -91,13 +93,13 @@ def test_runs_are_live_in_the_environments_mlflow_and_a_second_gate_adds_no_vers
     assert runs["fp8-kv"].data.params["quantization.calibration"] == "chat-demo"
     assert parent.data.params["eval.suite_mmlu.num_fewshot"] == "0" and parent.data.params["eval.suite_mmlu.limit"] == "1"
 
-    ckpt = Path(summary.variants[1].quantize.checkpoint)  # the stand-in quantize stage wrote no folder: one here
+    ckpt = Path(summary.variants[1].result(QuantizeResult).checkpoint)  # the stand-in quantize stage wrote no folder: one here
     ckpt.mkdir(exist_ok=True)
     (ckpt / "model.safetensors").write_bytes(b"\0" * 4096)
     assert cli.main(["gate", summary.run_dir]) == 0
     assert cli.main(["gate", summary.run_dir]) == 0
     versions = client.search_model_versions("name='demo-cpu-fp8-kv'")
-    assert len(versions) == 1 and versions[0].tags["checkpoint_key"] == summary.variants[1].quantize.key
+    assert len(versions) == 1 and versions[0].tags["checkpoint_key"] == summary.variants[1].result(QuantizeResult).key
     assert versions[0].tags["weights"] == "artifact"  # the version's source holds the weights, not only the config
     logged = [f.path for f in client.list_artifacts(runs["fp8-kv"].info.run_id, "checkpoint")]
     assert "checkpoint/model.safetensors" in logged
@@ -116,5 +118,5 @@ def test_a_server_that_is_down_at_the_start_leaves_the_run_to_suite_sync(demo_re
     summary = execute(load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None, eval__tasks=tasks)),
                       track=True)
     assert summary.tracking is None and "unreachable" in summary.tracking_pending
-    assert all(v.evaluate is not None for v in summary.variants)
+    assert all(v.result(EvaluateResult) is not None for v in summary.variants)
     assert not [w for w in summary.warnings if "MLflow live logging" in w]

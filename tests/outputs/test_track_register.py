@@ -7,9 +7,11 @@ from __future__ import annotations
 from conftest import add_serving_intervals, make_summary, plan_run, run_cli, write_run_recipe
 from suite.analysis.load import with_tracking
 from suite.analysis.gates.base import GateCheck, GateResult
-from suite.analysis.summary import add_deltas
+from suite.analysis.assemble import with_metrics
+from suite.analysis.summary import delta_metrics
 from suite.outputs import mlflow as track
 from suite.outputs.mlflow_registry import record_gate
+from suite.stages.registry import QUANTIZE
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -25,7 +27,7 @@ def logged(tmp_path, model, revision=None, name="brought"):
     spec.pop("quantization")
     spec.update(model={"id": model, "revision": revision}, kv_cache_dtype="auto")
     s.variants[1].model_path = model
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     add_serving_intervals(s)
     s.recipe_sha256 = write_run_recipe(run_dir, {"recipe": s.recipe})["recipe_sha256"]
     s = type(s).model_validate(plan_run(run_dir, s.model_dump(mode="json")))  # plan.json, results bound to their jobs
@@ -158,7 +160,7 @@ def test_the_quantized_variant_keeps_its_content_key(tmp_path):
 
     folder = checkpoint(tmp_path)
     s, _, uri = logged(tmp_path, str(folder))
-    s.variants[1].quantize = QuantizeResult(checkpoint=str(folder), key="k1", cache_hit=False, wall_s=1.0,
+    s.variants[1].stages[QUANTIZE] = QuantizeResult(checkpoint=str(folder), key="k1", cache_hit=False, wall_s=1.0,
                                             content_sha256="c" * 64)
     rec = record_gate(s, passed(s))
     from mlflow.tracking import MlflowClient

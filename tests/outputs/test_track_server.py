@@ -16,7 +16,8 @@ import pytest
 
 from conftest import make_summary, run_cli, run_folder
 from suite.outputs.mlflow import track_summary
-from suite.analysis.summary import add_deltas
+from suite.analysis.assemble import with_metrics
+from suite.analysis.summary import delta_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +110,7 @@ def test_offline_run_then_sync_to_a_real_server(tmp_path, plain_server):
                       "fp8": {"acc.suite_gsm8k": 0.45, "acc.mean": 0.45, "tput.output_tok_s": 140.0}},
                      run_dir=str(run_dir))
     s.recipe["tracking"] = {"uri": uri, "experiment": "sync-test"}
-    add_deltas(s.variants)
+    s.variants = with_metrics(s.variants, delta_metrics(s.variants))
     run_folder(run_dir, s)  # the records `suite sync` logs the summary of (what they give: the ratio 1.4)
 
     start = time.monotonic()

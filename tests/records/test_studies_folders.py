@@ -12,6 +12,7 @@ from conftest import ROOT
 
 from suite.analysis.derive import summarize
 from suite.runtime.errors import SuiteError
+from suite.records.evaluate import EvaluateResult
 
 PLAN_ONLY = "not a run folder (no recipe.yaml)"  # a planned study (plan.json only), or a folder of notes beside runs
 CANNOT = {  # folder (under studies/) -> the one reason it is not summarized, as the reader says it
@@ -44,6 +45,6 @@ def test_each_study_folder_is_summarized_or_names_its_reason(folder, tmp_path):
     summary = summarize(copy)
     assert summary.run_dir == str(copy.resolve()) and summary.variants
     for v in summary.variants:  # every per-item file a result names is the copy's own, not the old machine's
-        for ev in (e for e in [v.evaluate, *v.engine_checks.values()] if e is not None):
+        for ev in (e for e in [v.result(EvaluateResult), *v.engine_checks.values()] if e is not None):
             for f in ev.samples_files.values():
                 assert Path(f).is_relative_to(copy.absolute()) or Path(f).is_relative_to(copy.resolve()), f

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from suite.runtime.engine import batching
+from suite.stages.registry import BENCHMARK
 
 
 @pytest.fixture
@@ -49,15 +50,16 @@ def test_a_resumed_runs_older_ceiling_is_not_divided_by_a_newer_one():
     """A run resumed after the change keeps an older benchmark whose ceiling had LLM's own limits: its offline ratio
     against a ceiling with the server's limits would compare two engines, so there is none."""
     from suite.records.summary import VariantSummary
-    from suite.analysis.summary import add_deltas
+    from suite.analysis.assemble import with_metrics
+    from suite.analysis.summary import delta_metrics
     from suite.records.benchmark import BenchmarkResult
 
     def variant(name, base, limits):
         bench = BenchmarkResult(points=[], offline_tok_s=100.0, offline_batch_limits=limits, server_start_s=1.0, wall_s=1.0,
                                 server_log="server.log")
-        return VariantSummary(name=name, is_baseline=base, model_path="m", benchmark=bench,
+        return VariantSummary(name=name, is_baseline=base, model_path="m", stages={BENCHMARK: bench},
                               metrics={"tput.offline_tok_s": 100.0 if base else 130.0})
 
     old, new, new2 = variant("bf16", True, None), variant("fp8", False, {"max_num_seqs": 1024}), variant("fp8b", False, None)
-    add_deltas([old, new, new2])
+    old, new, new2 = with_metrics([old, new, new2], delta_metrics([old, new, new2]))
     assert "tput.offline_tok_s.ratio" not in new.metrics and new2.metrics["tput.offline_tok_s.ratio"] == 1.3

@@ -8,7 +8,7 @@ RUN_DIR is a run folder (`suite run`'s, e.g. one unpacked from a stretch archive
 their samples files by the path the run had on its machine, so they are looked up under RUN_DIR instead. Per task:
 the score of each variant, the paired delta against the baseline with its 95% BCa CI, gained/lost and McNemar's p;
 for perplexity tasks the corpus token perplexity and the paired per-document delta (the tokenizer of --tokenizer):
-what `suite run` puts in summary.json, through the same code (suite.analysis.summary.add_paired / add_perplexity,
+what `suite run` puts in summary.json, through the same code (suite.analysis.summary.paired / perplexity,
 with their rules and warnings). Then the mean delta over the accuracy tasks, and, where a recipe
 has a variant and the same build with layers kept in BF16, what share of the accuracy loss the kept layers won back.
 Nothing here decides anything: `suite gate` reads a finished run's summary.json.
@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from suite.analysis.paired import is_perplexity_metric  # noqa: E402
 from suite.analysis.perplexity import token_counter  # noqa: E402
 from suite.records.summary import VariantSummary  # noqa: E402
-from suite.analysis.summary import add_paired, add_perplexity  # noqa: E402
+from suite.analysis.assemble import with_comparisons  # noqa: E402
+from suite.analysis.summary import paired_comparisons, perplexity_comparisons  # noqa: E402
 from suite.records.evaluate import EvaluateResult  # noqa: E402
+from suite.stages.registry import EVALUATE  # noqa: E402
 
 
 def load(run: Path, variant: str) -> EvaluateResult | None:
@@ -66,15 +68,18 @@ def main(argv=None) -> int:
             print(f"{n}: no evaluate result (not run)")
             continue
         evals[n] = e
-    # the summary's records: model_path is where add_perplexity finds the baseline's tokenizer.json
-    summaries = [VariantSummary(name=n, is_baseline=n == base_name, model_path=args.tokenizer or "", evaluate=e)
+    # the summary's records: model_path is where perplexity finds the baseline's tokenizer.json
+    summaries = [VariantSummary(name=n, is_baseline=n == base_name, model_path=args.tokenizer or "",
+                                stages={EVALUATE: e})
                  for n, e in evals.items()]
-    add_paired(summaries)
-    for w in add_perplexity(summaries) if args.tokenizer else []:
+    summaries = with_comparisons(summaries, paired_comparisons(summaries), "paired", keep=True)
+    found, said = perplexity_comparisons(summaries) if args.tokenizer else ({}, [])
+    summaries = with_comparisons(summaries, found, "perplexity")
+    for w in said:
         print(f"warning: {w}", file=sys.stderr)
     out = {"run": str(args.run), "baseline": base_name, "scores": {}, "paired": {}, "perplexity": {}}
     for v in summaries:
-        e = v.evaluate
+        e = v.result(EvaluateResult)
         out["scores"][v.name] = {s.task: {"metric": s.metric, "value": s.value, "n": s.n} for s in e.scores}
         out["scores"][v.name]["_wall_s"] = e.wall_s
         out["scores"][v.name]["_engine_load_s"] = e.engine_load_s

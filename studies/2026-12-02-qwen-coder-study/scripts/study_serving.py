@@ -7,7 +7,7 @@ usage: study_serving.py RUN_DIR [--json OUT]
 Per variant with a benchmark result in RUN_DIR: the headline point's output tok/s (the recipe's headline rule) and its
 ratio to the baseline, each load point's figures, the SLO search's sustainable rate (left out when its deciding probe
 was a burst), cost per 1M output tokens at both (the recipe's gpu_hour_cost) -- suite.analysis.summary's
-variant_metrics / add_cost / add_deltas / slo_warnings, as summary.json would have them. Each point's bottleneck label
+variant_metrics / cost / deltas / slo_warnings, as summary.json would have them. Each point's bottleneck label
 is given as the run recorded it and as the current rule reads the same recorded evidence
 (suite.stages.benchmark.bottleneck.relabel: classify on the point's server statistics and roofline, with max_num_seqs
 and pipeline parallelism from the recipe's engine_args for the variant), so that a label rule
@@ -23,10 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from suite.records.summary import RunSummary, VariantSummary  # noqa: E402
-from suite.analysis.summary import add_cost, add_deltas, slo_warnings, variant_metrics  # noqa: E402
+from suite.analysis.assemble import with_metrics  # noqa: E402
+from suite.analysis.summary import cost_metrics, delta_metrics, slo_warnings, variant_metrics  # noqa: E402
 from suite.recipe import Recipe  # noqa: E402
 from suite.stages.benchmark.labels import relabel  # noqa: E402
 from suite.records.benchmark import BenchmarkResult  # noqa: E402
+from suite.stages.registry import BENCHMARK  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
             continue
         variants.append(VariantSummary(name=spec.name, is_baseline=spec is recipe.baseline, model_path="",
                                        engine_args=dict(spec.engine_args or {}),
-                                       benchmark=BenchmarkResult.model_validate_json(f.read_text())))
+                                       stages={BENCHMARK: BenchmarkResult.model_validate_json(f.read_text())}))
     if not any(v.is_baseline for v in variants):
         print(f"error: {args.run}: no benchmark result for the baseline {recipe.baseline.name}", file=sys.stderr)
         return 2
@@ -57,8 +59,9 @@ def main(argv=None) -> int:
         v.metrics = variant_metrics(v, recipe.throughput.headline)
     summary = RunSummary(suite_version="", recipe_name=recipe.name, recipe_path="", recipe_sha256="", recipe={},
                          run_dir=str(args.run), started="", platform="", variants=variants)
-    add_cost(summary, recipe.throughput.gpu_hour_cost)
-    add_deltas(variants)
+    summary.cost, costs = cost_metrics(variants, recipe.throughput.gpu_hour_cost)
+    variants = with_metrics(variants, costs)
+    variants = with_metrics(variants, delta_metrics(variants))
     warnings = [w for v in variants for w in slo_warnings(v)]
     out = {"run": str(args.run), "baseline": recipe.baseline.name, "metrics": {}, "points": {}, "slo": {},
            "warnings": warnings,
@@ -68,7 +71,7 @@ def main(argv=None) -> int:
           "start s | bench wall s |")
     print("|---|---|---|---|---|---|")
     for v in variants:
-        m, b = v.metrics, v.benchmark
+        m, b = v.metrics, v.result(BenchmarkResult)
         out["metrics"][v.name] = m
         out["slo"][v.name] = b.slo.model_dump() if b.slo else None
         ratio = m.get("tput.output_tok_s.ratio", 1.0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from suite.analysis import paired as pairing
 from suite.analysis.gates.base import GateCheck, check, judge
 from suite.analysis.summary import metric_name
+from suite.records.evaluate import EvaluateResult
 
 
 def accuracies(ctx, task: str, why: str) -> tuple[float, float] | None:
@@ -78,7 +79,7 @@ def served_check(ctx, c: GateCheck, task: str) -> GateCheck:
     (``suite.analysis.served_check``)."""
     key = metric_name("acc", task)
     for w in (ctx.v, ctx.base):
-        if getattr(w, "served_check", None) is None:
+        if w.check_result(EvaluateResult) is None:
             continue
         disagree = w.metrics.get(f"{key}.served_check_disagree")
         if not isinstance(disagree, (int, float)) or disagree != disagree:

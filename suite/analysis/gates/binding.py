@@ -22,6 +22,7 @@ from pathlib import Path
 from suite.plan import results
 from suite.runtime import safeio
 from suite.runtime.errors import Problem, SuiteError
+from suite.records.evaluate import EvaluateResult
 
 PLAN = "plan.json"
 FIX_RERUN = ("rerun the job: `suite run --resume RUN_DIR` runs again every job whose result is missing or records no "
@@ -163,7 +164,8 @@ class Binding:
         if extra := [t for t in have if t not in planned]:
             self.bad(src, "tasks", f"{', '.join(extra)} not planned (plan.json)", FIX_FOLDER)
         for v in self.s.variants:
-            scored = {sc.task for sc in v.evaluate.scores} if v.evaluate is not None else set()
+            ev = v.result(EvaluateResult)
+            scored = {sc.task for sc in ev.scores} if ev is not None else set()
             if planned and not v.errors and v.name not in self.unjudged and (lacking := [t for t in planned
                                                                                          if t not in scored]):
                 self.bad(src, f"{v.name}: evaluate.scores", f"no score for {', '.join(lacking)} (planned): missing",

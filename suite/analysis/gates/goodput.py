@@ -11,6 +11,7 @@ from suite.analysis.gates.registry import register_gate
 from suite.analysis.gates.serving import judged
 from suite.analysis.summary import headline_point
 from suite.runtime.spread import rep_values
+from suite.records.benchmark import BenchmarkResult
 
 PLAIN = "tput.goodput_req_s"
 KEY = PLAIN + ".ratio"
@@ -45,7 +46,7 @@ def min_goodput_gain(ctx) -> None:
     if (ratio := ctx.r.ratio(KEY, NAME)) is None:
         return
     c = judged(ctx, KEY, NAME, ratio, limit, False)
-    point = headline_point(ctx.v.benchmark, ctx.headline) if ctx.v.benchmark else None
+    point = headline_point(b, ctx.headline) if (b := ctx.v.result(BenchmarkResult)) else None
     if c.reason.startswith("no interval") and point is not None and not any(rep_values(point, "goodput_req_s")):
         # every repetition at 0 has no log-scale interval, yet nothing is uncertain: the ratio is 0 in each
         c = check(ctx.v.name, NAME, 0.0, limit, False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from suite.analysis.gates.base import FIX_SUMMARY, check
 from suite.analysis.gates.registry import register_gate
+from suite.records.kvcheck import KVCheckResult
 
 
 @register_gate("max_kv_flagged_layers", reads=("kv.flagged_layers",))
@@ -15,10 +16,11 @@ def max_kv_flagged_layers(ctx) -> None:
         return
     got = ctx.r.get(v, "kv.flagged_layers", "the max_kv_flagged_layers gate (the kvcheck stage: eval.kv_check)",
                     nonneg=True)
-    if got is not None and v.kvcheck is not None and got != len(v.kvcheck.flagged_layers):
+    kvc = v.result(KVCheckResult)
+    if got is not None and kvc is not None and got != len(kvc.flagged_layers):
         ctx.bad(f"{v.name}: kv.flagged_layers", f"is {got}, but its kvcheck result flags "
-                f"{len(v.kvcheck.flagged_layers)} layer(s)", FIX_SUMMARY)
+                f"{len(kvc.flagged_layers)} layer(s)", FIX_SUMMARY)
     elif got is not None:
         c = ctx.add(check(v.name, "max KV flagged layers", got, limit, True))
-        if v.kvcheck is not None and v.kvcheck.flagged_layers:
-            c.detail = f"layers {', '.join(map(str, v.kvcheck.flagged_layers))} ({v.kvcheck.kv_scales})"
+        if kvc is not None and kvc.flagged_layers:
+            c.detail = f"layers {', '.join(map(str, kvc.flagged_layers))} ({kvc.kv_scales})"

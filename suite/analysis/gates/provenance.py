@@ -32,7 +32,7 @@ from suite.analysis import perplexity
 from suite.analysis.gates.binding import PLAN, read_json
 from suite.recipe.checks import headline_metric, task_leaves
 from suite.records.benchmark import BenchmarkResult
-from suite.records.evaluate import EvaluateConfig
+from suite.records.evaluate import EvaluateConfig, EvaluateResult
 from suite.records.paths import resolved_names
 from suite.runtime import safeio
 
@@ -62,7 +62,7 @@ def planned_tasks(config: dict) -> dict[str, dict]:
 def check(s, folder: Path, bad) -> None:
     """Every evaluated variant's headline metrics, per-item records and sequential records against its plan."""
     for v in s.variants:
-        config = planned_evaluation(folder, v.name) if v.evaluate is not None else None
+        config = planned_evaluation(folder, v.name) if v.result(EvaluateResult) is not None else None
         if config is None:
             continue
         heads = headlines(v, planned_tasks(config), bad)
@@ -74,7 +74,7 @@ def headlines(v, tasks: dict[str, dict], bad) -> dict[str, str]:
     """task -> the metric the plan has it judged on, for every planned task the variant scored; a score naming
     another is bad input."""
     out = {}
-    for sc in v.evaluate.scores:
+    for sc in v.result(EvaluateResult).scores:
         if sc.task not in tasks:
             continue  # not planned: binding says so
         metric = tasks[sc.task].get("metric")
@@ -98,7 +98,8 @@ def _row_tasks(path: str, metric: str) -> set[str]:
 
 def records(v, heads: dict[str, str], bad) -> None:
     """One samples file a task, and each task's rows its own (see the module docstring)."""
-    files, shas = v.evaluate.samples_files, v.evaluate.samples_sha256
+    ev = v.result(EvaluateResult)
+    files, shas = ev.samples_files, ev.samples_sha256
     seen: dict[str, str] = {}
     for task in sorted(files):
         for key in (str(Path(files[task]).resolve()), shas.get(task)):
@@ -122,7 +123,7 @@ def records(v, heads: dict[str, str], bad) -> None:
 
 def sequential(v, config: dict, heads: dict[str, str], bad) -> None:
     """A sequential record only where the plan has eval.sequential, as planned, and true to its per-item records."""
-    spec, recs, where = config.get("sequential"), v.evaluate.sequential, f"{v.name}: evaluate.sequential"
+    spec, recs, where = config.get("sequential"), v.result(EvaluateResult).sequential, f"{v.name}: evaluate.sequential"
     if not isinstance(spec, dict):
         if recs:
             bad(where, f"records an early-stopping evaluation of {', '.join(sorted(recs))}, but the run planned none "
@@ -144,7 +145,7 @@ def sequential(v, config: dict, heads: dict[str, str], bad) -> None:
         if not 0 < rec.items_used <= rec.n_items or rec.items_used + rec.items_saved != rec.n_items:
             bad(f"{where}.{task}.items_used", f"{rec.items_used} used and {rec.items_saved} saved of {rec.n_items} "
                 "items: not a count of the task's items", FIX_PLAN)
-        f = v.evaluate.samples_files.get(task)
+        f = v.result(EvaluateResult).samples_files.get(task)
         try:
             scored = len(pairing.item_scores(f, rec.metric)) if f else None
         except (OSError, ValueError, safeio.UnsafeRead):
@@ -171,7 +172,8 @@ def counter(s, base, bad) -> perplexity.Counter | None:
     """The token counter of the perplexity recompute (see the module docstring); None after saying why (``bad``)."""
     folder = Path(s.run_dir)
     found = kept_tokenizer(folder, base.name)  # no stage result (a summary judged in memory): the summary's record
-    kept, sha = found if found is not None else (base.evaluate.tokenizer_file, base.evaluate.tokenizer_sha256)
+    ev = base.result(EvaluateResult)
+    kept, sha = found if found is not None else (ev.tokenizer_file, ev.tokenizer_sha256)
     where = f"{base.name}: evaluate.tokenizer_file"
     if kept:
         try:

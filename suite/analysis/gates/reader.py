@@ -9,6 +9,7 @@ import math
 from suite.analysis.gates.base import FIX_SUMMARY
 from suite.analysis.summary import metric_name
 from suite.records.summary import VariantSummary
+from suite.records.evaluate import EvaluateResult
 
 
 class Reader:
@@ -40,7 +41,7 @@ class Reader:
     def accuracy(self, who: VariantSummary, task: str, why: str) -> float | None:
         key = metric_name("acc", task)
         value = self.get(who, key, why)
-        scores = [sc for sc in who.evaluate.scores if sc.task == task] if who.evaluate else []
+        scores = [sc for sc in _scores(who) if sc.task == task]
         if value is None:
             return None
         if len(scores) != 1:  # an evaluate result scores a task once
@@ -54,7 +55,7 @@ class Reader:
         item against a baseline on 1,319 is no comparison)."""
         ns = []
         for who in (self.v, self.base):
-            score = next((sc for sc in who.evaluate.scores if sc.task == task), None) if who.evaluate else None
+            score = next((sc for sc in _scores(who) if sc.task == task), None)
             ns.append(score.n if score else None)
         if None in ns or ns[0] != ns[1]:
             self.bad(f"{self.v.name}: {metric_name('acc', task)}", f"scored on {ns[0]} item(s) against the "
@@ -64,7 +65,7 @@ class Reader:
         return True
 
     def scored_n(self, task: str) -> int | None:
-        score = next((sc for sc in self.v.evaluate.scores if sc.task == task), None) if self.v.evaluate else None
+        score = next((sc for sc in _scores(self.v) if sc.task == task), None)
         return score.n if score else None
 
     def paired(self, task: str, why: str) -> tuple[float, int, float, float] | None:
@@ -119,3 +120,8 @@ def sane_interval(low, point, high) -> bool:
     nums = (low, point, high)
     return (all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums)
             and low <= point + 1e-12 and point <= high + 1e-12)
+
+
+def _scores(v: VariantSummary) -> list:
+    """The scores of the variant's evaluation (none without one)."""
+    return ev.scores if (ev := v.result(EvaluateResult)) is not None else []

@@ -19,6 +19,7 @@ from pathlib import Path
 from suite.runtime import safeio
 from suite.analysis import paired as pairing
 from suite.records import bench_argv
+from suite.records.evaluate import EvaluateResult
 
 FIX_FILES = "rerun the evaluation (`suite run --resume --force`); per-item records are written by the evaluate stage"
 NO_RECORDS = "no per-item records: the figures cannot be recomputed"
@@ -36,7 +37,7 @@ def _close(a, b) -> bool:
 def _files_ok(v, bad, served_check: bool = False) -> bool:
     """The per-item records of ``v``'s evaluation (its evaluate result, or its served check's) are there with the
     sha256 recorded."""
-    ok, ev = True, v.served_check if served_check else v.evaluate
+    ok, ev = True, v.check_result(EvaluateResult) if served_check else v.result(EvaluateResult)
     for task, f in ev.samples_files.items():
         where = (f"{v.name}: served_check.samples_files.{task}" if served_check else
                  f"{v.name}: evaluate.samples_files.{task}")
@@ -54,8 +55,9 @@ def _files_ok(v, bad, served_check: bool = False) -> bool:
 
 def _scores(v, bad) -> None:
     """Each score of ``v``'s evaluate result against what its per-item records give (its mean and item count)."""
-    for sc in v.evaluate.scores:
-        f = v.evaluate.samples_files.get(sc.task)
+    ev = v.result(EvaluateResult)
+    for sc in ev.scores:
+        f = ev.samples_files.get(sc.task)
         if not f or pairing.is_perplexity_metric(sc.metric):
             continue
         got = pairing.item_scores(f, sc.metric)
@@ -86,11 +88,12 @@ def records(s, folder: Path, bad) -> bool:
     writes) are the same: two variants whose evaluations are configured alike are one evaluation, reused by content
     from the evaluation cache (a BF16 rerun beside the baseline), and so share its records honestly."""
     bench_argv.check_run_folder(folder, s.variants, bad)
-    new = any(v.evaluate is not None and v.evaluate.samples_sha256 for v in s.variants)
+    new = any(ev is not None and ev.samples_sha256 for ev in (v.result(EvaluateResult) for v in s.variants))
     seen: dict[str, tuple[str, dict | None]] = {}  # path or sha256 -> (who named it first, its evaluate config)
     for v in s.variants if new else ():
-        for task, f in sorted((v.evaluate.samples_files if v.evaluate is not None else {}).items()):
-            sha = v.evaluate.samples_sha256.get(task)
+        ev = v.result(EvaluateResult)
+        for task, f in sorted((ev.samples_files if ev is not None else {}).items()):
+            sha = ev.samples_sha256.get(task)
             if not sha:
                 bad(f"{v.name}: evaluate.samples_sha256.{task}", f"no sha256 recorded for its per-item records {f}, "
                     "though the run records them: the file cannot be checked", FIX_FILES)
@@ -108,16 +111,16 @@ def records(s, folder: Path, bad) -> bool:
 def unrecomputable(v, base, tasks: list[str]) -> set[str]:
     """The tasks among ``tasks`` that ``v`` or the baseline has no per-item records for."""
     return {t for t in tasks for w in (v, base)
-            if w.evaluate is None or not w.evaluate.samples_files.get(t)}
+            if (ev := w.result(EvaluateResult)) is None or not ev.samples_files.get(t)}
 
 
 def verify(s, base, bad) -> None:
     """Every variant's per-item records (hash) and its evaluate scores against them (see the module docstring)."""
-    if base.evaluate is None or not _files_ok(base, bad):
+    if base.result(EvaluateResult) is None or not _files_ok(base, bad):
         return
     for v in s.variants:
-        if v.served_check is not None:  # what the served check compared is the evaluation's records as written
+        if v.check_result(EvaluateResult) is not None:  # what the served check compared, its records as written
             _files_ok(v, bad, served_check=True)
-        if v.evaluate is None or (v is not base and not _files_ok(v, bad)):
+        if v.result(EvaluateResult) is None or (v is not base and not _files_ok(v, bad)):
             continue
         _scores(v, bad)

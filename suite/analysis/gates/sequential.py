@@ -18,13 +18,15 @@ from suite.analysis.gates.base import GateCheck
 from suite.analysis.gates.registry import register_gate
 from suite.analysis.paired import item_scores
 from suite.runtime import sequential as seq
+from suite.records.evaluate import EvaluateResult
 
 RERUN = "rerun the evaluation without eval.sequential (every item), or with the gate's margin in the recipe"
 
 
 def stopped_tasks(v) -> set[str]:
     """The tasks the variant's evaluation stopped before its last item (eval.sequential)."""
-    return {t for t, s in (v.evaluate.sequential if v.evaluate else {}).items() if s.items_used < s.n_items}
+    ev = v.result(EvaluateResult)
+    return {t for t, s in (ev.sequential if ev else {}).items() if s.items_used < s.n_items}
 
 
 @register_gate("max_drop", name="sequential", reads=("acc.<task>",))
@@ -46,7 +48,8 @@ def sequential_gate(ctx) -> None:
 
 def _recompute(ctx, task: str, margin: float) -> GateCheck | None:
     """The test at ``margin`` on the variant's and the baseline's samples files, after checking the items scored."""
-    rec, base_ev = ctx.v.evaluate.sequential[task], ctx.base.evaluate
+    ev, base_ev = ctx.v.result(EvaluateResult), ctx.base.result(EvaluateResult)
+    rec = ev.sequential[task]
     field = f"{ctx.v.name}: evaluate.sequential.{task}"
     base_rec = base_ev.sequential.get(task) if base_ev else None
     if base_rec is None or (base_rec.seed, base_rec.looks_planned) != (rec.seed, rec.looks_planned):
@@ -54,7 +57,7 @@ def _recompute(ctx, task: str, margin: float) -> GateCheck | None:
                 "rerun the run with eval.sequential set for the baseline and the variant")
         return None
     try:
-        mine = item_scores(_in_run(ctx, ctx.v.evaluate.samples_files[task]), rec.metric)
+        mine = item_scores(_in_run(ctx, ev.samples_files[task]), rec.metric)
         theirs = item_scores(_in_run(ctx, base_ev.samples_files[task]), rec.metric)
         if len(theirs) != rec.n_items:
             raise ValueError(f"the baseline scored {len(theirs)} of the task's {rec.n_items} items, not all")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from suite.analysis.gates.base import GateCheck, judge
 from suite.analysis.summary import headline_point
+from suite.records.benchmark import BenchmarkResult
 
 
 def _recorded_counts(ctx) -> list[int | None]:
     """The variant's and the baseline's repetition rows at the headline point (None: it recorded none)."""
     counts = []
     for w in (ctx.v, ctx.base):
-        point = headline_point(w.benchmark, ctx.headline) if w.benchmark else None
+        point = headline_point(b, ctx.headline) if (b := w.result(BenchmarkResult)) else None
         counts.append(len(point.repetitions) if point is not None and point.repetitions else None)
     return counts
 

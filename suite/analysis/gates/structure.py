@@ -11,6 +11,7 @@ from suite.recipe import DEFAULTS, PER_TASK, GateSpec, Recipe
 from suite.analysis.paired import is_perplexity_metric
 from suite.analysis.gates.base import FIX_SUMMARY
 from suite.records.summary import RunSummary, VariantSummary
+from suite.records.evaluate import EvaluateResult
 
 
 def structure(s: RunSummary, src: str, bad):
@@ -73,13 +74,15 @@ def policy_problems(policy: GateSpec, tasks: list[str], psrc: str, bad) -> None:
 def perplexity_tasks(s: RunSummary, base: VariantSummary, bad) -> list[str]:
     """The run's tasks whose headline metric is a perplexity (lower is better), as the baseline scored them;
     a variant that scored one of them as the other kind is a problem."""
-    kinds = {t: {is_perplexity_metric(sc.metric) for v in s.variants if v.evaluate for sc in v.evaluate.scores
-                 if sc.task == t} for t in s.tasks}
+    evaluations = [ev for v in s.variants if (ev := v.result(EvaluateResult))]
+    kinds = {t: {is_perplexity_metric(sc.metric) for ev in evaluations for sc in ev.scores if sc.task == t}
+             for t in s.tasks}
     for t, k in kinds.items():
         if len(k) > 1:
             bad(f"evaluate.scores.{t}", "scored as a perplexity by some variants and as an accuracy by others",
                 FIX_SUMMARY)
-    base_scores = {sc.task: sc.metric for sc in base.evaluate.scores} if base.evaluate else {}
+    base_ev = base.result(EvaluateResult)
+    base_scores = {sc.task: sc.metric for sc in base_ev.scores} if base_ev else {}
     return [t for t in s.tasks if is_perplexity_metric(base_scores.get(t))]
 
 

@@ -9,6 +9,7 @@ from suite.analysis.gates.base import check
 from suite.analysis.gates.registry import register_gate
 from suite.analysis.gates.serving import judged
 from suite.analysis.summary import rate_unjudged
+from suite.records.benchmark import BenchmarkResult
 
 KEY = "tput.sustainable_rate.ratio"
 NAME = "min sustainable-rate gain"
@@ -18,9 +19,10 @@ def _unjudged(ctx, w) -> None:
     if w is not ctx.v and w.name in ctx.said:  # the baseline's once, not once per variant
         return
     ctx.said.add(w.name)
-    if w.benchmark.slo.steady is False:
+    slo = w.result(BenchmarkResult).slo
+    if slo.steady is False:
         ctx.bad(f"{w.name}: tput.sustainable_rate", "left out of the summary: the SLO search's deciding probe was a "
-                f"burst, not a sustained rate ({w.benchmark.slo.note}; needed by {NAME})",
+                f"burst, not a sustained rate ({slo.note}; needed by {NAME})",
                 "raise throughput.slo.max_num_prompts (or lower slo.max_rate) so that every probe lasts "
                 "slo.steady_windows request lifetimes, and rerun the benchmark")
     else:

@@ -24,7 +24,7 @@ class JobCall:
 
     stage: str
     variant_plan: object  # suite.plan.planner.VariantPlan, with what earlier stages decided passed on
-    variant_summary: object  # its suite.records.summary.VariantSummary as it stood when the job was sent
+    done: dict  # its earlier stages' results by stage name, as they stood when the job was sent
     run_dir: Path
     out_root: Path
     env: dict[str, str]
@@ -39,7 +39,7 @@ class JobCall:
         return cls(stage, *args, **kwargs, python=interpreter(stage))
 
     def run(self, extra_env: dict[str, str]) -> "StageOutcome":
-        return run_job(self.stage, self.variant_plan, self.variant_summary, self.run_dir, self.out_root,
+        return run_job(self.stage, self.variant_plan, self.done, self.run_dir, self.out_root,
                        {**self.env, **extra_env}, self.force, self.lock, self.python)
 
     def clean(self) -> None:

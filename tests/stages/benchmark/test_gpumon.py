@@ -11,6 +11,8 @@ import pytest
 from suite.outputs.gpu_series import gpu_series
 from suite.stages.benchmark import bottleneck, gpumon, host, labels
 from suite.records.benchmark import LoadPoint, ServerStats
+from suite.stages.registry import BENCHMARK
+from suite.records.summary import VariantSummary
 
 
 class FakeNVML:
@@ -276,14 +278,15 @@ def test_a_point_recorded_under_the_older_rule_is_shown_by_the_current_one(capsy
     assert labels.shown_label(fifth.points[0], {})[0] == "engine-cpu"  # recorded by the current rule: one label
     no_stats = res.points[0].model_copy(update={"server": None})
     assert labels.relabel(no_stats, {}) == ("seq-cap", res.points[0].bottleneck_reason)
-    print_load_points(SimpleNamespace(variants=[SimpleNamespace(name="fp8-static", benchmark=res, engine_args={})]))
+    print_load_points(SimpleNamespace(variants=[VariantSummary(name="fp8-static", is_baseline=False, model_path="m",
+                                                               stages={BENCHMARK: res})]))
     assert "engine-cpu (as run: seq-cap)" in capsys.readouterr().out
     # and the report: the same text, the current reason and the recorded one in its tooltip
     from conftest import make_summary
     from suite.outputs import report
 
     s = make_summary({"bf16": {}, "fp8-static": {}})
-    s.variants[1].benchmark = res
+    s.variants[1].stages[BENCHMARK] = res
     assert report.context(s, None)["bounds"]["fp8-static"][0] == (shown, why)
 
 

@@ -72,12 +72,12 @@ def test_throughput_only_run_on_random_weights(tiny_llama3, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     base, kv8 = s["variants"]
     assert not base["errors"] and not kv8["errors"]
-    assert base["evaluate"] is None and kv8["evaluate"] is None
-    assert base["benchmark"]["server_command"][base["benchmark"]["server_command"].index("--load-format") + 1] == "dummy"
-    assert kv8["quantize"]["kv_cache_scales"] == 4 and kv8["quantize"]["cache_hit"] is False
+    assert "evaluate" not in base["stages"] and "evaluate" not in kv8["stages"]
+    assert base["stages"]["benchmark"]["server_command"][base["stages"]["benchmark"]["server_command"].index("--load-format") + 1] == "dummy"
+    assert kv8["stages"]["quantize"]["kv_cache_scales"] == 4 and kv8["stages"]["quantize"]["cache_hit"] is False
     prov = json.loads((run_dir.parent / "checkpoints" / kv8["model_path"].split("/")[-1] / "provenance.json").read_text())
     assert prov["config"]["random_weights"] is True
     for v in (base, kv8):
-        (p,) = v["benchmark"]["points"]
+        (p,) = v["stages"]["benchmark"]["points"]
         assert p["ok"] and p["completed"] == 8 and v["metrics"]["tput.output_tok_s"] > 0
-    assert kv8["benchmark"]["kv_cache_tokens"] == 2 * base["benchmark"]["kv_cache_tokens"]
+    assert kv8["stages"]["benchmark"]["kv_cache_tokens"] == 2 * base["stages"]["benchmark"]["kv_cache_tokens"]

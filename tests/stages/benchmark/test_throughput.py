@@ -19,7 +19,7 @@ from suite.stages.benchmark import bottleneck, labels
 from suite.stages.benchmark import roofline
 from suite.stages.benchmark import slo
 from suite.stages.benchmark.stage import combine_repetitions
-from suite.records.benchmark import LoadPoint, ServerStats
+from suite.records.benchmark import LoadPoint, ServerStats, BenchmarkResult
 from suite.records.benchmark import SloSpec
 
 METRICS_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -418,6 +418,6 @@ def test_a_rate_above_the_saturated_capacity_is_decided_without_running():
     from suite.outputs.report import throughput_chart
 
     s = make_summary({"bf16": {"tput.output_tok_s": 17920.0}, "fp8": {"tput.output_tok_s": 17920.0}})
-    s.variants[0].benchmark.slo = r
+    s.variants[0].result(BenchmarkResult).slo = r
     svg = throughput_chart(s)
     assert "SLO probe 96" in svg and "SLO probe 112" in svg and "SLO probe 128" not in svg

@@ -12,6 +12,7 @@ import pytest
 from suite.records.evaluate import EngineConfig, EvaluateConfig, EvaluateResult, SequentialConfig, TaskRun
 from suite.runtime import sequential as seq
 from suite.stages.evaluate import looks
+from suite.stages.registry import EVALUATE
 
 SIZES = {"grp": {"grp_a": 60, "grp_b": 50}, "solo": {"solo": 80}}
 
@@ -125,7 +126,7 @@ def test_the_summary_metrics_of_the_looks(tmp_path):
 
     _, merged, scores, records = run_pair(tmp_path, lambda leaf, i: float(i % 2), {"grp": 0.3})
     ev = EvaluateResult(scores=scores, results_file="r", wall_s=1, engine_load_s=1, sequential=records)
-    m = variant_metrics(VariantSummary(name="v", is_baseline=False, model_path="/m", evaluate=ev), "max")
+    m = variant_metrics(VariantSummary(name="v", is_baseline=False, model_path="/m", stages={EVALUATE: ev}), "max")
     g = records["grp"]
     assert (m["seq.grp.looks_scored"], m["seq.grp.items_used"], m["seq.grp.items_saved"]) == (
         g.looks_scored, g.items_used, g.items_saved)
