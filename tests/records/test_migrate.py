@@ -101,8 +101,11 @@ def test_two_stages_with_one_result_type_are_named_not_guessed():
     ev = evaluation("/r")
     v = VariantSummary(name="a", is_baseline=True, model_path="/m", stages={EVALUATE: ev})
     assert v.result(EvaluateResult) is ev and v.result(KVCheckResult) is None
-    v.stages["evaluate-check-1"] = ev
-    with pytest.raises(ValueError, match="stages evaluate, evaluate-check-1 each hold a EvaluateResult"):
+    check = evaluation("/r")
+    v.stages["evaluate-served-check"] = check  # a checking stage's (StageSpec.check_of) is not the evaluation
+    assert v.result(EvaluateResult) is ev and v.check_result(EvaluateResult) is check
+    v.stages["another-evaluation"] = ev
+    with pytest.raises(ValueError, match="stages evaluate, another-evaluation each hold a EvaluateResult"):
         v.result(EvaluateResult)
 
 
