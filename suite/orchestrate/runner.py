@@ -93,7 +93,7 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
     refused = store_seal.check_compile_store(env)  # SUITE_MANIFEST_KEY: compile folders whose seal fails go
-    quantizes = any(vp.quantize for vp in plan.variants)
+    quantizes = plan.quantizes
     summary = rundir.opening_summary(loaded, plan, run_dir, resume is not None, now(), quantizes)
     if recipe_changed:
         summary.recipe_changed_on_resume = list(recipe_changed)

@@ -82,6 +82,11 @@ class Plan:
         evaluate, benchmark); ``dag`` has what each waits for and asks for."""
         return [(stage, v.variant.name) for stage in registry.run_order() for v in self.variants if v.config(stage)]
 
+    @property
+    def quantizes(self) -> bool:
+        """Whether a variant builds its checkpoint (the run then records the quantize environment's versions)."""
+        return any(v.config(QUANTIZE) is not None for v in self.variants)
+
 
 @dataclass
 class PlanContext:
