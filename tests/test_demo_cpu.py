@@ -197,7 +197,11 @@ def test_gate_exit_codes(demo_run, tmp_path):
     strict = tmp_path / "strict.yaml"
     strict.write_text("min_throughput_gain: 10.0\n")
     res = run_cli("gate", str(run_dir), "--policy", str(strict))
-    assert res.returncode == 1 and "FAILED fp8-kv: min throughput gain" in res.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    if any(v["metrics"].get("tput.stable") == 0.0 for v in summary["variants"]):  # a busy machine's repetitions
+        assert res.returncode == 3 and "unstable throughput point" in res.stdout, res.stdout  # disagree: no verdict
+    else:
+        assert res.returncode == 1 and "FAILED fp8-kv: min throughput gain" in res.stdout, res.stdout
 
 
 def test_no_server_left_behind(demo_run):
