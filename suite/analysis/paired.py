@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -95,6 +96,20 @@ class PairedComparison:
 MAX_GZ_ROW_CHARS = 16 << 20
 
 
+def samples_rows(samples_file: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, row) of each line of a samples_<task>.jsonl file, or of a gzipped file of the same rows (a name
+    ending in .gz, each of its lines bounded by MAX_GZ_ROW_CHARS: a decompression bomb is a ValueError naming the
+    line), read through the safe reader."""
+    packed = str(samples_file).endswith(".gz")
+    n = 0
+    with safeio.open_text(samples_file, "samples") as fh:
+        while line := (fh.readline(MAX_GZ_ROW_CHARS + 1) if packed else fh.readline()):
+            n += 1
+            if packed and len(line) > MAX_GZ_ROW_CHARS and not line.endswith("\n"):
+                raise ValueError(f"line {n}: a row longer than {MAX_GZ_ROW_CHARS} characters")
+            yield n, safeio.loads_json(line, samples_file, "samples", where=f"line {n}")
+
+
 def item_scores(samples_file: str | Path, metric: str) -> dict[tuple[str, int], float]:
     """{(subtask, doc_id): score} for one 'metric,filter' from a samples_<task>.jsonl file, or from a gzipped file of
     the same rows (a name ending in .gz: an archived run folder's ``evaluate/items.jsonl.gz``, whose rows keep only
@@ -103,21 +118,15 @@ def item_scores(samples_file: str | Path, metric: str) -> dict[tuple[str, int], 
     score, a gzipped line over MAX_GZ_ROW_CHARS: a decompression bomb) is a ValueError naming the file and line."""
     name, _, filt = metric.partition(",")
     scores = {}
-    packed = str(samples_file).endswith(".gz")
     n = 0
     try:
-        with safeio.open_text(samples_file, "samples") as fh:
-            while line := (fh.readline(MAX_GZ_ROW_CHARS + 1) if packed else fh.readline()):
-                n += 1
-                if packed and len(line) > MAX_GZ_ROW_CHARS and not line.endswith("\n"):
-                    raise ValueError(f"a row longer than {MAX_GZ_ROW_CHARS} characters")
-                row = safeio.loads_json(line, samples_file, "samples", where=f"line {n}")
-                if row.get("filter", "none") == (filt or "none") and name in row:
-                    scores[(row.get("task", ""), int(row["doc_id"]))] = float(row[name])
+        for n, row in samples_rows(samples_file):
+            if row.get("filter", "none") == (filt or "none") and name in row:
+                scores[(row.get("task", ""), int(row["doc_id"]))] = float(row[name])
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError) as e:
         if isinstance(e, FileNotFoundError):
             raise  # a file gone: the callers say which and what to do
-        where = f"line {n}: " if n else ""
+        where = f"line {n}: " if n and not str(e).startswith("line ") else ""
         raise ValueError(f"{samples_file}: {where}not a file of per-item records ({type(e).__name__}: {e})") from e
     return scores
 

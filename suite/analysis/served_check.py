@@ -21,9 +21,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from suite.analysis.paired import MAX_GZ_ROW_CHARS
+from suite.analysis.paired import samples_rows
 from suite.records.evaluate import EvaluateResult
-from suite.runtime import safeio
 
 CHECK_VERSION = 1
 # loglikelihoods may differ by this many nats and still agree (exact mode): float32 rounding between two prefill
@@ -35,19 +34,13 @@ TEXT_SHOWN = 80  # characters of an answer shown
 
 def _rows(path: str | Path, filt: str, keep: set | None = None) -> dict[tuple[str, int], dict]:
     """{(subtask, doc_id): row} of one samples file's rows for the filter ``filt`` (only the keys in ``keep``)."""
-    out, n = {}, 0
-    packed = str(path).endswith(".gz")  # an archived items file (suite.analysis.paired.item_scores): rows bounded
-    with safeio.open_text(path, "samples") as fh:
-        while line := (fh.readline(MAX_GZ_ROW_CHARS + 1) if packed else fh.readline()):
-            n += 1
-            if packed and len(line) > MAX_GZ_ROW_CHARS and not line.endswith("\n"):
-                raise ValueError(f"{path}: line {n}: a row longer than {MAX_GZ_ROW_CHARS} characters")
-            row = safeio.loads_json(line, path, "samples", where=f"line {n}")
-            if row.get("filter", "none") != filt:
-                continue
-            key = (str(row.get("task", "")), int(row["doc_id"]))
-            if keep is None or key in keep:
-                out[key] = row
+    out = {}
+    for _, row in samples_rows(path):
+        if row.get("filter", "none") != filt:
+            continue
+        key = (str(row.get("task", "")), int(row["doc_id"]))
+        if keep is None or key in keep:
+            out[key] = row
     return out
 
 

@@ -147,7 +147,7 @@ def test_item_scores_refuses_a_gzipped_row_too_long_to_be_an_items_row(tmp_path,
     bomb = tmp_path / "items.jsonl.gz"
     with gzip.open(bomb, "wt", encoding="utf-8") as fh:
         fh.write('{"task": "g", "doc_id": 0, "acc": 1.0}\n' + " " * 5000)
-    with pytest.raises(ValueError, match=r"items.jsonl.gz: line 2: .*a row longer than 1000 characters"):
+    with pytest.raises(ValueError, match=r"items.jsonl.gz: .*line 2: a row longer than 1000 characters"):
         item_scores(bomb, "acc")
     ok = tmp_path / "ok.jsonl.gz"
     with gzip.open(ok, "wt", encoding="utf-8") as fh:
