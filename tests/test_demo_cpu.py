@@ -114,11 +114,13 @@ def test_every_stage_process_left_where_its_time_went(demo_run):
     run_dir, s, _ = demo_run
     for v in s["variants"]:
         vdir = run_dir / "variants" / v["name"]
-        for stage in ("evaluate", "benchmark") + (("quantize",) if v.get("quantize") else ()):
+        results = v["stages"]
+        for stage in ("evaluate", "benchmark") + (("quantize",) if results.get("quantize") else ()):
             profile = json.loads((vdir / f"{stage}.stacks.json").read_text())
             assert profile["samples"] and profile["error"] is None, stage
             # sampled from before the stage's own clock starts to after it stops (imports, close): all of it
-            assert v[stage]["wall_s"] - 2 <= profile["samples"][-1][0] <= v[stage]["wall_s"] + 120, stage
+            wall = results[stage]["wall_s"]
+            assert wall - 2 <= profile["samples"][-1][0] <= wall + 120, stage
         log = (vdir / "evaluate.log").read_text()
         assert "where the stage's main thread was" in log
         rows = stacks.timeline(json.loads((vdir / "evaluate.stacks.json").read_text()), window_s=5)

@@ -81,7 +81,7 @@ def test_summary_warning_metric_and_gate(tmp_path):
     s = make_summary({"bf16": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5},
                       "fp8-kv": {"acc.suite_gsm8k": 0.5, "acc.suite_mmlu": 0.5}})
     v = s.variants[1]
-    v.kv_cache_dtype, v.kvcheck = "fp8", res
+    v.kv_cache_dtype, v.stages["kvcheck"] = "fp8", res
     v.metrics.update(variant_metrics(v, "max"))
     assert v.metrics["kv.flagged_layers"] == 1.0 and v.metrics["time.kvcheck_s"] == 2.0
     assert "layer(s) 0" in kv_warnings(v)[0] and "unit" in kv_warnings(v)[0]
