@@ -53,12 +53,30 @@ def _body(entry: Path, stage: str, key: str) -> dict:
     return {"format": FORMAT, "stage": stage, "key": key, "files": files}
 
 
+def _write_seal(path: Path, body: dict, secret: str) -> None:
+    path.write_text(json.dumps({**body, "hmac": sign(body, secret)}, sort_keys=True) + "\n")
+
+
+def _seal_problem(path: Path, body_of, secret: str, changed: str, unsealed: str) -> str | None:
+    """Why the seal at ``path`` does not vouch for ``body_of()`` (what it should sign, computed only when there is a
+    seal to check), or None when it does."""
+    try:
+        data = safeio.read_json(path, "manifest")
+        if isinstance(data, dict) and isinstance(data.get("hmac"), str) and hmac.compare_digest(
+                data["hmac"], sign(body_of(), secret)):
+            return None
+        return f"its seal does not match: {changed}, or it was sealed with another key"
+    except FileNotFoundError:
+        return f"it carries no seal ({path.name}): {unsealed}"
+    except (OSError, ValueError, RecursionError, SuiteError) as e:
+        return f"its seal cannot be read ({e.problems[0].message if isinstance(e, SuiteError) else e})"
+
+
 def seal(entry: Path, stage: str, key: str) -> None:
     """Write the entry's seal (the folder as it will be stored, before its rename), when the key is set."""
     secret = os.environ.get(KEY_ENV)
     if secret:
-        body = _body(entry, stage, key)
-        (Path(entry) / SEAL).write_text(json.dumps({**body, "hmac": sign(body, secret)}, sort_keys=True) + "\n")
+        _write_seal(Path(entry) / SEAL, _body(entry, stage, key), secret)
 
 
 def refusal(entry: Path, stage: str, key: str) -> str | None:
@@ -66,17 +84,8 @@ def refusal(entry: Path, stage: str, key: str) -> str | None:
     secret = os.environ.get(KEY_ENV)
     if not secret:
         return None
-    why = None
-    try:
-        data = safeio.read_json(Path(entry) / SEAL, "manifest")
-        expected = sign(_body(entry, stage, key), secret)
-        if not (isinstance(data, dict) and isinstance(data.get("hmac"), str)
-                and hmac.compare_digest(data["hmac"], expected)):
-            why = "its seal does not match: the entry changed since it was stored, or was sealed with another key"
-    except FileNotFoundError:
-        why = f"it carries no seal ({SEAL}): it was stored without {KEY_ENV}"
-    except (OSError, ValueError, RecursionError, SuiteError) as e:
-        why = f"its seal cannot be read ({e.problems[0].message if isinstance(e, SuiteError) else e})"
+    why = _seal_problem(Path(entry) / SEAL, lambda: _body(entry, stage, key), secret,
+                        "the entry changed since it was stored", f"it was stored without {KEY_ENV}")
     if why is None:
         return None
     line = f"store entry {entry} not reused: {why}; the job runs again and its result replaces the entry"
@@ -117,16 +126,8 @@ def check_compile_store(env) -> list[str]:
         return []
     lines = []
     for folder in _compile_folders(env):
-        try:
-            data = safeio.read_json(folder / COMPILE_SEAL, "manifest")
-            ok = isinstance(data, dict) and isinstance(data.get("hmac"), str) and hmac.compare_digest(
-                data["hmac"], sign(_tree_body(folder), secret))
-            why = None if ok else "its seal does not match (changed since it was sealed, or sealed with another key)"
-        except FileNotFoundError:
-            why = f"it carries no seal ({COMPILE_SEAL}): it was filled without {KEY_ENV}"
-        except (OSError, ValueError, RecursionError, SuiteError) as e:
-            why = f"its seal cannot be read ({e.problems[0].message if isinstance(e, SuiteError) else e})"
-        if why:
+        if why := _seal_problem(folder / COMPILE_SEAL, lambda f=folder: _tree_body(f), secret,
+                                "the folder changed since it was sealed", f"it was filled without {KEY_ENV}"):
             shutil.rmtree(folder, ignore_errors=True)
             lines.append(f"compile store folder {folder} deleted: {why}; its configuration starts cold")
             log.warning(lines[-1])
@@ -141,6 +142,5 @@ def seal_compile_store(env) -> int:
         return 0
     folders = _compile_folders(env)
     for folder in folders:
-        body = _tree_body(folder)
-        (folder / COMPILE_SEAL).write_text(json.dumps({**body, "hmac": sign(body, secret)}, sort_keys=True) + "\n")
+        _write_seal(folder / COMPILE_SEAL, _tree_body(folder), secret)
     return len(folders)
