@@ -5,7 +5,7 @@ Guarantees (Linux):
   = SIGKILL: when the process that started it dies, even by ``kill -9``, the kernel kills it. (The
   signal follows the death of the *thread* that called fork: spawn from a thread that outlives the
   child, in practice the main thread.)
-- ``supervised`` starts a command under ``python -m suite.runtime.procs supervise``: a small process that is a
+- ``supervised`` starts a command under ``python -m suite.runtime.supervisor``: a small process that is a
   child subreaper (``PR_SET_CHILD_SUBREAPER``: every orphan of the tree, double-forked daemons and
   ``setsid`` escapees included, is reparented to it), gets SIGTERM when its parent dies, and then —
   or when the command ends — kills every process left in the tree before it exits with the
@@ -83,7 +83,7 @@ def supervised(cmd: list[str], *, stdout=None, env: dict[str, str] | None = None
     sup_env = dict(env if env is not None else os.environ)
     repo = str(Path(__file__).resolve().parents[2])
     sup_env["PYTHONPATH"] = repo + (os.pathsep + sup_env["PYTHONPATH"] if sup_env.get("PYTHONPATH") else "")
-    return subprocess.Popen([python, "-m", "suite.runtime.procs", "supervise", "--", *cmd], stdout=stdout,
+    return subprocess.Popen([python, "-m", "suite.runtime.supervisor", "--", *cmd], stdout=stdout,
                             stderr=subprocess.STDOUT if stdout is not None else None, stdin=subprocess.DEVNULL,
                             env=sup_env, cwd=cwd, preexec_fn=_preexec(True, os.getpid(), signal.SIGTERM))
 
@@ -196,8 +196,11 @@ def _name(p) -> str:
 
 
 def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:
-    """SIGKILL a process group (the sandbox's programs) until it is empty (a forking program can add members
-    while we kill); the leader is reaped first so that its zombie does not keep the group alive."""
+    """SIGKILL a process group (the sandbox's programs) until no member runs (a forking program can add members
+    while we kill); the leader is reaped first so that its zombie does not keep the group alive. Members left as
+    zombies end the wait: they are someone else's to reap (an orphan's is the nearest subreaper's, which for a stage
+    is its supervisor, or init's), and a signal reaches a zombie without effect, so waiting for the group to empty
+    would spin through every attempt (10 ms each) on every check, for nothing."""
     for i in range(attempts):
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -205,6 +208,8 @@ def kill_group(proc: subprocess.Popen, attempts: int = 200) -> None:
             return
         if i == 0:
             proc.wait()
+        elif not any(_alive(p) for p in _group_members(proc.pid)):
+            return
         else:
             time.sleep(0.01)
 
@@ -328,68 +333,3 @@ def listeners(port: int) -> list[int]:
 
 
 # ------------------------------------------------------------------ the supervisor process
-
-
-def _supervise(cmd: list[str]) -> int:
-    import psutil
-
-    parent = os.getppid()
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    me = psutil.Process()
-    child: subprocess.Popen | None = None
-
-    def kill_tree() -> None:
-        for _ in range(50):
-            kids = [p for p in me.children(recursive=True) if _alive(p)]
-            if not kids:
-                break
-            for p in kids:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-            psutil.wait_procs(kids, timeout=1.0)
-        while True:  # reap the orphans handed to us
-            try:
-                if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                    break
-            except ChildProcessError:
-                break
-
-    def on_signal(signum, _frame):
-        kill_tree()
-        os._exit(128 + signum)
-
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, on_signal)
-    if os.getppid() != parent:
-        return 137
-    child = subprocess.Popen(cmd, preexec_fn=_preexec(False, os.getpid(), signal.SIGKILL))
-    while True:
-        try:
-            rc = child.wait(timeout=0.5)
-            break
-        except subprocess.TimeoutExpired:
-            if os.getppid() != parent:  # belt and braces: PDEATHSIG should have told us already
-                kill_tree()
-                return 137
-    kill_tree()  # what the command left behind (an engine core, a server, a daemon) goes with it
-    if rc < 0:  # end the way the command did, so the caller sees the same status (no core file)
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        try:
-            signal.signal(-rc, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-        os.kill(os.getpid(), -rc)
-        time.sleep(1)
-        return 128 - rc
-    return rc
-
-
-if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "supervise" and sys.argv[2] == "--":
-        sys.exit(_supervise(sys.argv[3:]))
-    print("usage: python -m suite.runtime.procs supervise -- CMD...", file=sys.stderr)
-    sys.exit(2)

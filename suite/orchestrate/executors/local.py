@@ -134,7 +134,7 @@ class LocalExecutor(Executor):
 
         for child in psutil.Process().children():
             try:
-                if "suite.runtime.procs" in " ".join(child.cmdline()):
+                if "suite.runtime.supervisor" in " ".join(child.cmdline()):
                     procs.stop(child.pid, grace_s=10)
             except psutil.Error:
                 continue
