@@ -201,7 +201,7 @@ class JobLoop:
         folder's result: 'resumed'; a shared store's: 'cached'), skipped, or sent to the executor with the variant's
         plan as it runs it (jobs.ready_plan: what a prerequisite stage chose passed on). Whether anything moved."""
         progressed = False
-        for job in [j for j in self.pending if all(d in self.state for d in j.deps)]:
+        for job in self.executor.order([j for j in self.pending if all(d in self.state for d in j.deps)]):
             vs = self.by_name[job.variant]
             failed_dep = next((d for d in job.deps if self.state[d] != "ok"), None)
             if not failed_dep and not vs.errors and (found := self.looked_up(job, vs)).result is not None:
