@@ -3,7 +3,9 @@
 On a terminal the counts go into the live display (``LiveDisplay``: a bar per job with done/total once the stage
 wrote a count, and a table of the running and queued jobs); in a log file (not a terminal)
 each job's count is a line of its own, at most one per ``LOG_EVERY_S`` seconds per job (the first count of each
-phase at once), e.g. ``12:03:05 evaluate  fp8-kv    lm-eval generate_until 640/1319``.
+phase at once), e.g. ``12:03:05 evaluate  fp8-kv    lm-eval generate_until 640/1319``. When a job's result scores its
+variant, each task's headline score is a line of its own the moment the result lands (``score_line``), on a terminal
+too: the first number does not wait for the closing table.
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ class Talk:
     def ended(self, key: tuple[str, str]) -> None:
         self.latest.pop(key, None)
         self._logged.pop(key, None)
+
+
+def score_line(stage: str, variant: str, score) -> str:
+    """One headline score of a job that just ended, as recorded in its result (``records.evaluate.TaskScore``), e.g.
+    ``12:04:10 evaluate  bf16      suite_gsm8k exact_match,strict-match 0.3750 ± 0.1830 (n=8)``."""
+    spread = f" ± {score.stderr:.4f}" if score.stderr is not None else ""
+    n = f" (n={score.n})" if score.n is not None else ""
+    return f"{time.strftime('%H:%M:%S')} {stage:<9} {variant}  {score.task} {score.metric} {score.value:.4f}{spread}{n}"
 
 
 def gate_line(run) -> str | None:
@@ -120,6 +130,9 @@ class LiveDisplay:
             self._run_event(event, where)
         elif event == "progress":  # a count the stage wrote (suite.orchestrate.progress)
             self._count(key, label, where)
+        elif event == "scores":  # a job's result landed: its headline scores, a line each, terminal or log alike
+            for score in where:
+                self.console.print(score_line(stage, variant, score), markup=False, highlight=False, soft_wrap=True)
         else:
             if not self.console.is_terminal:  # a log file: rich draws nothing live there, so one line per event
                 self.console.print(f"{time.strftime('%H:%M:%S')} {label} {event}" + (f" on {where}" if where else ""),

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 # where the job runs (the executor's placement: "GPU 0 (0.25)", "CPU", a Ray node). ("run", "", "note", line): a line
 # to show as it is (a baseline reused from the store). Also ("run", "", "started",
 # run folder) once plan.json is written, before any job, and (stage, variant, "progress", StageProgress) while a
-# job runs (suite.orchestrate.progress: the counts its stage process writes)
+# job runs (suite.orchestrate.progress: the counts its stage process writes), and (stage, variant, "scores",
+# [TaskScore]) right after the 'ok' / 'cached' / 'resumed' of a job whose result scores the variant
 Reporter = Callable[..., None]
 Watcher = Callable[[list, list], None]  # (running [(Job, placement)], queued [Job]): on every pass of the job loop
 
@@ -201,7 +202,7 @@ class JobLoop:
         folder's result: 'resumed'; a shared store's: 'cached'), skipped, or sent to the executor with the variant's
         plan as it runs it (jobs.ready_plan: what a prerequisite stage chose passed on). Whether anything moved."""
         progressed = False
-        for job in [j for j in self.pending if all(d in self.state for d in j.deps)]:
+        for job in self.executor.order([j for j in self.pending if all(d in self.state for d in j.deps)]):
             vs = self.by_name[job.variant]
             failed_dep = next((d for d in job.deps if self.state[d] != "ok"), None)
             if not failed_dep and not vs.errors and (found := self.looked_up(job, vs)).result is not None:
@@ -240,6 +241,7 @@ class JobLoop:
             self.summary.warnings += jobs.checkpoint_note(self.earlier.pop(job.id), found.result, job.variant,
                                                           self.plan)
         self.settle(job, "ok", "resumed" if found.where == "run" else "cached")
+        self.tell_scores(job, found.result)
         if note := jobs.reuse_note(job.stage, found, vs, self.env):
             self.report("run", "", "note", note)
 
@@ -264,6 +266,14 @@ class JobLoop:
                                                           self.plan)
         self.state[job.id] = "ok"
         self.report(job.stage, job.variant, "cached" if getattr(outcome.result, "cache_hit", False) else "ok")
+        self.tell_scores(job, outcome.result)
+
+    def tell_scores(self, job, result) -> None:
+        """The scores a result gives its variant (an evaluation's, a served benchmark's), reported the moment it
+        lands (event 'scores'), so that the first number is seen when its job ends, not at the run's end."""
+        evaluation = results.evaluation_of(job.stage, result, self.plans[job.variant])
+        if evaluation is not None and evaluation.scores:
+            self.report(job.stage, job.variant, "scores", list(evaluation.scores))
 
 
 def refused_at_start(pending: list, expected: dict, executor) -> list[tuple]:

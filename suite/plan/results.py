@@ -53,8 +53,18 @@ def record(vs, stage: str, result, vp=None) -> None:
         vs.engine_checks[label] = result
         return
     vs.stages[stage] = result
-    if stage != EVALUATE and isinstance(served := getattr(result, EVALUATE, None), EvaluateResult):
+    if stage != EVALUATE and (served := evaluation_of(stage, result, vp)) is not None:
         vs.stages[EVALUATE] = served
+
+
+def evaluation_of(stage: str, result, vp=None) -> EvaluateResult | None:
+    """The evaluation a stage's result gives its variant: an evaluation's own, the one a served benchmark carries;
+    None for any other result and for an eval.engine_check's (``vp.check_label(stage)``: not the variant's scores)."""
+    if vp is not None and vp.check_label(stage) is not None:
+        return None
+    if isinstance(result, EvaluateResult):
+        return result
+    return served if isinstance(served := getattr(result, EVALUATE, None), EvaluateResult) else None
 
 
 class CheckLabels:

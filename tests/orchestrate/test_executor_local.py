@@ -122,6 +122,16 @@ def test_without_gpus_one_job_at_a_time_and_no_cuda_visible_devices():
     assert not any(overlap(a, b) for i, a in enumerate(log) for b in log[i + 1:])
 
 
+def test_without_gpus_ready_measurements_go_before_a_checkpoint_build_and_with_gpus_the_dag_order_stays():
+    """One job at a time: the order cannot change the total, so the first number should come first; with GPUs the
+    checkpoint's build goes first (what waits for it can then share the machine)."""
+    ready = [Job("quantize", "fp8"), Job("evaluate", "bf16"), Job("benchmark", "bf16", resources=Resources(exclusive=True))]
+    on_cpu = LocalExecutor(ExecutorSpec(), gpus=[]).order(ready)
+    assert [j.id for j in on_cpu] == ["evaluate:bf16", "benchmark:bf16", "quantize:fp8"]
+    assert LocalExecutor(ExecutorSpec(), gpus=["0"]).order(ready) == ready
+    assert [j.id for j in LocalExecutor(ExecutorSpec(), gpus=[]).order(ready[:1])] == ["quantize:fp8"]  # alone: it runs
+
+
 def test_a_job_asking_for_more_gpus_than_there_are_never_fits():
     ex = LocalExecutor(ExecutorSpec(), gpus=["0"])
     why = ex.never_fits(Job("evaluate", "big", resources=Resources(gpus=2)))

@@ -203,3 +203,52 @@ def test_load_run_reads_a_recorded_run_folder():
     run = suite.load_run(ROOT / "studies" / "2026-12-01-four-variants-gpu-sharing" / "results" / "h200-4variants-20261201")
     variants = run.variants()
     assert len(variants) >= 2 and variants["is_baseline"].sum() == 1
+
+
+STUDY_RESULT = ROOT / "studies" / "2026-12-01-four-variants-gpu-sharing" / "results" / "h200-4variants-20261204" / \
+    "bf16.evaluate.result.json"
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_an_evaluations_scores_are_a_line_each_as_recorded(terminal):
+    """A real evaluate result (the H200 study's baseline): each task's headline score, ± its stderr and n, printed the
+    way the result holds it, on a terminal (above the live display) and in a log alike."""
+    import io
+
+    from rich.console import Console
+
+    from suite.records.evaluate import EvaluateResult
+
+    result = EvaluateResult.read(STUDY_RESULT)
+    display = _live_display([])
+    display.console = Console(file=io.StringIO(), force_terminal=terminal, width=200, color_system=None)
+    display.report("evaluate", "bf16", "scores", result.scores)
+    lines = display.console.file.getvalue().splitlines()
+    assert len(lines) == len(result.scores) == 4
+    for line, sc in zip(lines, result.scores):
+        assert re.fullmatch(r"\d\d:\d\d:\d\d evaluate  bf16  .*", line), line
+        assert line.endswith(f"{sc.task} {sc.metric} {sc.value:.4f} ± {sc.stderr:.4f} (n={sc.n})"), line
+    gsm8k = next(ln for ln in lines if "suite_gsm8k" in ln)
+    assert gsm8k.endswith("suite_gsm8k exact_match,strict-match 0.1198 ± 0.0089 (n=1319)"), gsm8k
+
+
+def test_the_first_number_is_the_baselines_score_printed_before_the_checkpoint_is_built(tmp_path, demo_recipe_copy,
+                                                                                        monkeypatch, capsys):
+    """On a machine without GPUs (one job at a time) the baseline's evaluation runs before the variant's quantize, and
+    its scores are printed the moment its result lands, as its result file in the run folder holds them."""
+    from suite.records.evaluate import EvaluateResult
+
+    stand_in_stages(tmp_path, monkeypatch)
+    rc = cli.main(["run", str(demo_recipe_copy(executor={"gpus": []})), "--no-track"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    lines = err.splitlines()
+    run_dir = Path(next(ln for ln in lines if ln.startswith("run folder: ")).split(": ", 1)[1])
+    scored = EvaluateResult.read(run_dir / "variants" / "bf16" / "evaluate.result.json").scores[0]
+    events = [(i, ln) for i, ln in enumerate(lines) if re.match(r"\d\d:\d\d:\d\d ", ln)]
+    first = next(i for i, ln in events if ln.endswith(" bf16 start on CPU") or ln.endswith(" fp8-kv start on CPU"))
+    assert lines[first].split()[1:] == ["evaluate", "bf16", "start", "on", "CPU"], err
+    ok = next(i for i, ln in events if ln.split()[1:] == ["evaluate", "bf16", "ok"])
+    quantize = next(i for i, ln in events if ln.split()[1:] == ["quantize", "fp8-kv", "start", "on", "CPU"])
+    assert ok + 1 < quantize, err
+    assert lines[ok + 1].endswith(f"evaluate  bf16  {scored.task} {scored.metric} {scored.value:.4f} (n={scored.n})"), err

@@ -165,7 +165,8 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
     loaded = load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None))
     first = execute(loaded, report=lambda *e: events.append(e), track=False)
     assert [v.errors != [] for v in first.variants] == [False, True]
-    assert calls.read_text().split("\n")[:-1] == ["quantize fp8-kv", "evaluate bf16", "evaluate fp8-kv"]
+    # one job at a time (no GPU here): the baseline's evaluation before the checkpoint's build (LocalExecutor.order)
+    assert calls.read_text().split("\n")[:-1] == ["evaluate bf16", "quantize fp8-kv", "evaluate fp8-kv"]
 
     fail_flag.unlink()
     calls.write_text("")
@@ -176,8 +177,11 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
     resumed = execute(again, report=lambda *e: events.append(e), track=False, resume=run_dir)
     assert calls.read_text() == "evaluate fp8-kv\n"
     assert events[0] == ("run", "", "started", str(run_dir))  # the run's own event, before any job
-    assert [e for e in events[1:] if e[2] != "start"] == [("quantize", "fp8-kv", "resumed"), ("evaluate", "bf16", "resumed"),
-                                                      ("evaluate", "fp8-kv", "ok")]
+    assert [e[:3] for e in events[1:] if e[2] != "start"] == [
+        ("evaluate", "bf16", "resumed"), ("evaluate", "bf16", "scores"), ("quantize", "fp8-kv", "resumed"),
+        ("evaluate", "fp8-kv", "ok"), ("evaluate", "fp8-kv", "scores")]  # each evaluation's scores as it lands
+    assert next(e[3] for e in events if e[:3] == ("evaluate", "fp8-kv", "scores")) == \
+        EvaluateResult.read(run_dir / "variants" / "fp8-kv" / "evaluate.result.json").scores
     assert resumed.run_dir == first.run_dir and all(not v.errors for v in resumed.variants)
     assert resumed.variants[1].metrics["acc.suite_mmlu.delta"] == 0.0
     assert resumed.stage_wall_s["quantize"] == 3.0  # the kept result's own time
@@ -329,7 +333,7 @@ def test_resume_redoes_the_results_of_a_base_model_rewritten_between_the_attempt
     (model / "model.safetensors").write_bytes(b"b" * 4096)
     calls.write_text("")
     resumed = execute(load_run_recipe(run_dir), track=False, resume=run_dir)
-    assert calls.read_text().split("\n")[:-1] == ["quantize fp8-kv", "evaluate bf16"]
+    assert calls.read_text().split("\n")[:-1] == ["evaluate bf16", "quantize fp8-kv"]  # no GPU: the measurement first
     assert "bf16: its evaluate result's content key changed since the run began: it runs again" in resumed.warnings
     assert (run_dir / "variants" / "bf16" / "evaluate.result.stale-key.json").is_file()
     calls.write_text("")

@@ -94,6 +94,11 @@ class Executor:
         """Why ``job`` can never run here (it asks for more than there is), else None."""
         return None
 
+    def order(self, ready: list["Job"]) -> list["Job"]:
+        """The order in which the runner offers the jobs that are ready now: as the DAG lists them (a checkpoint's
+        build first: the jobs waiting for it can then share the machine with the others)."""
+        return ready
+
     def submit(self, job: "Job", call: JobCall) -> bool:
         raise NotImplementedError
 

@@ -21,6 +21,7 @@ from suite.orchestrate.executors.base import Executor, Finished, JobCall
 from suite.recipe.executor import ExecutorSpec
 from suite.orchestrate.stageproc import StageOutcome
 from suite.runtime import procs
+from suite.stages.registry import STAGES
 
 EPS = 1e-6
 # Engines sharing a GPU start at once: each has a KV cache of fixed size (EngineConfig.gpu_share,
@@ -79,6 +80,15 @@ class LocalExecutor(Executor):
             return (f"{job.id} asks for {job.resources.gpus} GPUs (tensor x pipeline parallel size) and this run has "
                     f"{len(self.gpus)} ({', '.join(self.gpus)})")
         return None
+
+    def order(self, ready: list) -> list:
+        """Without GPUs one job runs at a time, so the order of the ready jobs cannot change the run's total: the
+        jobs that measure (a score, a throughput) go before those that only build a checkpoint, so that the first
+        number comes as early as it can (the baseline's evaluation before the variant's quantize). With GPUs the
+        DAG's order (``Executor.order``)."""
+        if self.gpus:
+            return ready
+        return sorted(ready, key=lambda job: job.stage in STAGES and STAGES[job.stage].builds_checkpoint)
 
     def _take(self, r) -> list[tuple[str, float]] | None:
         """The (GPU, share) a job with resources ``r`` gets now, [] for no GPU, None when it does not fit yet."""
