@@ -62,8 +62,9 @@ def evaluation_of(stage: str, result, vp=None) -> EvaluateResult | None:
     None for any other result and for an eval.engine_check's (``vp.check_label(stage)``: not the variant's scores)."""
     if vp is not None and vp.check_label(stage) is not None:
         return None
-    if isinstance(result, EvaluateResult):
-        return result
+    if stage == EVALUATE:
+        return result if isinstance(result, EvaluateResult) else None
+    # a check stage's evaluation (the served check's first items) is not the variant's: only a result that carries one
     return served if isinstance(served := getattr(result, EVALUATE, None), EvaluateResult) else None
 
 

@@ -154,3 +154,21 @@ def test_a_checks_records_gone_or_changed_are_bad_input(tmp_path):
     warnings = add_served_check(s.variants, metric_name)
     assert any("fp8: no served check: a samples file cannot be read" in w for w in warnings), warnings
     assert _gate(s).outcome == "bad input"
+
+
+def test_the_checks_evaluation_is_never_filed_as_the_variants():
+    # the served check's result is an EvaluateResult of the first items only: filed under its own stage, it must not
+    # replace the variant's evaluation (what its gates judge), nor be reported as the variant's scores
+    from suite.plan.results import evaluation_of, record
+    from suite.records.summary import VariantSummary
+    from suite.stages.registry import EVALUATE
+
+    main = EvaluateResult(scores=[TaskScore(task=TASK, metric="exact_match,strict-match", value=0.25, n=1319)],
+                          results_file="r.json", wall_s=1, engine_load_s=1)
+    check = EvaluateResult(scores=[TaskScore(task=TASK, metric="exact_match,strict-match", value=1.0, n=20)],
+                           results_file="c.json", wall_s=1, engine_load_s=1)
+    vs = VariantSummary(name="fp8", is_baseline=False, model_path="m")
+    record(vs, EVALUATE, main)
+    record(vs, SERVED_CHECK, check)
+    assert vs.stages[EVALUATE] is main and vs.stages[SERVED_CHECK] is check
+    assert evaluation_of(SERVED_CHECK, check) is None and evaluation_of(EVALUATE, main) is main
