@@ -91,6 +91,10 @@ def demo_recipe_copy(tmp_path):
 
     def write(**changes) -> Path:
         d = yaml.safe_load(yaml.safe_dump(data))
+        if changes.get("eval__engine") == "served" and "eval__loglikelihood" not in changes:
+            # the demo scores MMLU/C-Eval grouped, which lm-eval's served model cannot (a recipe error): a served copy
+            # scores one request per choice, as a served recipe must
+            d["eval"].pop("loglikelihood", None)
         for dotted, value in changes.items():
             node = d
             *parents, leaf = dotted.split("__")
