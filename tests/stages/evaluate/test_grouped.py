@@ -68,8 +68,10 @@ def test_the_default_is_lm_evals_own_path_and_grouped_needs_the_in_process_engin
 def test_the_plan_carries_it_and_only_grouped_changes_the_cache_key(demo_recipe_copy, tmp_path):
     plan = make_plan(load_recipe(demo_recipe_copy(eval__loglikelihood="grouped")), tmp_path / "run")
     assert {vp.evaluate.loglikelihood for vp in plan.variants} == {"grouped"}
-    plan = make_plan(load_recipe(demo_recipe_copy()), tmp_path / "run2")
+    plan = make_plan(load_recipe(demo_recipe_copy(eval__loglikelihood="per_request")), tmp_path / "run2")
     assert {vp.evaluate.loglikelihood for vp in plan.variants} == {"per_request"}
+    # the field's default (the demo sets grouped)
+    assert EvalSpec().loglikelihood == "per_request"
 
     # data_dir: a folder nothing writes to while the tests run (the repository's root changed under an earlier run)
     cfg = EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_mmlu")],
