@@ -100,9 +100,9 @@ def test_resuming_a_finished_run_reruns_nothing(demo_recipe_copy, tmp_path, monk
     """On the CPU build the version probe said vllm None while the stages recorded 0.32.0+cpu: every resume set
     every evaluation aside as 'made with other versions' and ran it again."""
     _, calls = stand_in(tmp_path, monkeypatch)
-    assert cli.main(["run", str(accuracy_only(demo_recipe_copy)), "--no-track"]) == 0
+    assert cli.main(["run", str(accuracy_only(demo_recipe_copy, executor={"gpus": []})), "--no-track"]) == 0
     run_dir = Path(capsys.readouterr().out.split("run folder: ")[1].split()[0])
-    # no GPU: the baseline's evaluation before the checkpoint's build (LocalExecutor.order)
+    # no GPU (executor.gpus []): the baseline's evaluation before the checkpoint's build (LocalExecutor.order)
     assert calls.read_text().split() == ["evaluate", "bf16", "quantize", "fp8-kv", "evaluate", "fp8-kv"]
     jobs_before = json.loads((run_dir / "jobs.json").read_text())["jobs"]
     calls.write_text("")

@@ -162,10 +162,11 @@ def test_resume_keeps_finished_stages_and_runs_the_rest(demo_recipe_copy, tmp_pa
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)
     monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
     events = []
-    loaded = load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None))
+    # executor.gpus []: one job at a time, as on a machine without GPUs, whatever this one has
+    loaded = load_recipe(demo_recipe_copy(throughput=None, gates__min_throughput_gain=None, executor={"gpus": []}))
     first = execute(loaded, report=lambda *e: events.append(e), track=False)
     assert [v.errors != [] for v in first.variants] == [False, True]
-    # one job at a time (no GPU here): the baseline's evaluation before the checkpoint's build (LocalExecutor.order)
+    # one job at a time (no GPU): the baseline's evaluation before the checkpoint's build (LocalExecutor.order)
     assert calls.read_text().split("\n")[:-1] == ["evaluate bf16", "quantize fp8-kv", "evaluate fp8-kv"]
 
     fail_flag.unlink()
@@ -328,7 +329,7 @@ def test_resume_redoes_the_results_of_a_base_model_rewritten_between_the_attempt
     monkeypatch.setenv(SERVE_PYTHON_ENV, script)
     monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
     first = execute(load_recipe(demo_recipe_copy(model__id=str(model), throughput=None,
-                                                 gates__min_throughput_gain=None)), track=False)
+                                                 gates__min_throughput_gain=None, executor={"gpus": []})), track=False)
     run_dir = Path(first.run_dir)
     (model / "model.safetensors").write_bytes(b"b" * 4096)
     calls.write_text("")

@@ -70,6 +70,7 @@ def preflight_tokenizers(variants) -> list[str]:
 
 
 def run(variants) -> list[str]:
-    """The whole pre-flight, once every checkpoint exists and before any evaluation: tokenizers against
-    the baseline's, then FP8 KV caches on models whose k/v biases stand out (suite.runtime.kvbias)."""
+    """The whole pre-flight, once every checkpoint exists (before the evaluations that wait for one; without GPUs the
+    baseline's may have run already, LocalExecutor.order): tokenizers against the baseline's, then FP8 KV caches on
+    models whose k/v biases stand out (suite.runtime.kvbias). Warnings only."""
     return preflight_tokenizers(variants) + preflight_kv(variants)
