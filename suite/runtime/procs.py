@@ -330,6 +330,3 @@ def listeners(port: int) -> list[int]:
         return []
     return sorted({c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
                    and c.pid})
-
-
-# ------------------------------------------------------------------ the supervisor process

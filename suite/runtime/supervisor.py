@@ -16,10 +16,10 @@ import time
 from suite.runtime.procs import PR_SET_CHILD_SUBREAPER, _alive, _preexec, _prctl
 
 
-def _reap_orphans(keep: int) -> None:
-    """Reap the orphans handed to the supervisor that have ended (a code check's program, a server's helper), not
-    the command ``keep`` (Popen reaps that one): a zombie left here until the stage ends is a pid held and a
-    process group that still answers signals."""
+def _reap_orphans(keep: int | None = None) -> None:
+    """Reap the children that have ended (the orphans handed to the supervisor: a code check's program, a server's
+    helper), not the command ``keep`` while it runs (Popen reaps that one): a zombie left here until the stage ends
+    is a pid held and a process group that still answers signals."""
     while True:
         try:
             info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -53,12 +53,7 @@ def supervise(cmd: list[str]) -> int:
                 except psutil.Error:
                     pass
             psutil.wait_procs(kids, timeout=1.0)
-        while True:  # reap the orphans handed to us
-            try:
-                if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                    break
-            except ChildProcessError:
-                break
+        _reap_orphans()
 
     def on_signal(signum, _frame):
         kill_tree()
