@@ -18,10 +18,10 @@ import threading
 import time
 
 from suite.orchestrate.executors.base import Executor, Finished, JobCall
+from suite.orchestrate.jobs import builds_checkpoint
 from suite.recipe.executor import ExecutorSpec
 from suite.orchestrate.stageproc import StageOutcome
 from suite.runtime import procs
-from suite.stages.registry import STAGES
 
 EPS = 1e-6
 # Engines sharing a GPU start at once: each has a KV cache of fixed size (EngineConfig.gpu_share,
@@ -88,7 +88,7 @@ class LocalExecutor(Executor):
         DAG's order (``Executor.order``)."""
         if self.gpus:
             return ready
-        return sorted(ready, key=lambda job: job.stage in STAGES and STAGES[job.stage].builds_checkpoint)
+        return sorted(ready, key=lambda job: builds_checkpoint(job.stage))
 
     def _take(self, r) -> list[tuple[str, float]] | None:
         """The (GPU, share) a job with resources ``r`` gets now, [] for no GPU, None when it does not fit yet."""
