@@ -2,7 +2,7 @@
 
 A code check's program is an orphan once its tests' process exits; under a stage's supervisor (a child subreaper)
 it is the supervisor's to reap. kill_group used to wait for the group to empty, so a zombie member held it for all
-its attempts (2 s a check: 330 s of one GPU evaluation's 591 s went there). These tests build the real situation
+its attempts (2 s a check, 164 of them in a HumanEval evaluation). These tests build the real situation
 with real processes: a subreaper that does not reap, and the supervisor that now does."""
 
 from __future__ import annotations
