@@ -74,6 +74,20 @@ def test_a_folder_changed_after_its_seal_is_deleted_with_one_line(tmp_path, key,
         assert other.exists() and len(lines) == 1
 
 
+def test_the_shared_jit_folder_is_sealed_and_judged_like_a_key_folder(tmp_path, key):
+    """FlashInfer's and Triton's kernels (compile-cache/jit-<key>/, every configuration loads them) are shared
+    libraries an engine loads: an .so swapped after the seal deletes the folder, not only the configuration's own."""
+    configuration = filled(tmp_path)
+    jit = tmp_path / "compile-cache" / "jit-5d1f0c2e9a7b3c41"
+    (jit / "flashinfer" / ".cache" / "flashinfer" / "90a").mkdir(parents=True)
+    (jit / "flashinfer" / ".cache" / "flashinfer" / "90a" / "sampling.so").write_bytes(b"\x7fELF built")
+    assert seal_compile_store(env(tmp_path)) == 2 and (jit / COMPILE_SEAL).is_file()
+    assert check_compile_store(env(tmp_path)) == []
+    (jit / "flashinfer" / ".cache" / "flashinfer" / "90a" / "sampling.so").write_bytes(b"\x7fELF swapped")
+    lines = check_compile_store(env(tmp_path))
+    assert not jit.exists() and configuration.exists() and len(lines) == 1 and str(jit) in lines[0]
+
+
 def test_without_the_key_nothing_is_sealed_or_deleted(tmp_path, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     folder = filled(tmp_path)

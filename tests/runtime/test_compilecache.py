@@ -7,7 +7,8 @@ import json
 
 from suite.records.evaluate import EngineConfig
 from suite.runtime.engine import compilecache
-from suite.runtime.engine.compilecache import CACHE_VARS, STORE_ENV, compile_key, engine_key, mark_complete, use
+from suite.runtime.engine.compilecache import (CACHE_VARS, JIT_VARS, STORE_ENV, compile_key, engine_key, jit_key,
+                                               mark_complete, use)
 
 VERSIONS = {"vllm": "0.26.0", "torch": "2.11.0"}
 
@@ -58,6 +59,7 @@ def test_use_points_the_caches_at_the_keys_folder_cold_then_warm(tmp_path, monke
     assert slot.state == "cold" and slot.folder == tmp_path / "store" / "compile-cache" / slot.key
     for var, sub in CACHE_VARS.items():
         assert env[var] == str(slot.folder / sub) and (slot.folder / sub).is_dir()
+    assert set(JIT_VARS) <= set(env)
     mark_complete(slot)
     again = use(engine(tmp_path), VERSIONS, env)
     assert again == compilecache.CompileSlot(slot.key, slot.folder, "warm")
@@ -65,6 +67,23 @@ def test_use_points_the_caches_at_the_keys_folder_cold_then_warm(tmp_path, monke
     fp8 = use(engine(tmp_path, engine_args={"quantization": "fp8"}), VERSIONS, env)
     assert fp8.state == "cold" and fp8.key != slot.key and (slot.folder / compilecache.COMPLETE).is_file()
     assert compilecache.store_bytes(tmp_path / "store") > 0
+
+
+def test_the_jit_caches_are_one_folder_for_every_configuration_of_a_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(compilecache, "gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    bf16_env, fp8_env = {STORE_ENV: str(tmp_path / "store")}, {STORE_ENV: str(tmp_path / "store")}
+    bf16 = use(engine(tmp_path), VERSIONS, bf16_env)
+    fp8 = use(engine(tmp_path, kv_cache_dtype="fp8"), VERSIONS, fp8_env)
+    jit = tmp_path / "store" / "compile-cache" / f"jit-{jit_key(VERSIONS, 'NVIDIA H100 80GB HBM3')}"
+    for var, sub in JIT_VARS.items():  # FlashInfer's and Triton's kernels: built once, whichever engine needs them
+        assert bf16_env[var] == fp8_env[var] == str(jit / sub) and (jit / sub).is_dir()
+    for var in CACHE_VARS:  # the compiled graphs stay the configuration's own
+        assert bf16_env[var].startswith(str(bf16.folder)) and fp8_env[var].startswith(str(fp8.folder))
+    assert not set(CACHE_VARS) & set(JIT_VARS)
+    # another vLLM, torch or GPU: another JIT folder (kernels built by another build are never loaded)
+    assert len({jit_key(VERSIONS, "NVIDIA H100 80GB HBM3"), jit_key(VERSIONS, "NVIDIA H200"),
+                jit_key({**VERSIONS, "vllm": "0.26.1"}, "NVIDIA H100 80GB HBM3"),
+                jit_key({**VERSIONS, "torch": "2.11.1"}, "NVIDIA H100 80GB HBM3")}) == 4
 
 
 def test_without_a_store_nothing_changes(tmp_path):

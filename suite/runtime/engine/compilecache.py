@@ -3,9 +3,9 @@
 vLLM compiles the model with torch.compile (Inductor, Triton kernels) at each engine start and caches what it made
 under ``VLLM_CACHE_ROOT/torch_compile_cache/<hash>/`` (vLLM puts Inductor's and Triton's caches beside it unless
 ``TRITON_CACHE_DIR`` is given; ``vllm/compilation/compiler_interface.py``). By default that is ``~/.cache/vllm``: one
-folder on one machine, gone with a fresh CI runner. Here every stage that starts an engine points ``VLLM_CACHE_ROOT``,
-``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR`` and FlashInfer's ``FLASHINFER_WORKSPACE_BASE`` at
-``<store>/compile-cache/<key>/`` (``use``), ``<store>`` being
+folder on one machine, gone with a fresh CI runner. Here every stage that starts an engine points ``VLLM_CACHE_ROOT``
+and ``TORCHINDUCTOR_CACHE_DIR`` at ``<store>/compile-cache/<key>/`` and the JIT caches, ``TRITON_CACHE_DIR`` and
+FlashInfer's ``FLASHINFER_WORKSPACE_BASE``, at ``<store>/compile-cache/jit-<jit key>/`` (``use``), ``<store>`` being
 the run's store (``SUITE_STORE`` in the stage's environment, set by the runner: the recipe's ``store:``, the
 ``SUITE_STORE`` setting, else the output folder). The key (``compile_key``) hashes what decides the compiled code:
 vLLM's and torch's versions, the GPU's name, the model's config.json, dtype, KV-cache dtype, max_model_len, the
@@ -13,6 +13,13 @@ batch-invariant switch and every engine argument but those that only size memory
 (``NOT_COMPILE_ARGS``). So a CI runner that restores the store starts warm, and BF16 and FP8 builds never share or
 evict each other's folder; vLLM's own hash inside the folder still decides what it may reuse, so a key that is too
 coarse costs a compile, never a wrong kernel.
+
+The JIT folder is one for every configuration of a GPU and a vLLM/torch/FlashInfer build (``jit_key``): FlashInfer's
+kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95–114 s on a fresh H100 or H200) and
+Triton's are keyed inside their caches by their own source and parameters, not by the model, so a per-configuration
+folder only built the same kernels once per configuration: a new FP8 build with a new config.json paid them again.
+Both libraries write their caches safely beside a concurrent writer (FlashInfer builds under a file lock, Triton
+renames each finished file into place), so engines of one run starting side by side share the folder.
 
 A start is ``warm`` when its key's folder was marked complete (``mark_complete``: after an earlier start of that
 configuration came up) before it began, else ``cold``; the ledger (suite.records.engine.EngineStart) records which.
@@ -49,10 +56,12 @@ NOT_COMPILE_ARGS = frozenset({
     "gpu_memory_utilization", "kv_cache_memory_bytes", "swap_space", "cpu_offload_gb", "seed", "disable_log_stats",
     "api_server_count", "enable_log_requests", "disable_log_requests", "max_log_len", "num_gpu_blocks_override",
 })
-# each cache's variable and its sub-folder; FlashInfer keeps its JIT-built kernels (vLLM's sampler on a GPU) under
-# $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer, by default in the home folder: a fresh machine builds them again
-CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton",
-              "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
+# each cache's variable and its sub-folder: the configuration's own (vLLM's compiled graphs, Inductor's code) ...
+CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor"}
+# ... and the JIT kernels every configuration of one build shares; FlashInfer keeps its JIT-built kernels (vLLM's
+# sampler on a GPU) under $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer, by default in the home folder
+JIT_VARS = {"TRITON_CACHE_DIR": "triton", "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
+JIT_PREFIX = "jit-"  # a JIT folder's name: jit-<jit_key>
 
 
 def gpu_name() -> str:
@@ -98,6 +107,12 @@ def compile_key(engine: EngineConfig, versions: dict[str, str], gpu: str) -> str
     })
 
 
+def jit_key(versions: dict[str, str], gpu: str) -> str:
+    """The JIT folder's key: vLLM's and torch's versions (vLLM pins its FlashInfer and Triton; FlashInfer also keeps
+    a folder per its own version and GPU architecture inside) and ``gpu``."""
+    return _digest({"vllm": versions.get("vllm"), "torch": versions.get("torch"), "gpu": gpu, "jit": 1})
+
+
 def engine_key(engine: EngineConfig, extra: dict | None = None) -> str:
     """The whole engine configuration's hash (``extra``: what the stage adds to the engine arguments): two starts
     of one key should come up with one KV capacity."""
@@ -120,12 +135,15 @@ def use(engine: EngineConfig, versions: dict[str, str], env=None) -> CompileSlot
     store = env.get(STORE_ENV)
     if not store:
         return None
-    key = compile_key(engine, versions, gpu_name())
+    gpu = gpu_name()
+    key = compile_key(engine, versions, gpu)
     folder = Path(store) / COMPILE_DIR / key
+    jit = Path(store) / COMPILE_DIR / f"{JIT_PREFIX}{jit_key(versions, gpu)}"
     state = "warm" if (folder / COMPLETE).is_file() else "cold"
-    for var, sub in CACHE_VARS.items():
-        (folder / sub).mkdir(parents=True, exist_ok=True)
-        env[var] = str(folder / sub)
+    for base, variables in ((folder, CACHE_VARS), (jit, JIT_VARS)):
+        for var, sub in variables.items():
+            (base / sub).mkdir(parents=True, exist_ok=True)
+            env[var] = str(base / sub)
     return CompileSlot(key, folder, state)
 
 
