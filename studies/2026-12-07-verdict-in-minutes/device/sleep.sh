@@ -7,10 +7,12 @@
 set -uo pipefail
 out=/tmp/extra-out/sleep.txt
 model=${1:-/tmp/study-src/models/llama3-8b-shape}
-key=$(ls -d /tmp/suite-store/compile-cache/*/ 2>/dev/null | while read -r d; do [ -f "$d.complete" ] && echo "$d" && break; done)
+key=$(ls -d /tmp/suite-store/compile-cache/[0-9a-f]*/ 2>/dev/null | while read -r d; do [ -f "$d.complete" ] && echo "$d" && break; done)
 [ -n "$key" ] || { echo "sleep: no complete compile-store folder" >> "$out"; exit 0; }
-export VLLM_CACHE_ROOT=${key}vllm TORCHINDUCTOR_CACHE_DIR=${key}inductor TRITON_CACHE_DIR=${key}triton \
-  FLASHINFER_WORKSPACE_BASE=${key}flashinfer VLLM_SERVER_DEV_MODE=1
+# the JIT caches are the store's shared folder (compile-cache/jit-<key>/), the compiled graphs the configuration's
+jit=$(ls -d /tmp/suite-store/compile-cache/jit-*/ 2>/dev/null | head -1)
+export VLLM_CACHE_ROOT=${key}vllm TORCHINDUCTOR_CACHE_DIR=${key}inductor TRITON_CACHE_DIR=${jit:-$key}triton \
+  FLASHINFER_WORKSPACE_BASE=${jit:-$key}flashinfer VLLM_SERVER_DEV_MODE=1
 now() { date +%s.%N; }
 dt() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 say() { echo "$(date +%T) $*" | tee -a "$out"; }
