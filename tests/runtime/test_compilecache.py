@@ -4,6 +4,7 @@ warm."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from suite.records.evaluate import EngineConfig
 from suite.runtime.engine import compilecache
@@ -62,7 +63,7 @@ def test_use_points_the_caches_at_the_keys_folder_cold_then_warm(tmp_path, monke
     assert set(JIT_VARS) <= set(env)
     mark_complete(slot)
     again = use(engine(tmp_path), VERSIONS, env)
-    assert again == compilecache.CompileSlot(slot.key, slot.folder, "warm")
+    assert again == compilecache.CompileSlot(slot.key, slot.folder, "warm", slot.jit)
     # FP8 gets a folder of its own, cold, beside BF16's warm one (neither evicts the other)
     fp8 = use(engine(tmp_path, engine_args={"quantization": "fp8"}), VERSIONS, env)
     assert fp8.state == "cold" and fp8.key != slot.key and (slot.folder / compilecache.COMPLETE).is_file()
@@ -91,3 +92,28 @@ def test_without_a_store_nothing_changes(tmp_path):
     assert use(engine(tmp_path), VERSIONS, env) is None and env == {"PATH": "/bin"}
     mark_complete(None)  # nothing to mark
     assert compilecache.store_bytes(tmp_path / "none") == 0
+
+
+def test_vllms_model_class_facts_are_shared_between_configurations(tmp_path, monkeypatch):
+    """vLLM inspects a model class in a subprocess that imports vLLM again unless $VLLM_CACHE_ROOT/modelinfos holds
+    the class's facts: the first configuration's are copied to the JIT folder when its engine is up, and into the
+    next configuration's folder before its start; an oversized file or a link is not copied, nor one already there."""
+    monkeypatch.setattr(compilecache, "gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    env = {STORE_ENV: str(tmp_path / "store")}
+    bf16 = use(engine(tmp_path), VERSIONS, env)
+    written = Path(env["VLLM_CACHE_ROOT"]) / "modelinfos"  # where vLLM writes them: the configuration's own
+    written.mkdir(parents=True, exist_ok=True)
+    facts = '{"hash": "ab12", "modelinfo": {"is_text_generation_model": true}}'
+    (written / "vllm-model_executor-models-llama-LlamaForCausalLM.json").write_text(facts)
+    (written / "huge.json").write_bytes(b" " * (compilecache.MAX_MODELINFO_BYTES + 1))
+    (written / "elsewhere.json").symlink_to(tmp_path / "model" / "config.json")
+    mark_complete(bf16)
+    shared = bf16.jit / "modelinfos"
+    assert sorted(p.name for p in shared.iterdir()) == ["vllm-model_executor-models-llama-LlamaForCausalLM.json"]
+    fp8 = use(engine(tmp_path, kv_cache_dtype="fp8"), VERSIONS, env)
+    seeded = fp8.folder / "vllm" / "modelinfos" / "vllm-model_executor-models-llama-LlamaForCausalLM.json"
+    assert fp8.state == "cold" and seeded.read_text() == facts and env["VLLM_CACHE_ROOT"] == str(fp8.folder / "vllm")
+    # what a configuration already has is its own (vLLM rewrites a stale one after checking its module hash)
+    seeded.write_text('{"hash": "cd34"}')
+    use(engine(tmp_path, kv_cache_dtype="fp8"), VERSIONS, env)
+    assert seeded.read_text() == '{"hash": "cd34"}'

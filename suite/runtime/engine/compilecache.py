@@ -19,7 +19,12 @@ kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95
 Triton's are keyed inside their caches by their own source and parameters, not by the model, so a per-configuration
 folder only built the same kernels once per configuration: a new FP8 build with a new config.json paid them again.
 Both libraries write their caches safely beside a concurrent writer (FlashInfer builds under a file lock, Triton
-renames each finished file into place), so engines of one run starting side by side share the folder.
+renames each finished file into place), so engines of one run starting side by side share the folder. It also keeps
+vLLM's model-class facts (``$VLLM_CACHE_ROOT/modelinfos/<module>-<class>.json``, checked by vLLM against its model
+module's hash): without one, vLLM inspects the model class in a subprocess that imports vLLM again (8.7-10 s a start
+on 2 CPU cores), and ``VLLM_CACHE_ROOT`` being the configuration's folder, every new configuration paid it. vLLM reads
+them only from ``VLLM_CACHE_ROOT``, so ``use`` copies the shared ones into the configuration's folder before a start
+and ``mark_complete`` copies new ones back after it (small JSON files, read with a bound; no links in the store).
 
 A start is ``warm`` when its key's folder was marked complete (``mark_complete``: after an earlier start of that
 configuration came up) before it began, else ``cold``; the ledger (suite.records.engine.EngineStart) records which.
@@ -43,6 +48,7 @@ import json
 import os
 import platform
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from suite.records.evaluate import EngineConfig
@@ -62,6 +68,9 @@ CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor"}
 # sampler on a GPU) under $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer, by default in the home folder
 JIT_VARS = {"TRITON_CACHE_DIR": "triton", "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
 JIT_PREFIX = "jit-"  # a JIT folder's name: jit-<jit_key>
+MODELINFO = "modelinfos"  # vLLM's model-class facts, under VLLM_CACHE_ROOT and, shared, in the JIT folder
+MAX_MODELINFOS = 256  # files copied a start (vLLM writes one per model class started)
+MAX_MODELINFO_BYTES = 1 << 16  # one is ~1 KB of JSON
 
 
 def gpu_name() -> str:
@@ -126,6 +135,23 @@ class CompileSlot:
     key: str
     folder: Path
     state: str  # "cold" | "warm"
+    jit: Path | None = None  # the build's shared JIT folder
+
+
+def _copy_modelinfos(source: Path, target: Path) -> None:
+    """Copy each of ``source``'s modelinfo files that ``target`` lacks (plain files of at most MAX_MODELINFO_BYTES,
+    at most MAX_MODELINFOS of them), each written whole and renamed into place beside a concurrent copier."""
+    if not source.is_dir() or source.is_symlink():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for f in islice(source.iterdir(), MAX_MODELINFOS):
+        to = target / f.name
+        if (f.suffix != ".json" or f.is_symlink() or not f.is_file() or to.exists()
+                or f.stat().st_size > MAX_MODELINFO_BYTES):
+            continue
+        tmp = target / f".{f.name}.{os.getpid()}.tmp"
+        tmp.write_bytes(f.read_bytes())
+        os.replace(tmp, to)
 
 
 def use(engine: EngineConfig, versions: dict[str, str], env=None) -> CompileSlot | None:
@@ -144,13 +170,17 @@ def use(engine: EngineConfig, versions: dict[str, str], env=None) -> CompileSlot
         for var, sub in variables.items():
             (base / sub).mkdir(parents=True, exist_ok=True)
             env[var] = str(base / sub)
-    return CompileSlot(key, folder, state)
+    _copy_modelinfos(jit / MODELINFO, folder / CACHE_VARS["VLLM_CACHE_ROOT"] / MODELINFO)
+    return CompileSlot(key, folder, state, jit)
 
 
 def mark_complete(slot: CompileSlot | None) -> None:
-    """Record that an engine of the slot's configuration came up: the next start of it is warm."""
+    """Record that an engine of the slot's configuration came up: the next start of it is warm; the model-class
+    facts its vLLM wrote are shared with the build's other configurations."""
     if slot is not None:
         (slot.folder / COMPLETE).write_text(json.dumps({"key": slot.key}))
+        if slot.jit is not None:
+            _copy_modelinfos(slot.folder / CACHE_VARS["VLLM_CACHE_ROOT"] / MODELINFO, slot.jit / MODELINFO)
 
 
 def store_bytes(store: Path) -> int:
