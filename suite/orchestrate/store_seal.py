@@ -95,7 +95,8 @@ def refusal(entry: Path, stage: str, key: str) -> str | None:
 
 def _tree_body(folder: Path) -> dict:
     """What a compile folder's seal signs: its key (the folder's name) and the sha256 of each file under it by relative
-    path (a link is named as one, never followed; more than ``MAX_TREE_ENTRIES`` entries is signed as too many)."""
+    path (a link is named as one with its target, never followed, so a link pointed elsewhere after the seal breaks
+    it; more than ``MAX_TREE_ENTRIES`` entries is signed as too many)."""
     files, seen = {}, 0
     for root, dirs, names in os.walk(folder):
         dirs.sort()
@@ -106,7 +107,8 @@ def _tree_body(folder: Path) -> dict:
             p = Path(root) / name
             rel = p.relative_to(folder).as_posix()
             if rel != COMPILE_SEAL:
-                files[rel] = safeio.sha256(p, "run_file") if p.is_file() and not p.is_symlink() else "not a file"
+                files[rel] = (f"link to {os.readlink(p)}" if p.is_symlink()
+                              else safeio.sha256(p, "run_file") if p.is_file() else "not a file")
     return {"format": FORMAT, "compile_key": folder.name, "files": files}
 
 

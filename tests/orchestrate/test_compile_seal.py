@@ -46,10 +46,13 @@ def test_a_sealed_folder_as_it_was_is_kept(tmp_path, key):
     assert check_compile_store(env(tmp_path)) == [] and (folder / "vllm" / "graph.bin").is_file()
 
 
-@pytest.mark.parametrize("tamper", ["edit", "add", "pyc", "unseal", "other_key", "link"])
+@pytest.mark.parametrize("tamper", ["edit", "add", "pyc", "unseal", "other_key", "link", "repoint"])
 def test_a_folder_changed_after_its_seal_is_deleted_with_one_line(tmp_path, key, monkeypatch, tamper):
     folder = filled(tmp_path)
     other = filled(tmp_path, "c2a5b1bc1d722cea")
+    if tamper == "repoint":  # a link that was there when sealed, pointed at other code after
+        (tmp_path / "kernels-v1").mkdir()
+        (folder / "triton-link").symlink_to(tmp_path / "kernels-v1")
     seal_compile_store(env(tmp_path))
     if tamper == "edit":
         (folder / "inductor" / "ab" / "kernel.py").write_text("import os; os.system('id')\n")
@@ -65,6 +68,9 @@ def test_a_folder_changed_after_its_seal_is_deleted_with_one_line(tmp_path, key,
         seal_compile_store(env(tmp_path))
         monkeypatch.setenv(KEY_ENV, "the-ci-secret")
         other.joinpath(COMPILE_SEAL).unlink()  # only `folder` is judged below with a foreign seal
+    elif tamper == "repoint":
+        (folder / "triton-link").unlink()
+        (folder / "triton-link").symlink_to(tmp_path / "elsewhere")
     elif tamper == "link":
         (folder / "vllm" / "graph.bin").unlink()
         (folder / "vllm" / "graph.bin").symlink_to(tmp_path / "elsewhere.bin")
