@@ -150,7 +150,7 @@ def _copy_modelinfos(source: Path, target: Path) -> None:
                 or f.stat().st_size > MAX_MODELINFO_BYTES):
             continue
         tmp = target / f".{f.name}.{os.getpid()}.tmp"
-        tmp.write_bytes(f.read_bytes())
+        tmp.write_bytes(safeio.read_bytes(f, "state"))
         os.replace(tmp, to)
 
 
