@@ -35,6 +35,7 @@ SEAL = "seal.json"
 FORMAT = "suite.store-seal/1"  # in the signed body: a seal is never a manifest, nor a manifest a seal
 MAX_FILES = 10_000  # files an entry may hold (an evaluation's: its result, lm-eval's results, a samples file a task)
 COMPILE_SEAL = ".suite-seal.json"  # in each compile key folder
+LINK_OUT = "a link out of the folder"  # a compile folder's body when a link in it leads outside it
 MAX_TREE_ENTRIES = 200_000  # files and folders one compile key folder may hold (a warm 8B start's: a few thousand)
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,9 @@ def refusal(entry: Path, stage: str, key: str) -> str | None:
 def _tree_body(folder: Path) -> dict:
     """What a compile folder's seal signs: its key (the folder's name) and the sha256 of each file under it by relative
     path (a link is named as one with its target, never followed, so a link pointed elsewhere after the seal breaks
-    it; more than ``MAX_TREE_ENTRIES`` entries is signed as too many)."""
-    files, seen = {}, 0
+    it; a link out of the folder vouches for files the seal does not cover, so the body then says only that
+    (``LINK_OUT``) and the folder is never kept; more than ``MAX_TREE_ENTRIES`` entries is signed as too many)."""
+    files, seen, inside = {}, 0, os.path.realpath(folder) + os.sep
     for root, dirs, names in os.walk(folder):
         dirs.sort()
         seen += len(dirs) + len(names)
@@ -106,6 +108,8 @@ def _tree_body(folder: Path) -> dict:
         for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             p = Path(root) / name
             rel = p.relative_to(folder).as_posix()
+            if p.is_symlink() and not os.path.realpath(p).startswith(inside):
+                return {"format": FORMAT, "compile_key": folder.name, "files": f"{LINK_OUT}: {rel}"}
             if rel != COMPILE_SEAL:
                 files[rel] = (f"link to {os.readlink(p)}" if p.is_symlink()
                               else safeio.sha256(p, "run_file") if p.is_file() else "not a file")
@@ -127,9 +131,17 @@ def check_compile_store(env) -> list[str]:
     if not secret:
         return []
     lines = []
+    root = Path(env[STORE_ENV]) / COMPILE_DIR if env.get(STORE_ENV) else None
+    for odd in sorted(p for p in root.iterdir() if p.is_symlink() or not p.is_dir()) if root and root.is_dir() else []:
+        odd.unlink()  # the suite writes only folders there: a link would lead an engine's caches past the seal
+        lines.append(f"compile store entry {odd} deleted: not a folder the suite wrote (a link or a file)")
+        log.warning(lines[-1])
     for folder in _compile_folders(env):
-        if why := _seal_problem(folder / COMPILE_SEAL, lambda f=folder: _tree_body(f), secret,
-                                "the folder changed since it was sealed", f"it was filled without {KEY_ENV}"):
+        body = _tree_body(folder)
+        why = body["files"] if str(body["files"]).startswith(LINK_OUT) else _seal_problem(
+            folder / COMPILE_SEAL, lambda b=body: b, secret,
+            "the folder changed since it was sealed", f"it was filled without {KEY_ENV}")
+        if why:
             shutil.rmtree(folder, ignore_errors=True)
             lines.append(f"compile store folder {folder} deleted: {why}; its configuration starts cold")
             log.warning(lines[-1])

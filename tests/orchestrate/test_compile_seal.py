@@ -94,6 +94,27 @@ def test_the_shared_jit_folder_is_sealed_and_judged_like_a_key_folder(tmp_path, 
     assert not jit.exists() and configuration.exists() and len(lines) == 1 and str(jit) in lines[0]
 
 
+def test_a_link_out_of_a_folder_or_in_place_of_one_is_never_kept(tmp_path, key):
+    """A link in a compile folder that leads out of it vouches for files no seal covers (sealed or not, the folder
+    goes); a link or a file in place of a folder (a predictable jit-<key> pointed at other kernels) is deleted; a link
+    inside a folder to a file of that folder is sealed like the file."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "sampling.so").write_bytes(b"\x7fELF theirs")
+    leaking = filled(tmp_path)
+    (leaking / "triton").symlink_to(outside)
+    kept = filled(tmp_path, "c2a5b1bc1d722cea")
+    (kept / "vllm" / "graph-latest.bin").symlink_to(kept / "vllm" / "graph.bin")
+    (tmp_path / "compile-cache" / "jit-5d1f0c2e9a7b3c41").symlink_to(outside)
+    (tmp_path / "compile-cache" / "stray.json").write_text("{}")
+    seal_compile_store(env(tmp_path))
+    lines = check_compile_store(env(tmp_path))
+    assert not leaking.exists() and any("a link out of the folder: triton" in line for line in lines), lines
+    assert not (tmp_path / "compile-cache" / "jit-5d1f0c2e9a7b3c41").is_symlink()
+    assert not (tmp_path / "compile-cache" / "stray.json").exists() and len(lines) == 3, lines
+    assert kept.exists() and (outside / "sampling.so").read_bytes() == b"\x7fELF theirs"  # never followed to delete
+
+
 def test_without_the_key_nothing_is_sealed_or_deleted(tmp_path, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     folder = filled(tmp_path)

@@ -117,3 +117,31 @@ def test_vllms_model_class_facts_are_shared_between_configurations(tmp_path, mon
     seeded.write_text('{"hash": "cd34"}')
     use(engine(tmp_path, kv_cache_dtype="fp8"), VERSIONS, env)
     assert seeded.read_text() == '{"hash": "cd34"}'
+
+
+def test_the_modelinfo_copy_never_writes_through_a_link_nor_fails_a_start(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(compilecache, "gpu_name", lambda: "NVIDIA H100 80GB HBM3")
+    env = {STORE_ENV: str(tmp_path / "store")}
+    slot = use(engine(tmp_path), VERSIONS, env)
+    shared = slot.jit / "modelinfos"
+    shared.mkdir()
+    (shared / "vllm-model_executor-models-llama-LlamaForCausalLM.json").write_text('{"hash": "ab12"}')
+    victim = tmp_path / "victim.json"
+    victim.write_text("mine")
+    own = slot.folder / "vllm" / "modelinfos"
+    own.mkdir()
+    (own / "vllm-model_executor-models-llama-LlamaForCausalLM.json").symlink_to(victim)  # a planted link
+    use(engine(tmp_path), VERSIONS, env)
+    assert victim.read_text() == "mine"
+    # the configuration's whole modelinfos folder a link: nothing is written into where it leads
+    (own / "vllm-model_executor-models-llama-LlamaForCausalLM.json").unlink()
+    own.rmdir()
+    own.symlink_to(tmp_path)
+    use(engine(tmp_path), VERSIONS, env)
+    assert not (tmp_path / "vllm-model_executor-models-llama-LlamaForCausalLM.json").exists()
+    # a copy that cannot be made is one warning, not a failed start
+    own.unlink()
+    own.write_text("a file where a folder should be")
+    with caplog.at_level("WARNING"):
+        assert use(engine(tmp_path), VERSIONS, env).state == "cold"
+    assert "not shared" in caplog.text

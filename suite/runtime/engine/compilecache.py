@@ -18,13 +18,17 @@ The JIT folder is one for every configuration of a GPU and a vLLM/torch/FlashInf
 kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95–114 s on a fresh H100 or H200) and
 Triton's are keyed inside their caches by their own source and parameters, not by the model, so a per-configuration
 folder only built the same kernels once per configuration: a new FP8 build with a new config.json paid them again.
-Both libraries write their caches safely beside a concurrent writer (FlashInfer builds under a file lock, Triton
-renames each finished file into place), so engines of one run starting side by side share the folder. It also keeps
+Both libraries write their caches safely beside a concurrent writer (FlashInfer builds each module under a file
+lock, and in a folder of its own since flashinfer PR #2339 of January 2026: before, concurrent builds of different
+modules shared one ninja log; vLLM 0.26 requires FlashInfer 0.6.14. Triton renames each finished file into place),
+so engines of one run starting side by side share the folder; the store must be on a local filesystem
+(FlashInfer's file locks fail on NFS). It also keeps
 vLLM's model-class facts (``$VLLM_CACHE_ROOT/modelinfos/<module>-<class>.json``, checked by vLLM against its model
 module's hash): without one, vLLM inspects the model class in a subprocess that imports vLLM again (8.7-10 s a start
 on 2 CPU cores), and ``VLLM_CACHE_ROOT`` being the configuration's folder, every new configuration paid it. vLLM reads
 them only from ``VLLM_CACHE_ROOT``, so ``use`` copies the shared ones into the configuration's folder before a start
-and ``mark_complete`` copies new ones back after it (small JSON files, read with a bound; no links in the store).
+and ``mark_complete`` copies new ones back after it (small JSON files read with a bound, written to fresh temporary
+files; links are neither read nor written through; a failed copy is a warning).
 
 A start is ``warm`` when its key's folder was marked complete (``mark_complete``: after an earlier start of that
 configuration came up) before it began, else ``cold``; the ledger (suite.records.engine.EngineStart) records which.
@@ -46,13 +50,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import logging
 import platform
+import tempfile
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
 from suite.records.evaluate import EngineConfig
 from suite.runtime import safeio
+from suite.runtime.errors import SuiteError
+
+log = logging.getLogger(__name__)
 
 STORE_ENV = "SUITE_STORE"  # the run's store folder, in a stage's environment (suite.runtime.settings documents it)
 COMPILE_DIR = "compile-cache"
@@ -140,18 +149,27 @@ class CompileSlot:
 
 def _copy_modelinfos(source: Path, target: Path) -> None:
     """Copy each of ``source``'s modelinfo files that ``target`` lacks (plain files of at most MAX_MODELINFO_BYTES,
-    at most MAX_MODELINFOS of them), each written whole and renamed into place beside a concurrent copier."""
-    if not source.is_dir() or source.is_symlink():
-        return
-    target.mkdir(parents=True, exist_ok=True)
-    for f in islice(source.iterdir(), MAX_MODELINFOS):
-        to = target / f.name
-        if (f.suffix != ".json" or f.is_symlink() or not f.is_file() or to.exists()
-                or f.stat().st_size > MAX_MODELINFO_BYTES):
-            continue
-        tmp = target / f".{f.name}.{os.getpid()}.tmp"
-        tmp.write_bytes(safeio.read_bytes(f, "state"))
-        os.replace(tmp, to)
+    at most MAX_MODELINFOS of them), each written whole to a fresh temporary file and renamed into place beside a
+    concurrent copier. Links are neither read nor written through. A copy that fails is a warning: the facts only
+    save vLLM a subprocess, so a start never fails for them."""
+    try:
+        if not source.is_dir() or source.is_symlink() or target.is_symlink():
+            return
+        target.mkdir(parents=True, exist_ok=True)
+        for f in islice(source.iterdir(), MAX_MODELINFOS):
+            to = target / f.name
+            if (f.suffix != ".json" or f.is_symlink() or not f.is_file() or to.exists() or to.is_symlink()
+                    or f.stat().st_size > MAX_MODELINFO_BYTES):
+                continue
+            data = safeio.read_bytes(f, "state")
+            if len(data) > MAX_MODELINFO_BYTES:
+                continue
+            fd, tmp = tempfile.mkstemp(dir=target, prefix=".modelinfo-", suffix=".tmp")  # O_EXCL: never a link
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, to)
+    except (OSError, SuiteError) as e:
+        log.warning("vLLM's model-class facts not shared (%s -> %s): %s", source, target, e)
 
 
 def use(engine: EngineConfig, versions: dict[str, str], env=None) -> CompileSlot | None:
