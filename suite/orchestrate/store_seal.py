@@ -116,11 +116,17 @@ def _tree_body(folder: Path) -> dict:
     return {"format": FORMAT, "compile_key": folder.name, "files": files}
 
 
-def _compile_folders(env) -> list[Path]:
-    """The compile key folders of the store the stage environment ``env`` names (``SUITE_STORE``)."""
+def _compile_entries(env) -> list[Path]:
+    """Everything directly under the compile cache of the store the stage environment ``env`` names
+    (``SUITE_STORE``), sorted; none without a store or a compile cache."""
     store = env.get(STORE_ENV)
     root = Path(store) / COMPILE_DIR if store else None
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root and root.is_dir() else []
+    return sorted(root.iterdir()) if root and root.is_dir() else []
+
+
+def _compile_folders(env) -> list[Path]:
+    """The compile key folders of the store the stage environment ``env`` names (``SUITE_STORE``)."""
+    return [p for p in _compile_entries(env) if p.is_dir() and not p.is_symlink()]
 
 
 def check_compile_store(env) -> list[str]:
@@ -131,8 +137,7 @@ def check_compile_store(env) -> list[str]:
     if not secret:
         return []
     lines = []
-    root = Path(env[STORE_ENV]) / COMPILE_DIR if env.get(STORE_ENV) else None
-    for odd in sorted(p for p in root.iterdir() if p.is_symlink() or not p.is_dir()) if root and root.is_dir() else []:
+    for odd in [p for p in _compile_entries(env) if p.is_symlink() or not p.is_dir()]:
         odd.unlink()  # the suite writes only folders there: a link would lead an engine's caches past the seal
         lines.append(f"compile store entry {odd} deleted: not a folder the suite wrote (a link or a file)")
         log.warning(lines[-1])

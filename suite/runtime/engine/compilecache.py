@@ -15,7 +15,7 @@ evict each other's folder; vLLM's own hash inside the folder still decides what 
 coarse costs a compile, never a wrong kernel.
 
 The JIT folder is one for every configuration of a GPU and a vLLM/torch/FlashInfer build (``jit_key``): FlashInfer's
-kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95–114 s on a fresh H100 or H200) and
+kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95–136 s on a fresh H100 or H200) and
 Triton's are keyed inside their caches by their own source and parameters, not by the model, so a per-configuration
 folder only built the same kernels once per configuration: a new FP8 build with a new config.json paid them again.
 Both libraries write their caches safely beside a concurrent writer (FlashInfer builds each module under a file
@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import logging
+import os
 import platform
 import tempfile
 from dataclasses import dataclass
