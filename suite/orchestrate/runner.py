@@ -93,28 +93,30 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     plan, expected, env = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
-    refused = store_seal.check_compile_store(env)  # SUITE_MANIFEST_KEY: compile folders whose seal fails go
-    quantizes = plan.quantizes
-    summary = rundir.opening_summary(loaded, plan, run_dir, resume is not None, now(), quantizes)
-    if recipe_changed:
-        summary.recipe_changed_on_resume = list(recipe_changed)
-        summary.warnings.append(f"resumed with --accept-recipe-change: recipe.yaml differs from the one the run "
-                                f"began with in {', '.join(recipe_changed)}")
-    summary.warnings.extend(refused)
-    if lock.taken_over:
-        t = lock.taken_over
-        summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
-                                "(no longer running here); results its stages may still write are refused")
-    live = tracking.live(summary, loaded, run_dir, out_root, on=track and resume is None)  # MLflow runs RUNNING now
-    if live.url:
-        report("run", "", "tracking", live.url)
+    store = store_seal.CompileStore(env, lambda line: report("run", "", "note", line))
+    refused = store.check()  # SUITE_MANIFEST_KEY: held until sealed; compile folders whose seal fails go
+    live = None
     try:
+        quantizes = plan.quantizes
+        summary = rundir.opening_summary(loaded, plan, run_dir, resume is not None, now(), quantizes)
+        if recipe_changed:
+            summary.recipe_changed_on_resume = list(recipe_changed)
+            summary.warnings.append(f"resumed with --accept-recipe-change: recipe.yaml differs from the one the run "
+                                    f"began with in {', '.join(recipe_changed)}")
+        summary.warnings.extend(refused)
+        if lock.taken_over:
+            t = lock.taken_over
+            summary.warnings.append(f"took over the run lock of `suite run` pid {t.get('pid')} on {t.get('host')} "
+                                    "(no longer running here); results its stages may still write are refused")
+        live = tracking.live(summary, loaded, run_dir, out_root, on=track and resume is None)  # MLflow runs RUNNING now
+        if live.url:
+            report("run", "", "tracking", live.url)
         with progress.watching(run_dir, report):  # the stages' progress records -> report(stage, variant, "progress", count)
             try:
                 totals = schedule(plan, summary, expected, plan.executor, run_dir, out_root, env, force, lock,
                                   live.hear(report), watch)
             finally:  # what this run's engines compiled, sealed for the next run (with SUITE_MANIFEST_KEY)
-                store_seal.seal_compile_store(env)
+                store.seal()
         # what the job loop knows that the results do not say goes into the folder (run.json); the closing summary
         # is the folder's (derive.summarize), as `suite summarize` and `suite gate` make it
         finished = now()
@@ -122,8 +124,11 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
         summary = publish(derive.summarize(run_dir), run_dir, out_root, track, resumed=resume is not None,
                           report=report, end_times=live.end_ms, finished=finished, signs=True)
     except BaseException:
-        live.abort()
+        if live is not None:
+            live.abort()
         raise
+    finally:
+        store.release()
     return summary
 
 

@@ -13,16 +13,21 @@ The compile store (``<store>/compile-cache/<key>/``: vLLM's, Inductor's, Triton'
 code and kernels a later engine start loads) is sealed the same way, one seal per key folder over every file in it
 (``__pycache__`` included: Python loads those), by the parent process: checked when a run begins (a folder whose seal
 does not verify is deleted with one warning line, so its configuration starts cold) and written when the run's jobs
-have ended. The stage processes that fill it never hold the key.
+have ended. The stage processes that fill it never hold the key. Between the two the run holds
+``<store>/compile-cache.lock`` (``CompileStore``): a second run on the same sealed store waits for it, since its
+check would delete the first run's folders not sealed yet and the first run's seal would vouch for the second's
+half-written ones.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hmac
 import json
 import logging
 import os
 import shutil
+import time
 from itertools import islice
 from pathlib import Path
 
@@ -35,6 +40,7 @@ SEAL = "seal.json"
 FORMAT = "suite.store-seal/1"  # in the signed body: a seal is never a manifest, nor a manifest a seal
 MAX_FILES = 10_000  # files an entry may hold (an evaluation's: its result, lm-eval's results, a samples file a task)
 COMPILE_SEAL = ".suite-seal.json"  # in each compile key folder
+LOCK_NAME = COMPILE_DIR + ".lock"  # beside the compile cache, whose own entries are folders only
 LINK_OUT = "a link out of the folder"  # a compile folder's body when a link in it leads outside it
 MAX_TREE_ENTRIES = 200_000  # files and folders one compile key folder may hold (a warm 8B start's: a few thousand)
 
@@ -163,3 +169,43 @@ def seal_compile_store(env) -> int:
     for folder in folders:
         _write_seal(folder / COMPILE_SEAL, _tree_body(folder), secret)
     return len(folders)
+
+
+class CompileStore:
+    """The compile store of one run (``env`` names it; nothing to do without a store or without the key): ``check``
+    takes ``<store>/compile-cache.lock`` (an exclusive ``flock``; while another run holds it, ``note`` says so once
+    and this waits) and deletes the folders whose seal fails; ``seal`` seals every folder; ``release`` drops the lock
+    (idempotent; the system drops it too when the process ends, so a killed run leaves no stale lock)."""
+
+    def __init__(self, env, note=lambda line: None):
+        store = env.get(STORE_ENV)
+        self.env, self.note, self._held = env, note, None
+        self.path = Path(store) / LOCK_NAME if store and os.environ.get(KEY_ENV) else None
+
+    def check(self) -> list[str]:
+        if self.path is not None:
+            self._held = _lock(self.path, self.note)
+        return check_compile_store(self.env)
+
+    def seal(self) -> int:
+        return seal_compile_store(self.env)
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()  # closing the descriptor releases its flock
+
+
+def _lock(path: Path, note):
+    """An open descriptor holding ``path``'s exclusive flock, after waiting for another holder (one ``note``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600), "r+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        note(f"waiting for {path}: another run is using this sealed compile store (one run at a time; give a "
+             "concurrent job its own SUITE_STORE)")
+        start = time.monotonic()
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        log.warning("waited %.0f s for %s", time.monotonic() - start, path)
+    return handle

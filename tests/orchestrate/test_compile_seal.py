@@ -5,7 +5,11 @@ generated code and kernels in it. Without the key nothing is sealed or deleted."
 
 from __future__ import annotations
 
+import fcntl
 import json
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -171,3 +175,56 @@ def test_a_run_checks_the_store_before_its_jobs_and_seals_it_after(demo_recipe_c
     second = execute(load_recipe(recipe), report=lambda *e: None, track=False, force=True)  # the jobs run again
     assert seen.read_text().split("\n")[0] == "False False"  # deleted before the first job started
     assert any("compile store folder" in w and "starts cold" in w for w in second.warnings), second.warnings
+    assert_free(tmp_path / "store" / store_seal.LOCK_NAME)  # the run let go of the store when it ended
+
+
+def assert_free(path: Path) -> None:
+    with open(path, "r+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError while a run holds it
+
+
+def test_a_second_run_on_a_sealed_store_waits_for_the_first_to_seal(tmp_path, key):
+    """Run A checks the store and its engine fills a folder not sealed yet; run B, started meanwhile, says once that
+    it waits and does not check (which would delete A's folder) until A has sealed and let go."""
+    first, notes, done, lines = store_seal.CompileStore(env(tmp_path)), [], threading.Event(), []
+    assert first.check() == []
+    folder = filled(tmp_path)  # A's engine writing; no seal yet
+    second = store_seal.CompileStore(env(tmp_path), notes.append)
+    thread = threading.Thread(target=lambda: (lines.extend(second.check()), done.set()))
+    thread.start()
+    while not notes and thread.is_alive():
+        thread.join(0.05)
+    assert len(notes) == 1 and "another run is using this sealed compile store" in notes[0], notes
+    assert not done.wait(0.5) and (folder / "vllm" / "graph.bin").is_file()  # B still waits; A's folder is there
+    assert first.seal() == 1
+    first.release()
+    thread.join(30)
+    assert done.is_set() and lines == [] and (folder / "vllm" / "graph.bin").is_file()  # sealed by A, kept by B
+    second.release()
+    second.release()  # idempotent
+    assert_free(tmp_path / store_seal.LOCK_NAME)
+
+
+def test_a_killed_run_leaves_no_stale_store_lock(tmp_path, key):
+    lock = tmp_path / store_seal.LOCK_NAME
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; h = open(sys.argv[1], 'a'); fcntl.flock(h, fcntl.LOCK_EX); print('held', flush=True);"
+        " time.sleep(600)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(BlockingIOError):
+            assert_free(lock)
+    finally:
+        holder.kill()
+        holder.wait(30)
+    notes = []
+    run = store_seal.CompileStore(env(tmp_path), notes.append)
+    assert run.check() == [] and notes == []  # the system dropped the dead holder's lock: no wait
+    run.release()
+
+
+def test_without_the_key_a_run_takes_no_store_lock(tmp_path, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    run = store_seal.CompileStore(env(tmp_path))
+    assert run.check() == [] and run.path is None and not (tmp_path / store_seal.LOCK_NAME).exists()
+    run.release()
