@@ -76,11 +76,12 @@ def test_the_jit_caches_are_one_folder_for_every_configuration_of_a_build(tmp_pa
     bf16 = use(engine(tmp_path), VERSIONS, bf16_env)
     fp8 = use(engine(tmp_path, kv_cache_dtype="fp8"), VERSIONS, fp8_env)
     jit = tmp_path / "store" / "compile-cache" / f"jit-{jit_key(VERSIONS, 'NVIDIA H100 80GB HBM3')}"
-    for var, sub in JIT_VARS.items():  # FlashInfer's and Triton's kernels: built once, whichever engine needs them
+    for var, sub in JIT_VARS.items():  # FlashInfer's, Triton's, Inductor's kernels: built once, whichever engine needs them
         assert bf16_env[var] == fp8_env[var] == str(jit / sub) and (jit / sub).is_dir()
     for var in CACHE_VARS:  # the compiled graphs stay the configuration's own
         assert bf16_env[var].startswith(str(bf16.folder)) and fp8_env[var].startswith(str(fp8.folder))
     assert not set(CACHE_VARS) & set(JIT_VARS)
+    assert set(JIT_VARS) == {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE"}
     # another vLLM, torch or GPU: another JIT folder (kernels built by another build are never loaded)
     assert len({jit_key(VERSIONS, "NVIDIA H100 80GB HBM3"), jit_key(VERSIONS, "NVIDIA H200"),
                 jit_key({**VERSIONS, "vllm": "0.26.1"}, "NVIDIA H100 80GB HBM3"),

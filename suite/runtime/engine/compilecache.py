@@ -4,7 +4,7 @@ vLLM compiles the model with torch.compile (Inductor, Triton kernels) at each en
 under ``VLLM_CACHE_ROOT/torch_compile_cache/<hash>/`` (vLLM puts Inductor's and Triton's caches beside it unless
 ``TRITON_CACHE_DIR`` is given; ``vllm/compilation/compiler_interface.py``). By default that is ``~/.cache/vllm``: one
 folder on one machine, gone with a fresh CI runner. Here every stage that starts an engine points ``VLLM_CACHE_ROOT``
-and ``TORCHINDUCTOR_CACHE_DIR`` at ``<store>/compile-cache/<key>/`` and the JIT caches, ``TRITON_CACHE_DIR`` and
+at ``<store>/compile-cache/<key>/`` and the JIT caches, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR`` and
 FlashInfer's ``FLASHINFER_WORKSPACE_BASE``, at ``<store>/compile-cache/jit-<jit key>/`` (``use``), ``<store>`` being
 the run's store (``SUITE_STORE`` in the stage's environment, set by the runner: the recipe's ``store:``, the
 ``SUITE_STORE`` setting, else the output folder). The key (``compile_key``) hashes what decides the compiled code:
@@ -15,10 +15,14 @@ evict each other's folder; vLLM's own hash inside the folder still decides what 
 coarse costs a compile, never a wrong kernel.
 
 The JIT folder is one for every configuration of a GPU and a vLLM/torch/FlashInfer build (``jit_key``): FlashInfer's
-kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95–136 s on a fresh H100 or H200) and
-Triton's are keyed inside their caches by their own source and parameters, not by the model, so a per-configuration
-folder only built the same kernels once per configuration: a new FP8 build with a new config.json paid them again.
-Both libraries write their caches safely beside a concurrent writer (FlashInfer builds each module under a file
+kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95–136 s on a fresh H100 or H200),
+Triton's and Inductor's are keyed inside their caches by their own source and parameters, not by the model, so a
+per-configuration folder only built the same kernels once per configuration: a new FP8 build with a new config.json
+paid them again. Inductor's folder holds what torch.compile builds outside vLLM's compile of the model (vLLM points
+Inductor at its own folder under ``VLLM_CACHE_ROOT`` for that): the ops vLLM compiles on their own (the logprob
+ranks of a loglikelihood request), the CPU build's probes of the vector instructions, and on CPU, where the engine
+runs eagerly, all of it; two configurations built byte-for-byte the same C++ there, 10-16 s each on 2 cores.
+The libraries write their caches safely beside a concurrent writer (FlashInfer builds each module under a file
 lock, and in a folder of its own since flashinfer PR #2339 of January 2026: before, concurrent builds of different
 modules shared one ninja log; vLLM 0.26 requires FlashInfer 0.6.14. Triton renames each finished file into place),
 so engines of one run starting side by side share the folder; the store must be on a local filesystem
@@ -71,11 +75,11 @@ NOT_COMPILE_ARGS = frozenset({
     "gpu_memory_utilization", "kv_cache_memory_bytes", "swap_space", "cpu_offload_gb", "seed", "disable_log_stats",
     "api_server_count", "enable_log_requests", "disable_log_requests", "max_log_len", "num_gpu_blocks_override",
 })
-# each cache's variable and its sub-folder: the configuration's own (vLLM's compiled graphs, Inductor's code) ...
-CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor"}
+# each cache's variable and its sub-folder: the configuration's own (vLLM's compiled graphs of the model) ...
+CACHE_VARS = {"VLLM_CACHE_ROOT": "vllm"}
 # ... and the JIT kernels every configuration of one build shares; FlashInfer keeps its JIT-built kernels (vLLM's
 # sampler on a GPU) under $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer, by default in the home folder
-JIT_VARS = {"TRITON_CACHE_DIR": "triton", "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
+JIT_VARS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
 JIT_PREFIX = "jit-"  # a JIT folder's name: jit-<jit_key>
 MODELINFO = "modelinfos"  # vLLM's model-class facts, under VLLM_CACHE_ROOT and, shared, in the JIT folder
 MAX_MODELINFOS = 256  # files copied a start (vLLM writes one per model class started)
