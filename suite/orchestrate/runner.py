@@ -19,6 +19,8 @@ variants with the same quantization share one) and are reused across runs; finis
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -93,10 +95,13 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
     plan, expected, env = rundir.prepare(loaded, run_dir, out_root, resume is not None)
     report("run", "", "started", str(run_dir))  # the folder, its logs, where it is tracked: before any stage
     jobs.forget_facts(run_dir)  # an earlier attempt's run.json: written again when this one's job loop ends
-    store = store_seal.CompileStore(env, lambda line: report("run", "", "note", line))
-    refused = store.check()  # SUITE_MANIFEST_KEY: held until sealed; compile folders whose seal fails go
+    store = store_seal.CompileStore(env, lambda line: report("run", "", "note", line), f"{os.getpid()}@"
+                                    f"{socket.gethostname()} {run_dir}")
     live = None
     try:
+        refused = store.check()  # held until sealed; with SUITE_MANIFEST_KEY, compile folders whose seal fails go
+        if store.waited_s >= 1:
+            refused.append(f"waited {store.waited_s:.0f} s for {store.path}: another run was using the compile store")
         quantizes = plan.quantizes
         summary = rundir.opening_summary(loaded, plan, run_dir, resume is not None, now(), quantizes)
         if recipe_changed:
@@ -116,7 +121,10 @@ def _execute(loaded: "rundir.LoadedRecipe", run_dir: Path, out_root: Path, lock,
                 totals = schedule(plan, summary, expected, plan.executor, run_dir, out_root, env, force, lock,
                                   live.hear(report), watch)
             finally:  # what this run's engines compiled, sealed for the next run (with SUITE_MANIFEST_KEY)
-                store.seal()
+                try:
+                    store.seal()
+                finally:
+                    store.release()
         # what the job loop knows that the results do not say goes into the folder (run.json); the closing summary
         # is the folder's (derive.summarize), as `suite summarize` and `suite gate` make it
         finished = now()

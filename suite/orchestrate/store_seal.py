@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 from itertools import islice
 from pathlib import Path
@@ -34,7 +35,7 @@ from pathlib import Path
 from suite.outputs.manifest import KEY_ENV, sign
 from suite.runtime import safeio
 from suite.runtime.engine.compilecache import COMPILE_DIR, STORE_ENV
-from suite.runtime.errors import SuiteError
+from suite.runtime.errors import Problem, SuiteError
 
 SEAL = "seal.json"
 FORMAT = "suite.store-seal/1"  # in the signed body: a seal is never a manifest, nor a manifest a seal
@@ -69,8 +70,11 @@ def _seal_problem(path: Path, body_of, secret: str, changed: str, unsealed: str)
     seal to check), or None when it does."""
     try:
         data = safeio.read_json(path, "manifest")
+        body = body_of()
+        if isinstance(body["files"], str):  # too many files, or a link out: a seal over that vouches for nothing
+            return f"it cannot be vouched for ({body['files']})"
         if isinstance(data, dict) and isinstance(data.get("hmac"), str) and hmac.compare_digest(
-                data["hmac"], sign(body_of(), secret)):
+                data["hmac"], sign(body, secret)):
             return None
         return f"its seal does not match: {changed}, or it was sealed with another key"
     except FileNotFoundError:
@@ -104,7 +108,8 @@ def _tree_body(folder: Path) -> dict:
     """What a compile folder's seal signs: its key (the folder's name) and the sha256 of each file under it by relative
     path (a link is named as one with its target, never followed, so a link pointed elsewhere after the seal breaks
     it; a link out of the folder vouches for files the seal does not cover, so the body then says only that
-    (``LINK_OUT``) and the folder is never kept; more than ``MAX_TREE_ENTRIES`` entries is signed as too many)."""
+    (``LINK_OUT``) and the folder is never kept; nor is one of more than ``MAX_TREE_ENTRIES`` entries, whose body says
+    only that)."""
     files, seen, inside = {}, 0, os.path.realpath(folder) + os.sep
     for root, dirs, names in os.walk(folder):
         dirs.sort()
@@ -172,20 +177,30 @@ def seal_compile_store(env) -> int:
 
 
 class CompileStore:
-    """The compile store of one run (``env`` names it; nothing to do without a store or without the key): ``check``
-    takes ``<store>/compile-cache.lock`` (an exclusive ``flock``; while another run holds it, ``note`` says so once
-    and this waits) and deletes the folders whose seal fails; ``seal`` seals every folder; ``release`` drops the lock
-    (idempotent; the system drops it too when the process ends, so a killed run leaves no stale lock)."""
+    """The compile store of one run (``env`` names it; nothing to do without a store): ``check`` takes
+    ``<store>/compile-cache.lock`` and, with the key, deletes the folders whose seal fails; ``seal`` seals every
+    folder; ``release`` drops the lock (idempotent; the system drops it too when the process ends, so a killed run
+    leaves no stale lock). A run with ``SUITE_MANIFEST_KEY`` takes the lock alone (it deletes and seals); one
+    without takes it shared, so runs without the key go side by side and a keyed run's check never deletes a live
+    run's folders. While another run holds it, ``note`` says so (who took it last, from ``compile-cache.lock.json``,
+    and again every ``WAIT_NOTE_S``) and this waits; ``waited_s`` is how long."""
 
-    def __init__(self, env, note=lambda line: None):
+    def __init__(self, env, note=lambda line: None, owner: str = ""):
         store = env.get(STORE_ENV)
-        self.env, self.note, self._held = env, note, None
-        self.path = Path(store) / LOCK_NAME if store and os.environ.get(KEY_ENV) else None
+        self.env, self.note, self.owner, self._held, self.waited_s = env, note, owner, None, 0.0
+        self.path = Path(store) / LOCK_NAME if store else None
+        self.alone = bool(os.environ.get(KEY_ENV))
 
     def check(self) -> list[str]:
+        if self._held is not None:
+            raise RuntimeError("CompileStore.check called twice without release")
         if self.path is not None:
-            self._held = _lock(self.path, self.note)
-        return check_compile_store(self.env)
+            self._held, self.waited_s = _lock(self.path, self.alone, self.note, self.owner)
+        try:
+            return check_compile_store(self.env)
+        except BaseException:
+            self.release()
+            raise
 
     def seal(self) -> int:
         return seal_compile_store(self.env)
@@ -193,19 +208,59 @@ class CompileStore:
     def release(self) -> None:
         held, self._held = self._held, None
         if held is not None:
-            held.close()  # closing the descriptor releases its flock
+            os.close(held)  # closing the descriptor releases its flock
 
 
-def _lock(path: Path, note):
-    """An open descriptor holding ``path``'s exclusive flock, after waiting for another holder (one ``note``)."""
+WAIT_NOTE_S = 300  # how often a waiting run says again that it waits
+
+
+def _lock(path: Path, alone: bool, note, owner: str) -> tuple[int, float]:
+    """A descriptor holding ``path``'s flock (exclusive when ``alone``, else shared) and the seconds waited for it.
+    Opened read-only (a flock needs no write access; a team's store is shared by several users), never through a
+    link (a link or a folder there is refused with a line naming it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600), "r+")
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        note(f"waiting for {path}: another run is using this sealed compile store (one run at a time; give a "
-             "concurrent job its own SUITE_STORE)")
-        start = time.monotonic()
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        log.warning("waited %.0f s for %s", time.monotonic() - start, path)
-    return handle
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise SuiteError(Problem(str(path), "", f"the compile store's lock cannot be opened ({e.strerror})",
+                                 "it must be a plain file, or absent, in a folder this user can write: remove what "
+                                 "is there")) from None
+    mode, start, said = (fcntl.LOCK_EX if alone else fcntl.LOCK_SH), time.monotonic(), None
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - start
+                if said is None or waited - said >= WAIT_NOTE_S:
+                    said = waited
+                    note(f"waiting for {path} ({waited:.0f} s so far): another run is using this compile store"
+                         f"{_holder(path)}; a sealed store serves one run at a time (give a concurrent job its own "
+                         "SUITE_STORE)")
+                time.sleep(0.5)
+    except BaseException:
+        os.close(fd)
+        raise
+    if alone:
+        _write_holder(path, owner)
+    return fd, time.monotonic() - start
+
+
+def _holder(path: Path) -> str:
+    """Who took the lock last, as its holder wrote it (a hint, read with a bound; nothing when unreadable)."""
+    try:
+        data = safeio.read_json(path.with_name(path.name + ".json"), "state")
+    except (OSError, ValueError, RecursionError, SuiteError):
+        return ""
+    return f" (last taken by {data['owner']})" if isinstance(data, dict) and isinstance(data.get("owner"), str) else ""
+
+
+def _write_holder(path: Path, owner: str) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".compile-cache.lock-", suffix=".tmp")
+        with os.fdopen(fd, "w") as out:
+            json.dump({"owner": owner[:500]}, out)
+        os.replace(tmp, path.with_name(path.name + ".json"))
+    except OSError as e:  # a hint for waiters only
+        log.warning("the compile store's lock holder not recorded: %s", e)

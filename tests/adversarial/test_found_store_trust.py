@@ -103,3 +103,14 @@ def test_without_the_key_the_store_is_trusted_like_the_output_folder(tmp_path):
     store = stored_baseline(tmp_path)
     forge(store)
     assert Store(store.root).lookup("evaluate", KEY).scores[0].value == 0.0  # docs/07 says so
+
+
+def test_an_entry_of_more_files_than_are_hashed_is_never_vouched_for(tmp_path, monkeypatch):
+    """Over MAX_FILES the seal is over a body that names no file: a forged entry must not be reused on it."""
+    from suite.orchestrate import store_seal
+
+    monkeypatch.setenv(manifest.KEY_ENV, "k" * 32)
+    monkeypatch.setattr(store_seal, "MAX_FILES", 1)
+    store = stored_baseline(tmp_path)
+    forge(store)
+    assert Store(store.root).lookup("evaluate", KEY) is None

@@ -17,6 +17,7 @@ import pytest
 from suite.orchestrate import store_seal
 from suite.orchestrate.store_seal import COMPILE_SEAL, check_compile_store, seal_compile_store
 from suite.outputs.manifest import KEY_ENV
+from suite.runtime.errors import SuiteError
 
 
 def filled(store: Path, key: str = "aac480a02a9c9c1b") -> Path:
@@ -130,10 +131,16 @@ def test_a_store_without_compile_caches_is_nothing_to_check(tmp_path, key):
     assert check_compile_store(env(tmp_path / "absent")) == [] and seal_compile_store(env(tmp_path / "absent")) == 0
 
 
-def test_too_many_entries_is_signed_as_such_not_walked_for_ever(tmp_path, key, monkeypatch):
+def test_too_many_entries_is_never_vouched_for(tmp_path, key, monkeypatch):
+    """A folder over the bound is not walked for ever, and its seal, over a body that names no file, vouches for
+    nothing: a file edited after it was sealed must not be kept on the strength of it."""
     monkeypatch.setattr(store_seal, "MAX_TREE_ENTRIES", 3)
     folder = filled(tmp_path)
     assert "more than 3 entries" in json.dumps(store_seal._tree_body(folder))
+    seal_compile_store(env(tmp_path))
+    (folder / "inductor" / "ab" / "kernel.py").write_text("import os; os.system('id')\n")
+    lines = check_compile_store(env(tmp_path))
+    assert not folder.exists() and "cannot be vouched for (more than 3 entries)" in lines[0], lines
 
 
 def test_a_run_checks_the_store_before_its_jobs_and_seals_it_after(demo_recipe_copy, tmp_path, monkeypatch, key):
@@ -154,8 +161,15 @@ def test_a_run_checks_the_store_before_its_jobs_and_seals_it_after(demo_recipe_c
         import json
         stage, cfg = sys.argv[-3], json.load(open(sys.argv[-2]))
         folder = os.path.join(os.environ["SUITE_STORE"], "compile-cache", "k1")
+        import fcntl
+        lock = os.open(os.path.join(os.environ["SUITE_STORE"], "compile-cache.lock"), os.O_RDONLY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            held = "free"
+        except BlockingIOError:
+            held = "held"
         open({str(seen)!r}, "a").write(f"{{os.path.exists(os.path.join(folder, 'code.py'))}} "
-                                       f"{{'{KEY_ENV}' in os.environ}}\\n")
+                                       f"{{'{KEY_ENV}' in os.environ}} {{held}}\\n")
         os.makedirs(folder, exist_ok=True)
         open(os.path.join(folder, "code.py"), "w").write("x = 1\\n")
         if stage == "quantize":
@@ -166,14 +180,25 @@ def test_a_run_checks_the_store_before_its_jobs_and_seals_it_after(demo_recipe_c
     monkeypatch.setenv(QUANTIZE_PYTHON_ENV, script)
     monkeypatch.setenv("SUITE_STORE", str(tmp_path / "store"))
     recipe = demo_recipe_copy(throughput=None, gates__min_throughput_gain=None)
+    from suite.orchestrate import runner
+
+    published, publish = [], runner.publish
+
+    def publishing(*args, **kwargs):  # the store is let go once sealed, before the report and the tracking upload
+        assert_free(tmp_path / "store" / store_seal.LOCK_NAME)
+        published.append(True)
+        return publish(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "publish", publishing)
     first = execute(load_recipe(recipe), report=lambda *e: None, track=False)
+    assert published
     folder = tmp_path / "store" / "compile-cache" / "k1"
     assert (folder / COMPILE_SEAL).is_file(), first.warnings
-    assert seen.read_text().split("\n")[0] == "False False"  # the stage never holds the key
+    assert seen.read_text().split("\n")[0] == "False False held"  # the stage never holds the key; the run, the lock
     seen.write_text("")
     (folder / "code.py").write_text("import os\n")
     second = execute(load_recipe(recipe), report=lambda *e: None, track=False, force=True)  # the jobs run again
-    assert seen.read_text().split("\n")[0] == "False False"  # deleted before the first job started
+    assert seen.read_text().split("\n")[0] == "False False held"  # deleted before the first job started
     assert any("compile store folder" in w and "starts cold" in w for w in second.warnings), second.warnings
     assert_free(tmp_path / "store" / store_seal.LOCK_NAME)  # the run let go of the store when it ended
 
@@ -184,9 +209,10 @@ def assert_free(path: Path) -> None:
 
 
 def test_a_second_run_on_a_sealed_store_waits_for_the_first_to_seal(tmp_path, key):
-    """Run A checks the store and its engine fills a folder not sealed yet; run B, started meanwhile, says once that
-    it waits and does not check (which would delete A's folder) until A has sealed and let go."""
-    first, notes, done, lines = store_seal.CompileStore(env(tmp_path)), [], threading.Event(), []
+    """Run A checks the store and its engine fills a folder not sealed yet; run B, started meanwhile, says that it
+    waits (and who took the lock) and does not check (which would delete A's folder) until A has sealed and let go."""
+    first = store_seal.CompileStore(env(tmp_path), owner="4242@ci-runner-7 /runs/20261207-a")
+    notes, done, lines = [], threading.Event(), []
     assert first.check() == []
     folder = filled(tmp_path)  # A's engine writing; no seal yet
     second = store_seal.CompileStore(env(tmp_path), notes.append)
@@ -194,12 +220,14 @@ def test_a_second_run_on_a_sealed_store_waits_for_the_first_to_seal(tmp_path, ke
     thread.start()
     while not notes and thread.is_alive():
         thread.join(0.05)
-    assert len(notes) == 1 and "another run is using this sealed compile store" in notes[0], notes
+    assert len(notes) == 1 and "another run is using this compile store" in notes[0], notes
+    assert "last taken by 4242@ci-runner-7 /runs/20261207-a" in notes[0], notes
     assert not done.wait(0.5) and (folder / "vllm" / "graph.bin").is_file()  # B still waits; A's folder is there
     assert first.seal() == 1
     first.release()
     thread.join(30)
     assert done.is_set() and lines == [] and (folder / "vllm" / "graph.bin").is_file()  # sealed by A, kept by B
+    assert second.waited_s >= 0.5
     second.release()
     second.release()  # idempotent
     assert_free(tmp_path / store_seal.LOCK_NAME)
@@ -210,21 +238,64 @@ def test_a_killed_run_leaves_no_stale_store_lock(tmp_path, key):
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, sys, time; h = open(sys.argv[1], 'a'); fcntl.flock(h, fcntl.LOCK_EX); print('held', flush=True);"
         " time.sleep(600)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    notes, run = [], store_seal.CompileStore(env(tmp_path), lambda line: notes.append(line))
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(BlockingIOError):
-            assert_free(lock)
+        waiting = threading.Thread(target=run.check)
+        waiting.start()
+        while not notes and waiting.is_alive():
+            waiting.join(0.05)
+        assert notes and waiting.is_alive()  # the live holder is waited for
     finally:
         holder.kill()
         holder.wait(30)
-    notes = []
-    run = store_seal.CompileStore(env(tmp_path), notes.append)
-    assert run.check() == [] and notes == []  # the system dropped the dead holder's lock: no wait
+    waiting.join(30)
+    assert not waiting.is_alive() and run._held is not None  # the system dropped the dead holder's lock
     run.release()
 
 
-def test_without_the_key_a_run_takes_no_store_lock(tmp_path, monkeypatch):
+def test_runs_without_the_key_share_the_store_and_a_keyed_run_waits_for_them(tmp_path, monkeypatch):
+    """Without the key nothing is deleted or sealed, so such runs take the lock shared and go side by side; a keyed
+    run (which deletes unsealed folders) waits until none of them is running."""
     monkeypatch.delenv(KEY_ENV, raising=False)
+    one, two = store_seal.CompileStore(env(tmp_path)), store_seal.CompileStore(env(tmp_path))
+    assert one.check() == [] and two.check() == [] and one.waited_s < 1 and two.waited_s < 1
+    folder = filled(tmp_path)  # an unkeyed run's engine writing
+    monkeypatch.setenv(KEY_ENV, "the-ci-secret")
+    notes, keyed = [], store_seal.CompileStore(env(tmp_path), lambda line: notes.append(line))
+    waiting = threading.Thread(target=keyed.check)
+    waiting.start()
+    while not notes and waiting.is_alive():
+        waiting.join(0.05)
+    assert notes and waiting.is_alive() and folder.is_dir()  # not deleted under a live run
+    one.release()
+    two.release()
+    waiting.join(30)
+    assert not waiting.is_alive() and not folder.exists()  # then judged: filled without the key, deleted
+    keyed.release()
+
+
+def test_a_failed_check_lets_go_of_the_lock(tmp_path, key, monkeypatch):
+    def unreadable(env):
+        raise PermissionError("compile-cache/aac480a02a9c9c1b/vllm: permission denied")
+
+    monkeypatch.setattr(store_seal, "check_compile_store", unreadable)
     run = store_seal.CompileStore(env(tmp_path))
-    assert run.check() == [] and run.path is None and not (tmp_path / store_seal.LOCK_NAME).exists()
-    run.release()
+    with pytest.raises(PermissionError):
+        run.check()
+    assert run._held is None
+    assert_free(tmp_path / store_seal.LOCK_NAME)
+
+
+@pytest.mark.parametrize("planted", ["link", "folder"])
+def test_a_link_or_folder_in_place_of_the_lock_is_refused_naming_it(tmp_path, key, planted):
+    lock = tmp_path / store_seal.LOCK_NAME
+    if planted == "link":
+        (tmp_path / "elsewhere").write_text("")
+        lock.symlink_to(tmp_path / "elsewhere")
+    else:
+        lock.mkdir()
+    with pytest.raises(SuiteError) as refused:
+        store_seal.CompileStore(env(tmp_path)).check()
+    assert str(lock) in str(refused.value) and "must be a plain file" in str(refused.value)
+    assert (tmp_path / "elsewhere").read_text() == "" if planted == "link" else lock.is_dir()

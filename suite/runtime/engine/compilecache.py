@@ -18,10 +18,12 @@ The JIT folder is one for every configuration of a GPU and a vLLM/torch/FlashInf
 kernels (the sampler's, which every vLLM engine on a GPU builds on first use, 95–136 s on a fresh H100 or H200),
 Triton's and Inductor's are keyed inside their caches by their own source and parameters, not by the model, so a
 per-configuration folder only built the same kernels once per configuration: a new FP8 build with a new config.json
-paid them again. Inductor's folder holds what torch.compile builds outside vLLM's compile of the model (vLLM points
-Inductor at its own folder under ``VLLM_CACHE_ROOT`` for that): the ops vLLM compiles on their own (the logprob
-ranks of a loglikelihood request), the CPU build's probes of the vector instructions, and on CPU, where the engine
-runs eagerly, all of it; two configurations built byte-for-byte the same C++ there, 10-16 s each on 2 cores.
+paid them again. Inductor's folder holds what torch.compile builds outside vLLM's compile of the model: vLLM points
+``TORCHINDUCTOR_CACHE_DIR`` at a folder under ``VLLM_CACHE_ROOT`` when it compiles the model, for the rest of the
+process (``vllm/compilation/compiler_interface.py``, ``decorators.py``), so what lands here is what is compiled
+before that, and with ``enforce_eager`` (the CPU demo's engines) all of it: the ops vLLM compiles on their own (the
+logprob ranks of a loglikelihood request) and, on CPU, Inductor's probes of the vector instructions. Two
+configurations built byte-for-byte the same C++ there, 10-16 s each on 2 cores.
 The libraries write their caches safely beside a concurrent writer (FlashInfer builds each module under a file
 lock, and in a folder of its own since flashinfer PR #2339 of January 2026: before, concurrent builds of different
 modules shared one ninja log; vLLM 0.26 requires FlashInfer 0.6.14. Triton renames each finished file into place),
