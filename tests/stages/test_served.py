@@ -142,6 +142,22 @@ def _samples(path) -> dict:
     return {(s["task"], s["doc_id"], s["filter"]): s for s in map(json.loads, open(path, encoding="utf-8"))}
 
 
+LOGPROB_TOL = 1e-3  # nats: far below what separates MMLU's choices, far above float summation order
+
+
+def _agree(a, b, gaps: list) -> bool:
+    """Two responses agree: generated text and is-greedy flags exactly, log-probabilities to LOGPROB_TOL (each gap
+    appended to ``gaps``). vLLM has no batch-invariant mode on CPU: the in-process engine and the server may sum a
+    prompt's log-probabilities in another order (seen once in CI under load: every MMLU item off in its last bits),
+    so exact agreement is a GPU question under eval.deterministic, not this test's."""
+    if isinstance(a, float) and isinstance(b, float):
+        gaps.append(abs(a - b))
+        return gaps[-1] <= LOGPROB_TOL
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all([_agree(x, y, gaps) for x, y in zip(a, b)])
+    return a == b and type(a) is type(b)
+
+
 @pytest.mark.integration
 @needs_demo_model()
 def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch):
@@ -185,14 +201,16 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch)
     # the same files, where the evaluate stage writes them, item by item
     assert set(on.samples_files) == set(off.samples_files) == {t.name for t in run}
     assert on.samples_files["suite_gsm8k"] == str(tmp_path / "served" / "samples_suite_gsm8k.jsonl")
-    counts = {}
+    counts, gaps = {}, []
     for name in off.samples_files:
         a, b = _samples(off.samples_files[name]), _samples(on.samples_files[name])
         assert a.keys() == b.keys() and len(a) > 0
         assert all(a[k]["prompt_hash"] == b[k]["prompt_hash"] for k in a)  # the same prompts, chat template and n-shot
-        same = sum(a[k]["resps"] == b[k]["resps"] and a[k]["filtered_resps"] == b[k]["filtered_resps"] for k in a)
+        same = sum(_agree(a[k]["resps"], b[k]["resps"], gaps) and _agree(a[k]["filtered_resps"],
+                                                                        b[k]["filtered_resps"], gaps) for k in a)
         counts[name] = (same, len(a))
-    print(f"identical items (served vs offline, one request at a time): {counts}")
+    print(f"agreeing items (served vs offline, one request at a time): {counts}; largest log-prob gap "
+          f"{max(gaps, default=0):.2e}")
     gen_lengths = [len(s["resps"][0][0]) for s in _samples(off.samples_files["suite_gsm8k"]).values()]
     assert max(gen_lengths) > 0  # generation ran (not only empty strings)
     assert all(same == n for same, n in counts.values()), counts
