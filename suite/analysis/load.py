@@ -13,7 +13,7 @@ from pathlib import Path
 from suite.records import migrate
 from suite.records.paths import ROOT, recorded_run_dir
 from suite.records.summary import RunSummary
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 from suite.runtime.errors import Problem, SuiteError
 
 TRACKING_FILE = "tracking.json"
@@ -27,11 +27,7 @@ def write_tracking(summary, run_dir: Path) -> Path:
             "tracking_pending": summary.tracking_pending}
     if "track" in summary.stage_wall_s:
         data["stage_wall_s"] = {"track": summary.stage_wall_s["track"]}
-    path = Path(run_dir) / TRACKING_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
-    return path
+    return atomic.write(Path(run_dir) / TRACKING_FILE, json.dumps(data, indent=2))
 
 
 def _with_tracking(data: dict, path: Path) -> dict:

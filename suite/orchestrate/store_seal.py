@@ -27,13 +27,12 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from itertools import islice
 from pathlib import Path
 
 from suite.outputs.manifest import KEY_ENV, sign
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 from suite.runtime.engine.compilecache import COMPILE_DIR, STORE_ENV
 from suite.runtime.errors import Problem, SuiteError
 
@@ -258,9 +257,6 @@ def _holder(path: Path) -> str:
 
 def _write_holder(path: Path, owner: str) -> None:
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".compile-cache.lock-", suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            json.dump({"owner": owner[:500]}, out)
-        os.replace(tmp, path.with_name(path.name + ".json"))
+        atomic.write(path.with_name(path.name + ".json"), json.dumps({"owner": owner[:500]}))
     except OSError as e:  # a hint for waiters only
         log.warning("the compile store's lock holder not recorded: %s", e)

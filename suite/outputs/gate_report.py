@@ -21,9 +21,8 @@ and the run's ``outcome`` and ``exit_code``; its ``format`` field names this lay
 Where a report may go (``place_problem``, checked before the gate judges anything, and again when it writes): a new
 file or an existing regular file (not a FIFO, a device, a folder or a link, which a rename would replace), outside
 the run folder being judged (its summary, records and samples are what the gate reads), and not in '/' or a system
-folder (``suite.recipe.guards.system_folder``: missing folders are made, but never there). It is written to a new
-temporary file in the same folder (``tempfile.mkstemp``: O_EXCL, a name no one could have placed a link at) and then
-renamed over the path.
+folder (``suite.recipe.guards.system_folder``: missing folders are made, but never there). It is written by the suite's
+one atomic writer (``suite.runtime.atomic``: a new temporary file beside it, renamed over the path).
 """
 
 from __future__ import annotations
@@ -33,13 +32,13 @@ import math
 import os
 import re
 import stat
-import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from suite.recipe.guards import system_folder
+from suite.runtime import atomic
 from suite.runtime.errors import EXIT_BAD_INPUT, Problem, SuiteError
 
 FORMAT = "suite.gate-report/1"
@@ -180,18 +179,9 @@ def _write(path: str, flag: str, fill, run_dir: Path | None = None) -> None:
     if (problem := place_problem(path, flag, run_dir)) is not None:
         raise SuiteError(problem)
     p = Path(path)
-    tmp = None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")  # O_EXCL: a new file
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o644)  # readable like any report (mkstemp makes it 0600)
-            fill(f)
-        os.replace(tmp, p)
-        tmp = None
+        atomic.write(p, fill)
     except OSError as e:
         raise SuiteError(Problem(path, flag, f"cannot write the gate report: {e.strerror or e}",
                                  "give a path in a writable folder")) from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from suite.runtime import safeio, envs
+from suite.runtime import atomic, safeio, envs
 from suite.stages.registry import BENCHMARK, EVALUATE
 from suite.records.evaluate import SAMPLER_ENV
 from suite.runtime.engine import cpukernels
@@ -155,11 +154,7 @@ class FileHashes:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            import threading  # the local executor's jobs are threads of one process
-
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(self.known))
-            tmp.replace(self.path)
+            atomic.write(self.path, json.dumps(self.known))  # the local executor's jobs are threads: each its own temp
         except OSError:
             pass  # costs time on the next run, not correctness
 

@@ -18,7 +18,7 @@ from typing import Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 
 from suite.records import migrate
 from suite.records.paths import ROOT
@@ -36,13 +36,7 @@ class Record(BaseModel):
 
     def write(self, path: Path, root: Path | None = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        try:
-            tmp.write_text(self.to_json(root))
-        except OSError as e:  # a full disk fails the write, whose error names no file: name it
-            raise OSError(e.errno, e.strerror, str(tmp)) if e.filename is None else e
-        tmp.replace(path)
-        return path
+        return atomic.write(path, self.to_json(root))  # a full disk's OSError names the file
 
     @classmethod
     def from_json(cls: type[M], text: str | bytes, root: Path | None = None, recorded: str | None = None,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NewType
 
 from suite.records.schemes import SCHEMES
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 from suite.runtime.engine.args import _bench_serve_answer, _engine_args_answer, _quant_methods_answer
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.secrets import URL_PASSWORD
@@ -268,9 +268,7 @@ def cached_probe(python: str, kind: str, depends_on: tuple[str, ...]) -> object:
     answer = run_probe(python, kind)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"ident": ident, "answer": answer}))
-        tmp.replace(path)
+        atomic.write(path, json.dumps({"ident": ident, "answer": answer}))
     except OSError:
         pass  # an unwritable cache costs time, not correctness
     return answer

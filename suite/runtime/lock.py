@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 import time
 from pathlib import Path
 
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 from suite.runtime.errors import Problem, SuiteError
 from suite.runtime.procs import alive, create_time, describe
 
@@ -106,9 +105,7 @@ class RunLock:
         return self
 
     def _write(self, record: dict) -> None:
-        tmp = self.path.with_name(f"{LOCK_NAME}.{self.token}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, self.path)
+        atomic.write(self.path, json.dumps(record))
 
     def _ours(self) -> dict | None:
         """The lock's record while this lock holds it (its token), else None."""

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 
 ENV = "SUITE_PROGRESS_FILE"
 MIN_INTERVAL_S = 1.0
@@ -39,11 +39,8 @@ def update(what: str, done: int, total: int | None = None) -> None:
         return
     _last[what] = now
     record = {"what": what, "done": int(done), "total": None if total is None else int(total), "time": time.time()}
-    tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "w") as f:
-            json.dump(record, f)
-        os.replace(tmp, path)
+        atomic.write(path, json.dumps(record))
     except OSError:
         pass
 

@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 
 INTERVAL_S = 0.1
 ENV = "SUITE_STACK_SAMPLING"  # "0": no sampling (the stage runs exactly as before)
@@ -148,9 +148,7 @@ class StackSampler:
         """Atomically (a temporary file renamed over it): a pack of a run still going reads a whole profile. Returns
         the profile written."""
         data = self.to_json()
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, separators=(",", ":")))
-        os.replace(tmp, path)
+        atomic.write(path, json.dumps(data, separators=(",", ":")))
         return data
 
 

@@ -4,10 +4,9 @@ perplexity evaluation keeps in the run folder, so that its token counts are reco
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 
 # lm-eval's perplexity metrics (= suite.analysis.paired.PPL_METRICS): a task scored on one counts tokens
 PERPLEXITY_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
@@ -37,7 +36,5 @@ def keep(model: str, metrics: list[str], out_dir: Path) -> tuple[str | None, str
     if src is None:
         return None, None
     dst = Path(out_dir) / KEPT_NAME
-    tmp = dst.with_name(dst.name + ".tmp")
-    tmp.write_bytes(safeio.read_bytes(src, "run_file"))
-    os.replace(tmp, dst)
+    atomic.write(dst, safeio.read_bytes(src, "run_file"))
     return str(dst), safeio.sha256(dst, "run_file")

@@ -58,13 +58,12 @@ import json
 import logging
 import os
 import platform
-import tempfile
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
 from suite.records.evaluate import EngineConfig
-from suite.runtime import safeio
+from suite.runtime import atomic, safeio
 from suite.runtime.errors import SuiteError
 
 log = logging.getLogger(__name__)
@@ -170,10 +169,7 @@ def _copy_modelinfos(source: Path, target: Path) -> None:
             data = safeio.read_bytes(f, "state")
             if len(data) > MAX_MODELINFO_BYTES:
                 continue
-            fd, tmp = tempfile.mkstemp(dir=target, prefix=".modelinfo-", suffix=".tmp")  # O_EXCL: never a link
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, to)
+            atomic.write(to, data)
     except (OSError, SuiteError) as e:
         log.warning("vLLM's model-class facts not shared (%s -> %s): %s", source, target, e)
 
