@@ -105,12 +105,14 @@ NOT_IN_KEY_ENV = frozenset({
     "VLLM_CONFIGURE_LOGGING", "VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "VLLM_USAGE_SOURCE",
     "VLLM_SERVER_DEV_MODE", "VLLM_TORCH_PROFILER_DIR", "VLLM_ENGINE_ITERATION_TIMEOUT_S",
 })
-# eval.loglikelihood: grouped scores with the suite's own code, not lm-eval's: its file's content is in the key
-# (read as a file: the module imports lm-eval and vLLM, which the parent never imports); it sits in the evaluate
-# stage's subpackage, which is named as the stage
-GROUPED_SCORING = Path(__file__).resolve().parent.parent / "stages" / EVALUATE / "grouped.py"
+# eval.loglikelihood: grouped scores with the suite's own code, not lm-eval's: its files' content is in the key
+# (read as files: the modules import lm-eval and vLLM, which the parent never imports), the bookkeeping and the
+# engine's requests (in-process or served); they sit in the evaluate stage's subpackage, which is named as the stage
+EVALUATE_CODE = Path(__file__).resolve().parent.parent / "stages" / EVALUATE
+GROUPED_SCORING = {"vllm": (EVALUATE_CODE / "grouping.py", EVALUATE_CODE / "grouped.py"),
+                   "served": (EVALUATE_CODE / "grouping.py", EVALUATE_CODE / "served.py")}
 # eval.sequential: the looks (what each scores) and the design (when a task stops)
-SEQUENTIAL_CODE = (GROUPED_SCORING.parent / "looks.py", GROUPED_SCORING.parents[2] / "runtime" / "sequential.py")
+SEQUENTIAL_CODE = (EVALUATE_CODE / "looks.py", EVALUATE_CODE.parents[1] / "runtime" / "sequential.py")
 # throughput.adaptive_repetitions: which points repeat and when they stop. How many repetitions a variant's gated
 # point runs also depends on the baseline's measured repetitions, which no key can name before the baseline has run:
 # the key holds the design (the gates' limits, the headline rule, the maximum, this code) and the baseline as the
@@ -118,7 +120,7 @@ SEQUENTIAL_CODE = (GROUPED_SCORING.parent / "looks.py", GROUPED_SCORING.parents[
 # and the variant records in each look the baseline repetitions it was decided against. A baseline measured again
 # under the same recipe (its result lost, or forced) leaves a kept variant result paired with other repetitions than
 # its looks saw: the looks' bound (suite.runtime.repeats) covers the repetitions they saw, not those.
-ADAPTIVE_CODE = (GROUPED_SCORING.parents[1] / BENCHMARK / "repeats.py", GROUPED_SCORING.parents[2] / "runtime" /
+ADAPTIVE_CODE = (EVALUATE_CODE.parent / BENCHMARK / "repeats.py", EVALUATE_CODE.parents[1] / "runtime" /
                  "repeats.py")
 
 
@@ -195,7 +197,9 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
     if cfg.get("loglikelihood") == "per_request":  # likewise
         cfg.pop("loglikelihood")
     elif cfg.get("loglikelihood") == "grouped":  # the suite's own scoring code: a change to it is a new key
-        cfg["loglikelihood"] = "grouped-" + safeio.sha256(GROUPED_SCORING, "code")[:16]
+        code = GROUPED_SCORING["served" if cfg.get("backend") == "served" else "vllm"]
+        cfg["loglikelihood"] = "grouped-" + hashlib.sha256(
+            b"".join(safeio.read_bytes(f, "code") for f in code)).hexdigest()[:16]
     if cfg.get("sequential") is None:  # likewise (a fixed-size evaluation)
         cfg.pop("sequential", None)
     else:  # the looks' code and the design's bounds decide which items are scored: a change to them is a new key

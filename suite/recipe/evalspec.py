@@ -120,11 +120,12 @@ class EvalSpec(Strict):
         f"the variant's main evaluation. At most {MAX_ENGINE_CHECKS} configurations; eval.engine: vllm only; "
         "absent: no check")
     loglikelihood: Literal["per_request", "grouped"] = Field(
-        "per_request", description="how multiple-choice (loglikelihood) requests are scored with eval.engine: vllm. "
+        "per_request", description="how multiple-choice (loglikelihood) requests are scored (either eval.engine). "
         "per_request: lm-eval's vLLM backend as it is, one request per (context, choice) with prompt logprobs, so a "
         "4-choice question's context is prefilled 4 times and vLLM's prefix cache is not used. grouped: one request "
         "per context where every choice is one token (MMLU, C-Eval), asking vLLM (>= 0.26) for those tokens' logprobs "
-        "(SamplingParams.logprob_token_ids); the same log p(choice | context) and is-greedy, the few-shot prefix "
+        "(SamplingParams.logprob_token_ids; served: the completions endpoint's logprob_token_ids); the same "
+        "log p(choice | context) and is-greedy, the few-shot prefix "
         "shared through the prefix cache; other requests take lm-eval's path. On CPU the two agree to float32 rounding "
         "(tests/stages/evaluate/test_grouped.py; in BF16 an AVX-512 CPU's kernels round the two prefill shapes apart "
         "by up to 0.25 nats); on the H200 (vLLM 0.26, BF16) 735 of 736 pairs to the bit, every "
@@ -216,9 +217,6 @@ class EvalSpec(Strict):
             raise ValueError("eval.served_check_items checks scores made on the benchmark's server against the "
                              "in-process engine; with eval.engine: vllm nothing is served (fix: drop "
                              "eval.served_check_items, or set eval.engine: served)")
-        if self.loglikelihood == "grouped" and self.engine == "served":
-            raise ValueError("eval.loglikelihood: grouped is built for lm-eval's in-process vLLM model; with eval.engine: "
-                             "served lm-eval's local-completions scores one request per pair (fix: drop one of them)")
         return self
 
     @field_validator("tasks", mode="before")

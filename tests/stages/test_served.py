@@ -160,7 +160,11 @@ def _agree(a, b, gaps: list) -> bool:
 
 @pytest.mark.integration
 @needs_demo_model()
-def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch):
+@pytest.mark.parametrize("loglikelihood", ["per_request", "grouped"])
+def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch, loglikelihood):
+    """per_request: GSM8K and MMLU through lm-eval's own paths both ways; grouped: MMLU (its only one-token choices)
+    through the grouped path both ways (in-process SamplingParams.logprob_token_ids, the server's
+    logprob_token_ids)."""
     for k, v in CPU_ENV.items():
         monkeypatch.setenv(k, v)
     from suite.stages.benchmark import stage as benchmark
@@ -169,9 +173,10 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch)
 
     engine = EngineConfig(model=str(DEMO_MODEL), dtype="float32", max_model_len=2048,
                           engine_args={"enforce_eager": True, "distributed_executor_backend": "uni"})
-    run = [TaskRun(name="suite_gsm8k", limit=4)] + [TaskRun(name=n, limit=4, num_fewshot=0)
-                                                      for n in ("suite_mmlu_anatomy", "suite_mmlu_astronomy")]
+    run = [TaskRun(name="suite_gsm8k", limit=4)] * (loglikelihood == "per_request") + [
+        TaskRun(name=n, limit=4, num_fewshot=0) for n in ("suite_mmlu_anatomy", "suite_mmlu_astronomy")]
     offline = EvaluateConfig(engine=engine, tasks=run, batch_size=1, data_dir=str(ROOT / "tasks" / "data"),
+                             loglikelihood=loglikelihood,
                              include_path=str(ROOT / "tasks"), max_gen_toks=64, output_dir=str(tmp_path / "offline"))
     offline.write(tmp_path / "offline.config.json")
     with open(tmp_path / "offline.log", "w") as log:  # as the runner runs a stage: its own process
@@ -200,7 +205,7 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch)
 
     # the same files, where the evaluate stage writes them, item by item
     assert set(on.samples_files) == set(off.samples_files) == {t.name for t in run}
-    assert on.samples_files["suite_gsm8k"] == str(tmp_path / "served" / "samples_suite_gsm8k.jsonl")
+    assert on.samples_files[run[0].name] == str(tmp_path / "served" / f"samples_{run[0].name}.jsonl")
     counts, gaps = {}, []
     for name in off.samples_files:
         a, b = _samples(off.samples_files[name]), _samples(on.samples_files[name])
@@ -211,8 +216,11 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch)
         counts[name] = (same, len(a))
     print(f"agreeing items (served vs offline, one request at a time): {counts}; largest log-prob gap "
           f"{max(gaps, default=0):.2e}")
-    gen_lengths = [len(s["resps"][0][0]) for s in _samples(off.samples_files["suite_gsm8k"]).values()]
-    assert max(gen_lengths) > 0  # generation ran (not only empty strings)
+    if loglikelihood == "per_request":
+        gen_lengths = [len(s["resps"][0][0]) for s in _samples(off.samples_files["suite_gsm8k"]).values()]
+        assert max(gen_lengths) > 0  # generation ran (not only empty strings)
+    else:  # every MMLU pair went the grouped way, one request per question, both ways
+        assert on.loglikelihood_counts == off.loglikelihood_counts == {"pairs": 32, "grouped_pairs": 32, "requests": 8}
     assert all(same == n for same, n in counts.values()), counts
     assert [(s.task, s.value, s.n) for s in on.scores] == [(s.task, s.value, s.n) for s in off.scores]
     # the served check's comparison (suite.analysis.served_check) on these real files: every item agrees

@@ -18,7 +18,12 @@ statistics; this subclass takes the offline backend's side each time:
   which ``LLM.generate`` with explicit ``SamplingParams`` never applies. Texts are cut at the stop
   sequences afterwards (``postprocess_generated_text``), as offline.
 - loglikelihood: prompt log-probs through ``echo`` + ``logprobs: 1`` (``max_length`` = max_model_len, so
-  the truncation and the rolling windows are the offline backend's).
+  the truncation and the rolling windows are the offline backend's); with ``eval.loglikelihood: grouped``, one
+  request per context for one-token choices (``GroupedServedCompletions``, ``suite.stages.evaluate.grouping``):
+  ``max_tokens`` 1, temperature 0, ``logprob_token_ids`` the choices' tokens, ``return_tokens_as_token_ids`` so
+  that each log-prob is named by its token id, not by a decoded text two tokens may share. The server's JSON
+  carries each value as the float vLLM computed (clamped at -9999, as the OpenAI API does: no real choice gets
+  there).
 - chat template: the tokenizer's own, applied with the offline call's arguments.
 
 Refused (``ServedRefusal``), with the reason: a task that samples (temperature > 0: the offline engine
@@ -31,8 +36,10 @@ offline (lm-eval's API model reserves a token); none of the suite's tasks comes 
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 
 import jinja2
+import requests
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 from lm_eval.models.utils import (
     _add_special_kwargs,
@@ -41,8 +48,11 @@ from lm_eval.models.utils import (
     normalize_gen_kwargs,
     postprocess_generated_text,
 )
+from tenacity import retry, stop_after_attempt, wait_exponential
+from tqdm import tqdm
 
 from suite.runtime.engine.batching import serve_max_num_seqs
+from suite.stages.evaluate.grouping import GroupedLoglikelihood
 
 # vllm.SamplingParams' defaults for what a server would otherwise take from generation_config.json
 # (vllm/entrypoints/openai/completion/protocol.py, CompletionRequest._DEFAULT_SAMPLING_PARAMS)
@@ -128,13 +138,66 @@ class ServedCompletions(LocalCompletionsAPI):
         return [postprocess_generated_text(t, until, None) for t, (_, until, _) in zip(texts, settings)]
 
 
+TOKEN_ID_PREFIX = "token_id:"  # how vLLM names a token with return_tokens_as_token_ids (format_token_id_placeholder)
+
+
+class GroupedServedCompletions(GroupedLoglikelihood, ServedCompletions):
+    """``ServedCompletions`` whose loglikelihood scores one-token choices one request per context."""
+
+    def _grouped_keep(self) -> int:
+        return max(1, self.max_length - 1)  # the API model keeps (context + continuation)[-max_length:] (max_length:
+        # max_model_len - 1, one token kept for generation)
+
+    def _grouped_logprobs(self, contexts, token_ids, disable_tqdm):
+        post = retry(stop=stop_after_attempt(self.max_retries), wait=wait_exponential(multiplier=0.5, min=1, max=10),
+                     reraise=True)(self._grouped_request)
+        with requests.Session() as session, ThreadPoolExecutor(max_workers=max(1, self._concurrent)) as pool, \
+                tqdm(total=len(contexts), disable=disable_tqdm, desc="Requesting grouped loglikelihoods") as bar:
+            scored = []
+            for answer in pool.map(lambda job: post(session, *job), zip(contexts, token_ids)):
+                scored.append(answer)
+                bar.update(1)
+        return scored
+
+    def _grouped_request(self, session, context: list[int], ids: list[int]) -> tuple[dict[int, float], int]:
+        payload = {"model": self.model, "prompt": context, "max_tokens": 1, "temperature": 0.0, "seed": self._seed,
+                   "logprobs": 1, "logprob_token_ids": ids, "return_tokens_as_token_ids": True, **NEUTRAL_SAMPLING}
+        response = session.post(self.base_url, json=payload, headers=self.header, timeout=self.timeout)
+        if not response.ok:
+            raise RuntimeError(f"{self.base_url}: HTTP {response.status_code} for a grouped loglikelihood request: "
+                               f"{response.text[:500]}")
+        return parse_grouped(response.json(), ids)
+
+
+def parse_grouped(answer: dict, ids: list[int]) -> tuple[dict[int, float], int]:
+    """(log-probability by token id, the greedy token's id) from a completion of one token asked for ``ids``'
+    log-probabilities with ``return_tokens_as_token_ids``; a ValueError when it lacks one of them."""
+    try:
+        logprobs = answer["choices"][0]["logprobs"]
+        greedy = _token_id(logprobs["tokens"][0])
+        values = {_token_id(k): float(v) for k, v in logprobs["top_logprobs"][0].items()}
+        values.setdefault(greedy, float(logprobs["token_logprobs"][0]))
+    except (KeyError, IndexError, TypeError) as e:
+        raise ValueError(f"a grouped loglikelihood answer without its log-probabilities ({e!r})") from None
+    if missing := [i for i in ids if i not in values]:
+        raise ValueError(f"a grouped loglikelihood answer without the log-probabilities of tokens {missing[:5]}")
+    return values, greedy
+
+
+def _token_id(name: str) -> int:
+    if not isinstance(name, str) or not name.startswith(TOKEN_ID_PREFIX):
+        raise ValueError(f"a token named {name!r}, not {TOKEN_ID_PREFIX}<id> (return_tokens_as_token_ids)")
+    return int(name[len(TOKEN_ID_PREFIX):])
+
+
 def served_lm(config) -> ServedCompletions:
     """The served model for an ``EvaluateConfig`` with ``backend: served`` and its ``base_url``."""
     if not config.base_url:
         raise ServedRefusal("backend 'served' needs base_url (the benchmark stage sets it to its server's)")
     concurrency = int(config.batch_size) if str(config.batch_size).isdigit() else auto_concurrency(config.engine)
-    lm = ServedCompletions(config.base_url, config.engine.model, config.engine.max_model_len, config.seed,
-                           concurrency, config.max_gen_toks)
+    model = GroupedServedCompletions if config.loglikelihood == "grouped" else ServedCompletions
+    lm = model(config.base_url, config.engine.model, config.engine.max_model_len, config.seed,
+               concurrency, config.max_gen_toks)
     lm.requests_in_flight = concurrency
     return lm
 

@@ -19,10 +19,10 @@ import sys
 
 import pytest
 
-from conftest import DEMO_MODEL, ROOT, needs_demo_model
+from conftest import ROOT, needs_demo_model
 from suite.plan.keys import cache_key
 from suite.plan.planner import make_plan
-from suite.recipe import SuiteError, load_recipe
+from suite.recipe import load_recipe
 from suite.recipe.schema import EvalSpec
 from suite.records.evaluate import EngineConfig, EvaluateConfig, TaskRun
 
@@ -57,10 +57,8 @@ print("RESULT " + json.dumps({"counts": lm.counts, "grouped": grouped, "referenc
 """
 
 
-def test_the_default_is_lm_evals_own_path_and_grouped_needs_the_in_process_engine():
+def test_the_default_is_lm_evals_own_path():
     assert EvalSpec().loglikelihood == "per_request" and EvalSpec(loglikelihood="grouped").loglikelihood == "grouped"
-    with pytest.raises(ValueError, match="local-completions"):
-        EvalSpec(loglikelihood="grouped", engine="served")
     with pytest.raises(ValueError):
         EvalSpec(loglikelihood="batched")
 
@@ -87,24 +85,31 @@ def test_the_plan_carries_it_and_only_grouped_changes_the_cache_key(demo_recipe_
     assert grouped != default
 
 
-def test_a_change_to_the_grouped_scoring_code_is_a_new_cache_key(tmp_path, monkeypatch):
+@pytest.mark.parametrize("backend", ["vllm", "served"])
+def test_a_change_to_the_grouped_scoring_code_is_a_new_cache_key(tmp_path, monkeypatch, backend):
+    """Each file of the backend's grouped scoring (the shared bookkeeping and the backend's requests) is in the key."""
     from suite.plan import keys
 
     # data_dir: a folder nothing writes to while the tests run (the repository's root changed under an earlier run)
     cfg = EvaluateConfig(engine=EngineConfig(model="/m"), tasks=[TaskRun(name="suite_mmlu")],
-                         data_dir=str(ROOT / "tasks" / "data"),
+                         data_dir=str(ROOT / "tasks" / "data"), backend=backend,
                          include_path=str(ROOT / "tasks"), output_dir="/o", loglikelihood="grouped")
     versions = {"vllm": "x", "lm-eval": "y"}
     before = cache_key(cfg, "model", versions)
-    edited = tmp_path / "grouped.py"
-    edited.write_text(keys.GROUPED_SCORING.read_text() + "\n# a fix\n")
-    monkeypatch.setattr(keys, "GROUPED_SCORING", edited)
-    assert cache_key(cfg, "model", versions) != before
+    assert len(keys.GROUPED_SCORING[backend]) == 2
+    for n, code in enumerate(keys.GROUPED_SCORING[backend]):
+        edited = tmp_path / f"{n}-{code.name}"
+        edited.write_text(code.read_text() + "\n# a fix\n")
+        files = list(keys.GROUPED_SCORING[backend])
+        files[n] = edited
+        monkeypatch.setitem(keys.GROUPED_SCORING, backend, tuple(files))
+        assert cache_key(cfg, "model", versions) != before, code.name
+        monkeypatch.undo()
 
 
-def test_a_served_recipe_asking_for_grouped_is_refused_with_the_field(demo_recipe_copy):
-    with pytest.raises(SuiteError, match="eval.*grouped"):
-        load_recipe(demo_recipe_copy(eval__loglikelihood="grouped", eval__engine="served"))
+def test_a_served_recipe_may_ask_for_grouped(demo_recipe_copy):
+    recipe = load_recipe(demo_recipe_copy(eval__loglikelihood="grouped", eval__engine="served"))
+    assert recipe.recipe.eval.loglikelihood == "grouped" and recipe.recipe.eval.engine == "served"
 
 
 @pytest.mark.integration

