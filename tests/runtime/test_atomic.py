@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -22,8 +25,41 @@ def test_bytes_text_and_a_filler_are_written_whole_and_readable(tmp_path):
     for content, want in ((b"\x00\x01", b"\x00\x01"), ("é", "é".encode()), (lambda f: f.write(b"filled"), b"filled")):
         path = atomic.write(tmp_path / "f.bin", content)
         assert path.read_bytes() == want
-        assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600
+        assert stat.S_IMODE(path.stat().st_mode) == atomic.MODE == 0o666 & ~_umask()  # not mkstemp's 0600
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]  # no temporary file left
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_the_mode_is_what_open_would_give_under_the_umask(tmp_path):
+    """mkstemp makes 0600; the writer gives what ``open(path, "w")`` gives (0666 less the umask), read at import."""
+    code = ("import os, stat, sys; from suite.runtime import atomic; atomic.write(sys.argv[1], 'x'); "
+            "print(oct(stat.S_IMODE(os.stat(sys.argv[1]).st_mode)))")
+    for mask, want in ((0o077, "0o600"), (0o002, "0o664")):
+        out = subprocess.run([sys.executable, "-c", f"import os; os.umask({mask}); " + code, str(tmp_path / "f")],
+                             capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip()
+        assert out == want, (oct(mask), out)
+
+
+def test_a_missing_folder_names_the_file_not_a_temporary(tmp_path):
+    with pytest.raises(FileNotFoundError) as caught:
+        atomic.write(tmp_path / "missing" / "f.json", "{}")
+    assert caught.value.filename == str(tmp_path / "missing" / "f.json")
+
+
+def test_an_oserror_without_an_errno_keeps_its_type_and_message(tmp_path):
+    import io
+
+    def unsupported(_):
+        raise io.UnsupportedOperation("not writable")  # an OSError and a ValueError, with no errno
+
+    with pytest.raises(io.UnsupportedOperation, match="not writable"):
+        atomic.write(tmp_path / "f", unsupported)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_link_planted_at_the_old_temporary_name_is_never_written_through(tmp_path):

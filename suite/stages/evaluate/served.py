@@ -48,6 +48,7 @@ from lm_eval.models.utils import (
     normalize_gen_kwargs,
     postprocess_generated_text,
 )
+from requests.adapters import HTTPAdapter
 from tenacity import retry, stop_after_attempt, wait_exponential
 from tqdm import tqdm
 
@@ -151,8 +152,12 @@ class GroupedServedCompletions(GroupedLoglikelihood, ServedCompletions):
     def _grouped_logprobs(self, contexts, token_ids, disable_tqdm):
         post = retry(stop=stop_after_attempt(self.max_retries), wait=wait_exponential(multiplier=0.5, min=1, max=10),
                      reraise=True)(self._grouped_request)
-        with requests.Session() as session, ThreadPoolExecutor(max_workers=max(1, self._concurrent)) as pool, \
+        workers = max(1, self._concurrent)
+        with requests.Session() as session, ThreadPoolExecutor(max_workers=workers) as pool, \
                 tqdm(total=len(contexts), disable=disable_tqdm, desc="Requesting grouped loglikelihoods") as bar:
+            # a connection per worker (requests' default pool keeps 10: more workers open and drop one per request)
+            session.mount("http://", HTTPAdapter(pool_connections=1, pool_maxsize=workers))
+            session.mount("https://", HTTPAdapter(pool_connections=1, pool_maxsize=workers))
             scored = []
             for answer in pool.map(lambda job: post(session, *job), zip(contexts, token_ids)):
                 scored.append(answer)

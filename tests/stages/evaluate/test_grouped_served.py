@@ -144,6 +144,17 @@ def test_grouped_served_answers_are_lm_evals_request_by_request(toy_url, max_len
     assert {(k, a) for _, k, a in lm.cache_hook.partials} == keyed
 
 
+@needs_demo_model()
+def test_many_requests_in_flight_keep_their_connections(toy_url, caplog):
+    """A connection per worker: with more requests in flight than requests' default pool keeps (10), none is opened
+    and dropped per request (urllib3 warns for each: thousands of lines for a full MMLU on a GPU)."""
+    lm = toy_lm(toy_url, 4096, 32)
+    contexts = [[q, q + 1, q + 2] for q in range(200)]
+    scored = lm._grouped_logprobs(contexts, [[201, 202]] * len(contexts), disable_tqdm=True)
+    assert [greedy for _, greedy in scored] == [toy_top(c) for c in contexts]
+    assert not [r for r in caplog.records if "Connection pool is full" in r.getMessage()]
+
+
 def test_an_answer_without_a_requested_token_is_refused():
     ok = {"choices": [{"logprobs": {"tokens": ["token_id:7"], "token_logprobs": [-0.1],
                                     "top_logprobs": [{"token_id:7": -0.1, "token_id:3": -2.0}]}}]}
