@@ -11,7 +11,6 @@ That the real engine gives the same numbers both ways is test_grouped.py's integ
 
 from __future__ import annotations
 
-import hashlib
 from types import SimpleNamespace
 
 import pytest
@@ -24,22 +23,8 @@ from lm_eval.models.vllm_causallms import VLLM  # noqa: E402
 
 from conftest import DEMO_MODEL, needs_demo_model  # noqa: E402
 from suite.stages.evaluate.grouped import GroupedVLLM  # noqa: E402
+from grouped_toy import Hook, toy_logprob, toy_requests, toy_top  # noqa: E402
 from suite.stages.evaluate.grouping import MAX_TOKEN_IDS  # noqa: E402
-
-VOCAB = 300
-
-
-def toy_logprob(prefix: tuple[int, ...], token: int) -> float:
-    """log p(token | prefix) of the toy model, on a 0.5 grid (ties between tokens are common)."""
-    h = hashlib.sha256(repr((prefix[-3:], token)).encode()).digest()
-    return -0.5 * (h[0] % 12)
-
-
-def toy_top(prefix: tuple[int, ...]) -> int:
-    """The greedy token: the lowest id among the highest logprobs (torch.argmax's first maximum)."""
-    scores = [toy_logprob(prefix, t) for t in range(VOCAB)]
-    return scores.index(max(scores))
-
 
 class ToyEngine:
     def __init__(self):
@@ -68,14 +53,6 @@ class ToyEngine:
         return out
 
 
-class Hook:
-    def __init__(self):
-        self.partials = []
-
-    def add_partial(self, attr, key, answer):
-        self.partials.append((attr, key, answer))
-
-
 def toy_lm(max_length: int, batch_size) -> GroupedVLLM:
     lm = GroupedVLLM.__new__(GroupedVLLM)  # no engine: _model_generate is the toy model
     lm._max_length, lm.batch_size, lm.data_parallel_size = max_length, batch_size, 1
@@ -85,24 +62,9 @@ def toy_lm(max_length: int, batch_size) -> GroupedVLLM:
     return lm
 
 
-def requests() -> list:
-    reqs = []
-    contexts = [list(range(5 + q, 25 + 3 * q)) for q in range(6)]  # 20-35 tokens: some longer than max_length
-    for q, ctx in enumerate(contexts):
-        for choice in (201, 202, 203, 204):  # " A" .. " D"
-            reqs.append(((f"q{q}", f"c{choice}"), ctx, [choice]))
-    reqs.append((("q0", "c201"), contexts[0], [201]))  # a duplicate
-    reqs.append((("q1", "long"), contexts[1], [7, 8, 9]))  # a multi-token continuation: lm-eval's path
-    reqs.append((None, [3, 4], [5]))  # no cache key (as loglikelihood_rolling's windows)
-    wide = list(range(40, 50))
-    reqs += [((f"w{t}", "x"), wide, [t]) for t in range(MAX_TOKEN_IDS + 2)]  # too many ids for one request
-    reqs.append((("short", "x"), [9], [10]))
-    return reqs
-
-
 @pytest.mark.parametrize("max_length,batch_size", [(4096, "auto"), (24, "auto"), (24, 3)])
 def test_grouped_answers_are_lm_evals_request_by_request(max_length, batch_size):
-    reqs = requests()
+    reqs = toy_requests()
     lm = toy_lm(max_length, batch_size)
     expected = VLLM._loglikelihood_tokens(lm, reqs, disable_tqdm=True)
     lm._model_generate.calls.clear()
@@ -126,7 +88,7 @@ def test_grouped_answers_are_lm_evals_request_by_request(max_length, batch_size)
 
 def test_outside_loglikelihood_it_is_lm_evals_path():
     """loglikelihood_rolling (perplexity) calls _loglikelihood_tokens directly: nothing is grouped."""
-    reqs = requests()
+    reqs = toy_requests()
     lm = toy_lm(4096, "auto")
     got = lm._loglikelihood_tokens(reqs, disable_tqdm=True)
     assert all(not generate for _, generate in lm._model_generate.calls)

@@ -11,7 +11,6 @@ offline engine's numbers is tests/stages/test_served.py's integration test.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,22 +21,9 @@ pytest.importorskip("lm_eval")
 from lm_eval.models.api_models import TemplateAPI  # noqa: E402
 
 from conftest import DEMO_MODEL, needs_demo_model  # noqa: E402
+from grouped_toy import Hook, toy_logprob, toy_requests, toy_top  # noqa: E402
 from suite.stages.evaluate.grouping import MAX_TOKEN_IDS  # noqa: E402
 from suite.stages.evaluate.served import GroupedServedCompletions, parse_grouped  # noqa: E402
-
-VOCAB = 300
-
-
-def toy_logprob(prefix, token: int) -> float:
-    """log p(token | prefix), on a 0.5 grid (ties are common)."""
-    h = hashlib.sha256(repr((tuple(prefix)[-3:], token)).encode()).digest()
-    return -0.5 * (h[0] % 12)
-
-
-def toy_top(prefix) -> int:
-    scores = [toy_logprob(prefix, t) for t in range(VOCAB)]
-    return scores.index(max(scores))
-
 
 class ToyServer(BaseHTTPRequestHandler):
     seen: list = []
@@ -92,14 +78,6 @@ def toy_url():
         thread.join(timeout=10)
 
 
-class Hook:
-    def __init__(self):
-        self.partials = []
-
-    def add_partial(self, attr, key, answer):
-        self.partials.append((attr, key, answer))
-
-
 def toy_lm(url: str, max_length: int, concurrent: int) -> GroupedServedCompletions:
     """The real class, built as served_lm builds it (the demo model's tokenizer; the requests here are token ids)."""
     lm = GroupedServedCompletions(url, str(DEMO_MODEL), max_length, 1234, concurrent)
@@ -107,25 +85,10 @@ def toy_lm(url: str, max_length: int, concurrent: int) -> GroupedServedCompletio
     return lm
 
 
-def requests() -> list:
-    reqs = []
-    contexts = [list(range(5 + q, 25 + 3 * q)) for q in range(6)]  # 20-30 tokens: some longer than max_length
-    for q, ctx in enumerate(contexts):
-        for choice in (201, 202, 203, 204):  # " A" .. " D"
-            reqs.append(((f"q{q}", f"c{choice}"), ctx, [choice]))
-    reqs.append((("q0", "c201"), contexts[0], [201]))  # a duplicate
-    reqs.append((("q1", "long"), contexts[1], [7, 8, 9]))  # a multi-token continuation: lm-eval's path
-    reqs.append((None, [3, 4], [5]))  # no cache key (as loglikelihood_rolling's windows)
-    wide = list(range(40, 50))
-    reqs += [((f"w{t}", "x"), wide, [t]) for t in range(MAX_TOKEN_IDS + 2)]  # too many ids for one request
-    reqs.append((("short", "x"), [9], [10]))
-    return reqs
-
-
 @needs_demo_model()
 @pytest.mark.parametrize("max_length,concurrent", [(4096, 1), (24, 4)])
 def test_grouped_served_answers_are_lm_evals_request_by_request(toy_url, max_length, concurrent):
-    reqs = requests()
+    reqs = toy_requests()
     lm = toy_lm(toy_url, max_length, 1)
     expected = TemplateAPI._loglikelihood_tokens(lm, reqs)  # lm-eval's local-completions path, one at a time
     assert all(body.get("echo") for body in ToyServer.seen)
