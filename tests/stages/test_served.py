@@ -1,7 +1,8 @@
 """``eval.engine: served``: the recipe field, its refusals, the plan, the prefix-cache reset, and the agreement on CPU.
 
 The agreement test is the real stack both ways (no stand-in for vLLM or lm-eval): the demo model scored on
-GSM8K (8 rows, 5-shot, greedy generation) and two MMLU subjects (4 rows each, 0-shot, loglikelihood) by
+GSM8K (4 rows, 5-shot) and HumanEval (2 rows; more stop sequences than a server takes in one request), greedy
+generation, and two MMLU subjects (4 rows each, 0-shot, loglikelihood) by
 the evaluate stage with lm-eval's in-process vLLM engine, then by the benchmark stage on its ``vllm serve``
 through lm-eval's local-completions, and compared item by item. Both run one request at a time
 (``batch_size: 1``): on CPU, greedy generation depends on the batch a sequence was computed in (at
@@ -162,7 +163,7 @@ def _agree(a, b, gaps: list) -> bool:
 @needs_demo_model()
 @pytest.mark.parametrize("loglikelihood", ["per_request", "grouped"])
 def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch, loglikelihood):
-    """per_request: GSM8K and MMLU through lm-eval's own paths both ways; grouped: MMLU (its only one-token choices)
+    """per_request: GSM8K, HumanEval and MMLU through lm-eval's own paths both ways; grouped: MMLU (its only one-token choices)
     through the grouped path both ways (in-process SamplingParams.logprob_token_ids, the server's
     logprob_token_ids)."""
     for k, v in CPU_ENV.items():
@@ -173,10 +174,12 @@ def test_served_and_the_offline_backend_agree_on_the_demo(tmp_path, monkeypatch,
 
     engine = EngineConfig(model=str(DEMO_MODEL), dtype="float32", max_model_len=2048,
                           engine_args={"enforce_eager": True, "distributed_executor_backend": "uni"})
-    run = [TaskRun(name="suite_gsm8k", limit=4)] * (loglikelihood == "per_request") + [
+    # HumanEval: 5 stop sequences and the EOS text, more than a server takes in one request (served.py)
+    generation = [TaskRun(name="suite_gsm8k", limit=4), TaskRun(name="suite_humaneval", limit=2)]
+    run = generation * (loglikelihood == "per_request") + [
         TaskRun(name=n, limit=4, num_fewshot=0) for n in ("suite_mmlu_anatomy", "suite_mmlu_astronomy")]
     offline = EvaluateConfig(engine=engine, tasks=run, batch_size=1, data_dir=str(ROOT / "tasks" / "data"),
-                             loglikelihood=loglikelihood,
+                             loglikelihood=loglikelihood, allow_code_execution=True,
                              include_path=str(ROOT / "tasks"), max_gen_toks=64, output_dir=str(tmp_path / "offline"))
     offline.write(tmp_path / "offline.config.json")
     with open(tmp_path / "offline.log", "w") as log:  # as the runner runs a stage: its own process

@@ -16,7 +16,11 @@ statistics; this subclass takes the offline backend's side each time:
   top-p/top-k/min-p of ``SamplingParams``: a server fills a request's unset fields from the model's
   ``generation_config.json`` (``--generation-config auto``, e.g. Qwen2.5's repetition_penalty 1.05),
   which ``LLM.generate`` with explicit ``SamplingParams`` never applies. Texts are cut at the stop
-  sequences afterwards (``postprocess_generated_text``), as offline.
+  sequences afterwards (``postprocess_generated_text``), as offline. A server takes at most
+  ``SERVER_STOP_STRINGS`` stop sequences a request (the OpenAI API's 4; vLLM 0.32's ``VLLM_MAX_STOP_STRINGS``
+  refuses more with HTTP 400, and HumanEval has 5 plus the EOS text): the first 4 go to the server, and the cut
+  afterwards applies them all, so a text is the offline one (a generation that went past a dropped stop sequence
+  is cut back at it; it only cost tokens).
 - loglikelihood: prompt log-probs through ``echo`` + ``logprobs: 1`` (``max_length`` = max_model_len, so
   the truncation and the rolling windows are the offline backend's); with ``eval.loglikelihood: grouped``, one
   request per context for one-token choices (``GroupedServedCompletions``, ``suite.stages.evaluate.grouping``):
@@ -62,6 +66,7 @@ NEUTRAL_SAMPLING = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequen
 # what the offline backend samples with when a task's generation_kwargs set neither do_sample nor temperature
 # (lm-eval's normalize_gen_kwargs then sets no temperature, and SamplingParams' default is 1.0)
 SAMPLING_PARAMS_TEMPERATURE = 1.0
+SERVER_STOP_STRINGS = 4  # stop sequences a completions request may carry (the OpenAI API's; vLLM's default)
 REQUEST_TIMEOUT_S = 3600  # one request (lm-eval's default, 300 s, is short for a long generation on 2 CPU cores)
 
 
@@ -123,7 +128,8 @@ class ServedCompletions(LocalCompletionsAPI):
         if not generate:  # prompt log-probs: echo, logprobs 1, one generated token (lm-eval's payload)
             return {**super()._create_payload(messages, generate=False, seed=seed), **NEUTRAL_SAMPLING}
         sampling, until, max_gen_toks = offline_gen_kwargs(gen_kwargs or {}, self.eos_text, self._max_gen_toks)
-        return {"prompt": messages, "model": self.model, "max_tokens": max_gen_toks, "stop": until, "seed": seed,
+        return {"prompt": messages, "model": self.model, "max_tokens": max_gen_toks, "seed": seed,
+                "stop": until[:SERVER_STOP_STRINGS],  # the rest are cut afterwards (generate_until)
                 "temperature": SAMPLING_PARAMS_TEMPERATURE, **NEUTRAL_SAMPLING, **sampling}
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:

@@ -73,7 +73,7 @@ def test_generation_settings_are_the_offline_backends(lmeval_vllm):
         assert ours == lmeval_vllm.VLLM.modify_gen_kwargs(gen, eos=lm.eos_text, default_max_gen_toks=96)
         payload = lm._create_payload([[1, 2]], generate=True, gen_kwargs=gen, seed=1234)
         sampling, until, max_gen_toks = ours
-        assert payload["stop"] == until and payload["max_tokens"] == max_gen_toks
+        assert payload["stop"] == until[:4] and payload["max_tokens"] == max_gen_toks
         # as offline: no temperature in the task's kwargs (and do_sample not false) is SamplingParams' 1.0
         assert payload["temperature"] == sampling.get("temperature", 1.0) == (1.0 if "do_sample" not in gen else 0.0)
         assert payload["skip_special_tokens"] is False and payload["spaces_between_special_tokens"] is False
@@ -81,6 +81,22 @@ def test_generation_settings_are_the_offline_backends(lmeval_vllm):
     ll = lm._create_payload([[1, 2, 3]], generate=False, seed=1234)
     assert ll["echo"] is True and ll["logprobs"] == 1 and ll["max_tokens"] == 1 and ll["repetition_penalty"] == 1.0
     assert lm.max_length == 2047  # the offline backend's max_model_len - 1 for loglikelihood contexts
+
+
+def test_a_task_with_more_stop_sequences_than_a_server_takes_is_cut_at_every_one(lmeval_vllm, monkeypatch):
+    """HumanEval's 5 stop sequences and the EOS text: a server takes 4 (vLLM 0.32 answers 400 to more); the text it
+    returns is cut at all 6 afterwards, as the offline engine's is."""
+    from lm_eval.models.api_models import TemplateAPI
+
+    lm = _served(DEMO_MODEL)
+    until = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
+    payload = lm._create_payload([[1, 2]], generate=True, gen_kwargs={"until": until, "do_sample": False}, seed=1)
+    assert payload["stop"] == until[:4]
+    # the server did not stop at "\nprint" (not sent): the text comes back longer and is cut there
+    monkeypatch.setattr(TemplateAPI, "generate_until", lambda self, reqs, disable_tqdm=False:
+                        ["    return x\nprint(f(1))\n"])
+    req = SimpleNamespace(args=("def f(x):\n", {"until": until, "do_sample": False}), task_name="humaneval")
+    assert lm.generate_until([req]) == ["    return x"]
 
 
 def test_the_chat_templated_prompt_is_the_offline_backends(lmeval_vllm):
