@@ -124,6 +124,12 @@ ADAPTIVE_CODE = (EVALUATE_CODE.parent / BENCHMARK / "repeats.py", EVALUATE_CODE.
                  "repeats.py")
 
 
+def code_hash(files) -> str:
+    """16 hex digits of the sha256 of the files' bytes, one after the other: the suite's own code that decides what a
+    job computes, in its key."""
+    return hashlib.sha256(b"".join(safeio.read_bytes(f, "code") for f in files)).hexdigest()[:16]
+
+
 class FileHashes:
     """sha256 of files, remembered by (path, size, mtime_ns, device, inode, ctime_ns) in a JSON file: unchanged files are
     not read again. The inode and ctime are there because size and mtime can be kept by a change: ``rsync -t``,
@@ -198,13 +204,11 @@ def cache_key(config: EvaluateConfig, model_identity: str, versions: dict[str, s
         cfg.pop("loglikelihood")
     elif cfg.get("loglikelihood") == "grouped":  # the suite's own scoring code: a change to it is a new key
         code = GROUPED_SCORING["served" if cfg.get("backend") == "served" else "vllm"]
-        cfg["loglikelihood"] = "grouped-" + hashlib.sha256(
-            b"".join(safeio.read_bytes(f, "code") for f in code)).hexdigest()[:16]
+        cfg["loglikelihood"] = "grouped-" + code_hash(code)
     if cfg.get("sequential") is None:  # likewise (a fixed-size evaluation)
         cfg.pop("sequential", None)
     else:  # the looks' code and the design's bounds decide which items are scored: a change to them is a new key
-        cfg["sequential"]["code"] = hashlib.sha256(
-            b"".join(safeio.read_bytes(p, "code") for p in SEQUENTIAL_CODE)).hexdigest()[:16]
+        cfg["sequential"]["code"] = code_hash(SEQUENTIAL_CODE)
     # the sampler the engine runs with, whichever decided it (the environment's switch wins over the config's);
     # always in the key: entries made from d5be40a to 13bd99c ran without FlashInfer's sampler and named nothing
     sampler_on = cfg.pop("flashinfer_sampler", True)
@@ -272,8 +276,7 @@ def benchmark_key(config: "BenchmarkConfig", model: str, versions: dict[str, str
         cfg.pop("adaptive", None)
     else:  # the design (limits, headline rule, its code), not the baseline's path (ADAPTIVE_CODE above)
         cfg["adaptive"].pop("baseline_result")
-        cfg["adaptive"]["code"] = hashlib.sha256(
-            b"".join(safeio.read_bytes(p, "code") for p in ADAPTIVE_CODE)).hexdigest()[:16]
+        cfg["adaptive"]["code"] = code_hash(ADAPTIVE_CODE)
     if cfg.get("dataset"):  # workload 'dataset': its content (sha256 recorded by the planner), not its path
         cfg["dataset"] = {k: v for k, v in cfg["dataset"].items() if k != "path"}
     hashes = hash_cache()
